@@ -1,3 +1,32 @@
-"""tallmcmc: Bayesian posterior sampling on tall data sets."""
+"""tallmcmc: Bayesian posterior sampling on tall data sets.
+
+Minibatch Metropolis–Hastings tests (the minibatch Barker test of Seita et al.
+and the baselines it is measured against), proposals, and Stein sample-quality
+diagnostics.
+"""
+
+from tallmcmc.acceptance import AcceptanceTest, TestInfo, exact_barker, exact_metropolis
+from tallmcmc.kernel import MHInfo, MHState, build_kernel
+from tallmcmc.minibatch_barker import minibatch_barker
+from tallmcmc.model import Model, check_model
+from tallmcmc.proposals import Proposal, random_walk
+from tallmcmc.sampling import SamplingResult, sample
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AcceptanceTest",
+    "MHInfo",
+    "MHState",
+    "Model",
+    "Proposal",
+    "SamplingResult",
+    "TestInfo",
+    "build_kernel",
+    "check_model",
+    "exact_barker",
+    "exact_metropolis",
+    "minibatch_barker",
+    "random_walk",
+    "sample",
+]

@@ -1,0 +1,1 @@
+"""Models used by the papers' experiments, ready to sample."""

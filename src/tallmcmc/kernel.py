@@ -1,0 +1,104 @@
+"""A Metropolis–Hastings kernel assembled from a proposal and an acceptance test.
+
+The BlackJAX shape: :func:`build_kernel` returns pure ``init(position)`` and
+``step(rng_key, state) -> (state, info)`` functions, jit- and vmap-able, with
+:class:`MHState` and :class:`MHInfo` named tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from tallmcmc.acceptance import AcceptanceTest
+from tallmcmc.model import Model, Position
+from tallmcmc.proposals import Proposal
+
+
+class MHState(NamedTuple):
+    """State of one chain: the position, its log-prior, and the test's cache."""
+
+    position: Position
+    log_prior: jax.Array
+    cache: Any
+
+
+class MHInfo(NamedTuple):
+    """What one step did (see :class:`tallmcmc.acceptance.TestInfo` for the test's fields).
+
+    ``data_used`` counts everything touched this step: the test's data plus
+    any the proposal used.
+    """
+
+    accepted: jax.Array
+    statistic: jax.Array
+    data_used: jax.Array
+    data_used_by_test: jax.Array
+    variance: jax.Array
+    error_bound: jax.Array
+    used_full_data: jax.Array
+    non_finite: jax.Array
+
+
+class Kernel(NamedTuple):
+    init: Callable[[Position], MHState]
+    step: Callable[[jax.Array, MHState], tuple[MHState, MHInfo]]
+
+
+def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kernel:
+    """Assemble a Metropolis–Hastings kernel.
+
+    Parameters
+    ----------
+    model
+        The tempered target.
+    proposal
+        How θ′ is drawn (e.g. :func:`tallmcmc.random_walk`).
+    test
+        The acceptance rule (e.g. :func:`tallmcmc.minibatch_barker`).
+
+    Returns
+    -------
+    Kernel
+        ``init(position) -> MHState`` and ``step(rng_key, state) -> (MHState, MHInfo)``.
+    """
+
+    def init(position: Position) -> MHState:
+        position = jax.tree_util.tree_map(jnp.asarray, position)
+        return MHState(position, jnp.asarray(model.log_prior(position)), test.init(model, position))
+
+    def step(rng_key: jax.Array, state: MHState) -> tuple[MHState, MHInfo]:
+        proposal_key, test_key = jax.random.split(rng_key)
+        proposed = proposal.propose(proposal_key, state.position, model)
+        log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
+        offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
+        # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
+        offset = jnp.where(jnp.isnan(offset), -jnp.inf, offset)
+        decision = test.decide(test_key, model, state.position, proposed.position, offset, state.cache)
+        accepted = decision.accepted
+
+        def choose(new, old):
+            return jnp.where(accepted, new, old)
+
+        new_state = MHState(
+            jax.tree_util.tree_map(choose, proposed.position, state.position),
+            choose(log_prior, state.log_prior),
+            jax.tree_util.tree_map(choose, decision.cache, state.cache),
+        )
+        test_info = decision.info
+        info = MHInfo(
+            accepted=accepted,
+            statistic=test_info.statistic,
+            data_used=test_info.data_used + proposed.data_used,
+            data_used_by_test=test_info.data_used_by_test,
+            variance=test_info.variance,
+            error_bound=test_info.error_bound,
+            used_full_data=test_info.used_full_data,
+            non_finite=test_info.non_finite | jnp.isnan(log_prior),
+        )
+        return new_state, info
+
+    return Kernel(init, step)

@@ -1,0 +1,169 @@
+"""Models: a per-datum log-likelihood, a log-prior, the data and a temperature.
+
+The target of every sampler in tallmcmc is the tempered posterior
+
+.. math:: \\pi(\\theta) \\propto p_0(\\theta) \\prod_{i=1}^N p(x_i \\mid \\theta)^{1/K},
+
+given as :class:`Model`. :func:`check_model` is the one check of a target that
+every sampler runs before it starts (the emcee practice): it evaluates the model
+once at the initial position and turns every mistake it can see into an error
+that names the argument and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Position = Any  # a pytree of arrays
+Data = Any  # a pytree of arrays, every leaf with leading axis N
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A tempered Bayesian model over a tall data set.
+
+    Parameters
+    ----------
+    log_likelihood
+        ``log_likelihood(position, datum) -> scalar``: log-density of *one*
+        datum (a pytree of arrays without the leading axis) at ``position``.
+    log_prior
+        ``log_prior(position) -> scalar``: log prior density (up to a
+        constant). ``-inf`` outside the support is allowed; a proposal there
+        is rejected without touching the data.
+    data
+        Pytree of arrays, every leaf with the same leading axis of length
+        ``N`` (the number of data points).
+    temperature
+        ``K > 0``; the likelihood enters as ``p(x_i | θ)^(1/K)``.
+
+    References
+    ----------
+    .. [1] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
+       minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 2.1.
+    """
+
+    log_likelihood: Callable[[Position, Any], jax.Array]
+    log_prior: Callable[[Position], jax.Array]
+    data: Data
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not callable(self.log_likelihood):
+            raise TypeError("log_likelihood must be a function log_likelihood(position, datum) -> scalar")
+        if not callable(self.log_prior):
+            raise TypeError("log_prior must be a function log_prior(position) -> scalar")
+        temperature = float(self.temperature)
+        if not np.isfinite(temperature) or temperature <= 0:
+            raise ValueError(f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}")
+        num_data_of(self.data)  # validates the data's shape
+
+    @property
+    def num_data(self) -> int:
+        """``N``, the length of the data's leading axis."""
+        return num_data_of(self.data)
+
+    def with_data(self, data: Data) -> Model:
+        """The same model over other arrays of the same structure (used under ``jit``)."""
+        return dataclasses.replace(self, data=data)
+
+    def per_datum_log_likelihood(self, position: Position, data: Data | None = None) -> jax.Array:
+        """Untempered ``log p(x_i | position)`` for every datum (shape ``(N,)``)."""
+        data = self.data if data is None else data
+        return jax.vmap(self.log_likelihood, in_axes=(None, 0))(position, data)
+
+    def log_likelihood_ratios(self, position: Position, proposed: Position, data: Data) -> jax.Array:
+        """Tempered per-datum log ratios ``(1/K)[log p(x_i|θ') − log p(x_i|θ)]``.
+
+        Each ratio is formed per datum before anything is summed, so no
+        difference of two large sums is ever taken.
+        """
+        new = self.per_datum_log_likelihood(proposed, data)
+        old = self.per_datum_log_likelihood(position, data)
+        return (new - old) / self.temperature
+
+    def log_density(self, position: Position) -> jax.Array:
+        """Full-data tempered log posterior (up to a constant); touches all N points."""
+        return self.log_prior(position) + jnp.sum(self.per_datum_log_likelihood(position)) / self.temperature
+
+
+def num_data_of(data: Data) -> int:
+    """Length ``N`` of the leading axis shared by every leaf of ``data``."""
+    leaves = jax.tree_util.tree_leaves(data)
+    if not leaves:
+        raise ValueError("data is empty: pass a pytree of arrays whose leaves share a leading axis of length N >= 1")
+    lengths = set()
+    for leaf in leaves:
+        shape = np.shape(leaf)
+        if len(shape) == 0:
+            raise ValueError(
+                "data leaves must have a leading axis of length N (one row per datum); "
+                f"got a scalar leaf. Wrap single values as arrays of shape (N, ...)"
+            )
+        lengths.add(shape[0])
+    if len(lengths) != 1:
+        raise ValueError(
+            f"every leaf of data must have the same leading length N; got lengths {sorted(lengths)}. "
+            "Put one row per datum in every array"
+        )
+    (num,) = lengths
+    if num == 0:
+        raise ValueError("data is empty (N = 0): a posterior needs at least one datum")
+    return int(num)
+
+
+def check_model(model: Model, position: Position) -> tuple[float, float]:
+    """Evaluate the model once at ``position`` and fail loudly on anything wrong.
+
+    Runs before any sampling starts (the emcee practice: one check shared by
+    every sampler). Touches all ``N`` data points once.
+
+    Returns
+    -------
+    (log_prior, log_likelihood_sum)
+        Both finite.
+
+    Raises
+    ------
+    ValueError
+        If the log-prior or any per-datum log-likelihood is not a finite
+        scalar at ``position``, naming the first offending datum.
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
+    leaves = jax.tree_util.tree_leaves(position)
+    if not leaves:
+        raise ValueError("initial_position is empty: pass an array or a pytree of arrays")
+    for leaf in leaves:
+        if not np.all(np.isfinite(np.asarray(leaf))):
+            raise ValueError("initial_position contains NaN or inf")
+    log_prior = np.asarray(model.log_prior(position))
+    if log_prior.shape != ():
+        raise ValueError(f"log_prior must return a scalar; it returned shape {log_prior.shape}")
+    if not np.isfinite(log_prior):
+        raise ValueError(
+            f"log_prior(initial_position) = {float(log_prior)}: start inside the prior's support "
+            "where the log-prior is finite"
+        )
+    first = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[0], model.data)
+    one = np.asarray(model.log_likelihood(position, first))
+    if one.shape != ():
+        raise ValueError(
+            f"log_likelihood(position, datum) must return a scalar for one datum; it returned shape {one.shape}. "
+            "It receives one row of the data (leading axis removed)"
+        )
+    values = np.asarray(jax.jit(model.per_datum_log_likelihood)(position, model.data))
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ValueError(
+            f"log_likelihood is not finite at initial_position for {bad.size} of {values.size} data points "
+            f"(first: datum {bad[0]}, value {values[bad[0]]}). Fix the data (NaN/inf rows?) or the "
+            "log-likelihood (use log-space formulas such as jax.nn.log_sigmoid / logsumexp)"
+        )
+    return float(log_prior), float(values.sum())

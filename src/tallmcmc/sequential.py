@@ -1,0 +1,144 @@
+"""The growing-minibatch loop that every subsampling acceptance test shares.
+
+A sequential test looks at the tempered per-datum log ratios
+
+.. math:: l_i = \\tfrac{1}{K}\\,[\\log p(x_i \\mid \\theta') - \\log p(x_i \\mid \\theta)]
+
+of a minibatch drawn without replacement (see :mod:`tallmcmc.subsample`),
+grows the minibatch stage by stage, and stops at the first stage where its
+own rule (``stop``) is satisfied or when all ``N`` points have been used.
+Points are evaluated ``chunk_size`` at a time (a static shape, as XLA needs);
+a stage boundary that is not a multiple of the chunk is honoured exactly by
+masking, so the count of data used is the count of log ratios the test saw.
+
+Running mean and sum of squared deviations are merged chunk by chunk with the
+pairwise update of Chan, Golub and LeVeque, which is stable in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from tallmcmc.model import Model, Position
+from tallmcmc.subsample import permutation_keys, permuted_indices
+
+
+class SequentialState(NamedTuple):
+    """Where a growing-minibatch test stands.
+
+    ``count`` points used so far; their ``mean`` and ``sum_squares``
+    (Σ (l_i − mean)²); ``stage`` checks made; ``next_check`` the size of the
+    next stage; ``buffer`` the first values seen (for moment estimates that
+    need the values themselves; empty unless asked for); ``done`` and
+    ``non_finite`` flags.
+    """
+
+    count: jax.Array
+    mean: jax.Array
+    sum_squares: jax.Array
+    stage: jax.Array
+    next_check: jax.Array
+    buffer: jax.Array
+    done: jax.Array
+    non_finite: jax.Array
+
+
+def sample_variance(state: SequentialState) -> jax.Array:
+    """Unbiased sample variance of the log ratios seen so far."""
+    return state.sum_squares / jnp.maximum(state.count - 1, 1).astype(state.mean.dtype)
+
+
+def run_sequential_test(
+    rng_key: jax.Array,
+    model: Model,
+    position: Position,
+    proposed: Position,
+    *,
+    chunk_size: int,
+    first_stage: int,
+    next_stage: Callable[[jax.Array, jax.Array], jax.Array],
+    stop: Callable[[SequentialState], jax.Array],
+    dtype,
+    buffer_size: int = 0,
+    skip: jax.Array | bool = False,
+) -> SequentialState:
+    """Grow a minibatch stage by stage until ``stop`` holds or all data is used.
+
+    Parameters
+    ----------
+    rng_key
+        Key for this step's random order of the data.
+    model, position, proposed
+        The model and the pair (θ, θ′) compared.
+    chunk_size
+        Points evaluated per loop iteration (static).
+    first_stage
+        Size of the first stage (≥ 2).
+    next_stage
+        ``next_stage(count, stage) -> size`` of the stage after a failed check.
+    stop
+        ``stop(state) -> bool`` evaluated at each stage boundary (``count`` is
+        the stage size, ``stage`` the number of checks made including this).
+    dtype
+        Floating dtype of the accumulators.
+    buffer_size
+        Keep the first ``buffer_size`` log ratios in ``state.buffer``.
+    skip
+        If true, use no data at all (e.g. a proposal outside the prior's support).
+    """
+    num_data = model.num_data
+    round_keys = permutation_keys(rng_key)
+    lanes = jnp.arange(chunk_size, dtype=jnp.int32)
+
+    def body(state: SequentialState) -> SequentialState:
+        limit = jnp.minimum(state.next_check, num_data)
+        positions = state.count + lanes
+        valid = positions < limit
+        indices = permuted_indices(round_keys, jnp.where(valid, positions, 0), num_data)
+        batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
+        values = model.log_likelihood_ratios(position, proposed, batch).astype(dtype)
+        weights = valid.astype(dtype)
+        chunk_count = jnp.sum(valid).astype(jnp.int32)
+        chunk_n = chunk_count.astype(dtype)
+        chunk_mean = jnp.sum(jnp.where(valid, values, 0)) / jnp.maximum(chunk_n, 1)
+        chunk_squares = jnp.sum(weights * jnp.where(valid, values - chunk_mean, 0) ** 2)
+        count = state.count + chunk_count
+        total = count.astype(dtype)
+        delta = chunk_mean - state.mean
+        mean = state.mean + delta * chunk_n / total
+        sum_squares = state.sum_squares + chunk_squares + delta**2 * state.count.astype(dtype) * chunk_n / total
+        buffer = state.buffer
+        if buffer_size:
+            start = jnp.minimum(state.count, buffer_size)
+            buffer = lax.dynamic_update_slice(buffer, values, (start,))
+        non_finite = ~(jnp.isfinite(mean) & jnp.isfinite(sum_squares))
+        at_check = (count >= limit) | non_finite
+        stage = state.stage + at_check.astype(jnp.int32)
+        new = SequentialState(count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite)
+        stopped = at_check & (non_finite | (count >= num_data) | stop(new))
+        following = jnp.clip(next_stage(count, stage), count + 1, num_data)
+        next_check = jnp.where(at_check & ~stopped, following, state.next_check)
+        return new._replace(next_check=next_check.astype(jnp.int32), done=stopped)
+
+    zero = jnp.zeros((), dtype)
+    initial = SequentialState(
+        count=jnp.zeros((), jnp.int32),
+        mean=zero,
+        sum_squares=zero,
+        stage=jnp.zeros((), jnp.int32),
+        next_check=jnp.asarray(min(first_stage, num_data), jnp.int32),
+        buffer=jnp.zeros((buffer_size + chunk_size,) if buffer_size else (0,), dtype),
+        done=jnp.asarray(skip, bool),
+        non_finite=jnp.zeros((), bool),
+    )
+    return lax.while_loop(lambda s: ~s.done, body, initial)
+
+
+def full_data_log_ratios(model: Model, position: Position, proposed: Position) -> jax.Array:
+    """All ``N`` tempered per-datum log ratios (a full pass over the data)."""
+    return model.log_likelihood_ratios(position, proposed, model.data)
