@@ -1,0 +1,299 @@
+"""Greedy geometric t-spanner in the L1 metric.
+
+The graph Stein discrepancy of Gorham & Mackey (2015) only needs Stein
+constraints along the edges of a sparse *spanner* of the sample points: a
+graph in which every pair of points is joined by a path whose total L1 length
+is at most ``dilation`` times their L1 distance.  This module builds the
+*greedy* spanner (edges by increasing length; an edge is added only when the
+current graph has no short enough path between its endpoints), which has
+O(n) edges in practice.
+
+Implementation: the "FG-greedy" idea of Farshi & Gudmundsson (2009), compiled
+with numba.  A dense matrix of upper bounds on graph distances is kept; a
+candidate pair is skipped when its bound already certifies a short path.
+Otherwise a Dijkstra search from one endpoint, over the edges added so far
+and pruned at ``dilation`` times the pair length, refreshes that endpoint's
+row of bounds (exact distances inside the pruning radius); the edge is added
+only if the search does not reach the other endpoint in time.  Because edges
+are processed by increasing length, every node settled by the search is
+certified for all later pairs with that endpoint, so few searches are run.
+
+References
+----------
+.. [1] J. Gorham and L. Mackey, "Measuring Sample Quality with Stein's
+   Method", Advances in Neural Information Processing Systems 28 (NIPS 2015).
+.. [2] M. Farshi and J. Gudmundsson, "Experimental study of geometric
+   t-spanners", ACM Journal of Experimental Algorithmics 14 (2009).
+.. [3] Q. W. Bouts, A. P. ten Brink and K. Buchin, "A framework for computing
+   the greedy spanner", SoCG 2014.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["spanner"]
+
+
+@njit(cache=True)
+def _pairwise_l1_upper(points):
+    """All pairs ``a < b`` with their L1 distances."""
+    n, d = points.shape
+    m = n * (n - 1) // 2
+    first = np.empty(m, dtype=np.int64)
+    second = np.empty(m, dtype=np.int64)
+    dist = np.empty(m, dtype=np.float64)
+    p = 0
+    for a in range(n):
+        for b in range(a + 1, n):
+            s = 0.0
+            for k in range(d):
+                s += abs(points[a, k] - points[b, k])
+            first[p] = a
+            second[p] = b
+            dist[p] = s
+            p += 1
+    return first, second, dist
+
+
+@njit(cache=True)
+def _heap_push(heap_key, heap_node, size, key, node):
+    i = size
+    heap_key[i] = key
+    heap_node[i] = node
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap_key[parent] <= heap_key[i]:
+            break
+        heap_key[parent], heap_key[i] = heap_key[i], heap_key[parent]
+        heap_node[parent], heap_node[i] = heap_node[i], heap_node[parent]
+        i = parent
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(heap_key, heap_node, size):
+    key = heap_key[0]
+    node = heap_node[0]
+    size -= 1
+    heap_key[0] = heap_key[size]
+    heap_node[0] = heap_node[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        child = left
+        right = left + 1
+        if right < size and heap_key[right] < heap_key[left]:
+            child = right
+        if heap_key[i] <= heap_key[child]:
+            break
+        heap_key[child], heap_key[i] = heap_key[i], heap_key[child]
+        heap_node[child], heap_node[i] = heap_node[i], heap_node[child]
+        i = child
+    return key, node, size
+
+
+@njit(cache=True)
+def _greedy_spanner(points, first, second, dist, order, dilation):
+    """FG-greedy spanner on pre-sorted candidate pairs (see module docstring)."""
+    n, d = points.shape
+    bound = np.full((n, n), np.inf)
+    for i in range(n):
+        bound[i, i] = 0.0
+
+    # adjacency as linked lists over a growable edge-slot pool
+    capacity = 8 * n + 16
+    head = np.full(n, -1, dtype=np.int64)
+    link_next = np.empty(capacity, dtype=np.int64)
+    link_to = np.empty(capacity, dtype=np.int64)
+    link_length = np.empty(capacity, dtype=np.float64)
+    slots = 0
+
+    edge_a = np.empty(capacity, dtype=np.int64)
+    edge_b = np.empty(capacity, dtype=np.int64)
+    edge_length = np.empty(capacity, dtype=np.float64)
+    n_edges = 0
+
+    # Dijkstra work space
+    best = np.full(n, np.inf)
+    settled = np.zeros(n, dtype=np.bool_)
+    touched = np.empty(n, dtype=np.int64)
+    heap_capacity = 4 * n + 16
+    heap_key = np.empty(heap_capacity, dtype=np.float64)
+    heap_node = np.empty(heap_capacity, dtype=np.int64)
+
+    for idx in range(order.shape[0]):
+        p = order[idx]
+        a = first[p]
+        b = second[p]
+        length = dist[p]
+        radius = dilation * length
+        if bound[a, b] <= radius:
+            continue
+
+        # cheap certificate: one hop to a neighbour whose bound is known
+        certified = False
+        s = head[a]
+        while s != -1:
+            if link_length[s] + bound[link_to[s], b] <= radius:
+                certified = True
+                break
+            s = link_next[s]
+        if not certified:
+            s = head[b]
+            while s != -1:
+                if link_length[s] + bound[link_to[s], a] <= radius:
+                    certified = True
+                    break
+                s = link_next[s]
+        if certified:
+            continue
+
+        # Dijkstra search from a over the edges already in the spanner; it is
+        # not pruned at the radius: refreshing the whole row of bounds lets
+        # far more later pairs be skipped (measured faster at n = 1000, d = 2)
+        n_touched = 1
+        touched[0] = a
+        best[a] = 0.0
+        size = _heap_push(heap_key, heap_node, 0, 0.0, a)
+        reached = False
+        while size > 0:
+            key, u, size = _heap_pop(heap_key, heap_node, size)
+            if settled[u]:
+                continue
+            settled[u] = True
+            if best[u] < bound[a, u]:
+                bound[a, u] = best[u]
+                bound[u, a] = best[u]
+            if u == b and best[u] <= radius:
+                reached = True
+            s = head[u]
+            while s != -1:
+                v = link_to[s]
+                candidate = best[u] + link_length[s]
+                if candidate < best[v] and not settled[v]:
+                    if best[v] == np.inf:
+                        touched[n_touched] = v
+                        n_touched += 1
+                    best[v] = candidate
+                    if size >= heap_key.shape[0]:
+                        new_key = np.empty(2 * heap_key.shape[0], dtype=np.float64)
+                        new_node = np.empty(2 * heap_key.shape[0], dtype=np.int64)
+                        new_key[:size] = heap_key[:size]
+                        new_node[:size] = heap_node[:size]
+                        heap_key = new_key
+                        heap_node = new_node
+                    size = _heap_push(heap_key, heap_node, size, candidate, v)
+                s = link_next[s]
+        for t in range(n_touched):
+            u = touched[t]
+            best[u] = np.inf
+            settled[u] = False
+        if reached:
+            continue
+
+        # add edge (a, b)
+        if slots + 2 > link_next.shape[0]:
+            new_capacity = 2 * link_next.shape[0]
+            tmp_next = np.empty(new_capacity, dtype=np.int64)
+            tmp_to = np.empty(new_capacity, dtype=np.int64)
+            tmp_length = np.empty(new_capacity, dtype=np.float64)
+            tmp_next[:slots] = link_next[:slots]
+            tmp_to[:slots] = link_to[:slots]
+            tmp_length[:slots] = link_length[:slots]
+            link_next = tmp_next
+            link_to = tmp_to
+            link_length = tmp_length
+        link_to[slots] = b
+        link_length[slots] = length
+        link_next[slots] = head[a]
+        head[a] = slots
+        slots += 1
+        link_to[slots] = a
+        link_length[slots] = length
+        link_next[slots] = head[b]
+        head[b] = slots
+        slots += 1
+
+        if n_edges >= edge_a.shape[0]:
+            new_capacity = 2 * edge_a.shape[0]
+            tmp_a = np.empty(new_capacity, dtype=np.int64)
+            tmp_b = np.empty(new_capacity, dtype=np.int64)
+            tmp_l = np.empty(new_capacity, dtype=np.float64)
+            tmp_a[:n_edges] = edge_a[:n_edges]
+            tmp_b[:n_edges] = edge_b[:n_edges]
+            tmp_l[:n_edges] = edge_length[:n_edges]
+            edge_a = tmp_a
+            edge_b = tmp_b
+            edge_length = tmp_l
+        edge_a[n_edges] = a
+        edge_b[n_edges] = b
+        edge_length[n_edges] = length
+        n_edges += 1
+        bound[a, b] = length
+        bound[b, a] = length
+
+    edges = np.empty((n_edges, 2), dtype=np.int64)
+    edges[:, 0] = edge_a[:n_edges]
+    edges[:, 1] = edge_b[:n_edges]
+    return edges, edge_length[:n_edges].copy()
+
+
+def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy geometric t-spanner of a point set in the L1 metric.
+
+    Pairs of points are considered by increasing L1 distance (ties broken by
+    index order); the pair ``(a, b)`` becomes an edge exactly when the graph
+    built so far has no path from ``a`` to ``b`` of total L1 length at most
+    ``dilation * ||a - b||_1``.  The result is a ``dilation``-spanner: every
+    pair of points is joined by a path no longer than ``dilation`` times
+    their L1 distance.  Its number of edges is O(n) for fixed dimension in
+    practice.
+
+    Parameters
+    ----------
+    points : ndarray, shape (n, d)
+        Point coordinates.  Duplicate rows should be collapsed by the caller;
+        if present, they are joined by zero-length edges.
+    dilation : float, default 2.0
+        Dilation (stretch) factor ``t >= 1``.
+
+    Returns
+    -------
+    edges : ndarray of int64, shape (E, 2)
+        Endpoint indices ``(a, b)`` with ``a < b``, in order of insertion
+        (non-decreasing length).
+    lengths : ndarray of float64, shape (E,)
+        L1 lengths of the edges.
+
+    Notes
+    -----
+    Uses the FG-greedy acceleration (a dense matrix of distance bounds and
+    Dijkstra searches pruned at ``dilation`` times the pair length), compiled
+    with numba; memory is O(n^2) and the first call includes JIT compilation
+    (cached on disk afterwards).
+
+    References
+    ----------
+    .. [1] J. Gorham and L. Mackey, "Measuring Sample Quality with Stein's
+       Method", NIPS 2015, Section 4.2.
+    .. [2] M. Farshi and J. Gudmundsson, "Experimental study of geometric
+       t-spanners", ACM J. Exp. Algorithmics 14 (2009).
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    if points.ndim != 2:
+        raise ValueError(f"points must be a 2-D array (n, d), got shape {points.shape}")
+    if not np.all(np.isfinite(points)):
+        raise ValueError("points must be finite")
+    dilation = float(dilation)
+    if not dilation >= 1.0:
+        raise ValueError(f"dilation must be >= 1, got {dilation}")
+    n = points.shape[0]
+    if n < 2:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.float64)
+    first, second, dist = _pairwise_l1_upper(points)
+    order = np.argsort(dist, kind="stable")
+    return _greedy_spanner(points, first, second, dist, order, dilation)
