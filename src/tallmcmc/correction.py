@@ -697,9 +697,12 @@ def ridge_correction(
     :math:`M^T M` (:math:`(2N+1)^2`) is formed in :math:`O(N^2)` from prefix
     sums, using that :math:`M_{ij}` depends on :math:`i - j` only, instead
     of a :math:`(4N+1)(2N+1)^2` matrix product; :math:`M^T v` and the
-    residuals are chunked matrix-vector products, so the :math:`(4N+1)
+    residuals are discrete convolutions (:func:`numpy.convolve`), so the :math:`(4N+1)
     \times (2N+1)` matrix is never stored (1 GB at N = 4000). The system is
-    solved by Cholesky (:func:`scipy.linalg.cho_factor`).
+    solved by Cholesky (:func:`scipy.linalg.cho_factor`). At N = 4000 on the
+    2 shared cores of the development machine this takes about 15-40 s per
+    (sigma, lambda) cell, dominated by the Cholesky factorisation of the
+    8001 x 8001 system (1.7e11 flops); the Gram matrix is cached per sigma.
 
     Parameters
     ----------
@@ -737,21 +740,14 @@ def _ridge_system(sigma: float, n: int, half_width: float) -> tuple[np.ndarray, 
     g = ndtr(np.arange(-3 * n, 3 * n + 1) * step / sigma)
     gram = _ridge_gram(g, n)
     v = expit(np.arange(-2 * n, 2 * n + 1) * step)
-    mtv = np.zeros(2 * n + 1)
-    j = np.arange(-n, n + 1)
-    for start in range(-2 * n, 2 * n + 1, 1000):
-        i = np.arange(start, min(2 * n + 1, start + 1000))
-        mtv += g[(i[:, None] - j[None, :]) + 3 * n].T @ v[i + 2 * n]
+    # (M^T v)_j = sum_i g[i - j] v_i is a correlation: read it off np.convolve (direct, O(n^2))
+    mtv = np.convolve(g, v[::-1])[4 * n : 6 * n + 1][::-1].copy()
     return gram, mtv, step
 
 
 def _ridge_residual(g: np.ndarray, n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    j = np.arange(-n, n + 1)
-    out = np.empty(4 * n + 1)
-    for start in range(-2 * n, 2 * n + 1, 1000):
-        i = np.arange(start, min(2 * n + 1, start + 1000))
-        out[i + 2 * n] = g[(i[:, None] - j[None, :]) + 3 * n] @ u - v[i + 2 * n]
-    return out
+    """``M u - v`` on the fit grid: ``(M u)_i = sum_j g[i - j] u_j`` is a convolution."""
+    return np.convolve(g, u)[2 * n : 6 * n + 1] - v
 
 
 def _ridge_result(sigma: float, n: int, lam: float, half_width: float, u: np.ndarray, seconds: float) -> RidgeCorrection:
