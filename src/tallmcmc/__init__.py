@@ -6,6 +6,7 @@ diagnostics.
 """
 
 from tallmcmc.acceptance import AcceptanceTest, TestInfo, exact_barker, exact_metropolis
+from tallmcmc.correction import CorrectionDistribution, correction_distribution
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc.minibatch_barker import minibatch_barker
 from tallmcmc.model import Model, check_model
