@@ -1,0 +1,51 @@
+"""The Gaussian-mean model: xᵢ ~ N(θ, I), a conjugate Gaussian (or flat) prior.
+
+Its tempered posterior is Gaussian and known in closed form, which makes it
+the reference target of the statistical tests, and with a flat prior and
+proposal N(θ, 1/N) it is the worst case of Seita et al. (2017, Lemma 1).
+
+References
+----------
+.. [1] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
+   minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 2.2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tallmcmc.model import Model
+
+
+def log_likelihood(theta: jax.Array, x: jax.Array) -> jax.Array:
+    """log N(x; θ, I) of one datum (θ and x of the same shape, scalar or vector)."""
+    return -0.5 * jnp.sum((x - theta) ** 2) - 0.5 * jnp.size(x) * math.log(2 * math.pi)
+
+
+def model(
+    data: np.ndarray, prior_variance: float | None = 100.0, temperature: float = 1.0
+) -> Model:
+    """The model over ``data`` (shape (N,) or (N, d)); ``prior_variance=None`` is a flat prior."""
+    if prior_variance is None:
+        def log_prior(theta):
+            return jnp.zeros((), jnp.asarray(theta).dtype)
+    else:
+        def log_prior(theta):
+            return -0.5 * jnp.sum(theta**2) / prior_variance
+
+    return Model(log_likelihood, log_prior, jnp.asarray(data), temperature)
+
+
+def posterior(
+    data: np.ndarray, prior_variance: float | None = 100.0, temperature: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact mean and variance (per coordinate) of the tempered posterior, in float64."""
+    data = np.asarray(data, dtype=np.float64)
+    num = data.shape[0]
+    precision = num / temperature + (0.0 if prior_variance is None else 1.0 / prior_variance)
+    mean = data.sum(axis=0) / temperature / precision
+    return np.asarray(mean), np.broadcast_to(1.0 / precision, np.shape(mean)).copy()
