@@ -57,23 +57,33 @@ def model(num_data: int = PAPER_NUM_DATA, temperature: float = PAPER_TEMPERATURE
     return Model(log_likelihood, log_prior, jnp.asarray(simulate_data(num_data, seed)), temperature)
 
 
-def log_posterior_grid(data: np.ndarray, temperature: float, theta1: np.ndarray, theta2: np.ndarray) -> np.ndarray:
+def log_posterior_grid(
+    data: np.ndarray, temperature: float, theta1: np.ndarray, theta2: np.ndarray, data_bin_width: float = 1e-3
+) -> np.ndarray:
     """Tempered log posterior (unnormalised) on the grid ``theta1 × theta2``, shape (len(theta1), len(theta2)).
 
-    Computed in float64 with NumPy by summing the per-datum log-likelihood in
-    blocks: an independent reference for the samplers.
+    An independent reference for the samplers. The data are first
+    histogrammed into bins of width ``data_bin_width`` and each bin's
+    log-likelihood is taken at its midpoint, weighted by its count: the
+    midpoint rule errs by about ``width² · |∂²ₓ log p| / 24 ≈ 2·10⁻⁸`` per datum
+    (times N/K in the log posterior: 2·10⁻⁶ at paper scale), while the cost
+    falls from N to about 10⁴ terms per grid point.
     """
     data = np.asarray(data, dtype=np.float64)
+    low = math.floor(data.min() / data_bin_width) * data_bin_width
+    edges = np.arange(low, data.max() + 2 * data_bin_width, data_bin_width)
+    counts, edges = np.histogram(data, bins=edges)
+    keep = counts > 0
+    centers = jnp.asarray(0.5 * (edges[:-1] + edges[1:])[keep], jnp.float32)
+    weights = jnp.asarray(counts[keep], jnp.float32)
     t1, t2 = np.meshgrid(np.asarray(theta1, float), np.asarray(theta2, float), indexing="ij")
-    flat1, flat2 = t1.ravel(), t2.ravel()
-    total = np.zeros(flat1.shape)
-    scale = 1.0 / (2.0 * DATA_VARIANCE)
-    normaliser = -0.5 * math.log(2 * math.pi * DATA_VARIANCE) + math.log(0.5)
-    block = max(1, 2_000_000 // max(flat1.size, 1))
-    for start in range(0, data.size, block):
-        x = data[start : start + block, None]
-        first = -((x - flat1) ** 2) * scale
-        second = -((x - flat1 - flat2) ** 2) * scale
-        total += np.sum(normaliser + np.logaddexp(first, second), axis=0)
-    prior = -0.5 * (flat1**2 / PRIOR_VARIANCES[0] + flat2**2 / PRIOR_VARIANCES[1])
+
+    @jax.jit
+    def row(theta_pair):
+        values = jax.vmap(log_likelihood, in_axes=(None, 0))(theta_pair, centers)
+        return jnp.sum(weights * values)
+
+    pairs = jnp.asarray(np.stack([t1.ravel(), t2.ravel()], axis=1), jnp.float32)
+    total = np.asarray(jax.lax.map(row, pairs, batch_size=256), dtype=np.float64)
+    prior = -0.5 * (t1.ravel() ** 2 / PRIOR_VARIANCES[0] + t2.ravel() ** 2 / PRIOR_VARIANCES[1])
     return (prior + total / temperature).reshape(t1.shape)
