@@ -229,15 +229,18 @@ def sample(
     sampling_seconds = 0.0
     positions_parts: list[Any] = []
     info_parts: list[MHInfo] = []
-    bar = _progress_bar(num_samples, progress, f"{test.name} x {num_chains} chain(s)")
+    description = f"{test.name} x {num_chains} chain(s)"
+    bar = _progress_bar(num_samples, progress, description)
     try:
         for length in lengths:
             key, chunk_key = jax.random.split(key)
             keys = jax.random.split(chunk_key, length * num_chains).reshape((length, num_chains))
             if length not in compiled:
+                bar.set_description(f"compiling {test.name}")
                 began = time.perf_counter()
                 compiled[length] = jax.jit(run_chunk).lower(data, states, keys).compile()
                 compile_seconds += time.perf_counter() - began
+                bar.set_description(description)
             began = time.perf_counter()
             states, (positions, info) = compiled[length](data, states, keys)
             jax.block_until_ready(states)
@@ -281,6 +284,9 @@ def sample(
 
 class _NoBar:
     def update(self, n: int) -> None:
+        pass
+
+    def set_description(self, text: str) -> None:
         pass
 
     def close(self) -> None:
