@@ -307,12 +307,15 @@ def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str):
     start = time.perf_counter()
     if inequality_matrix.shape[0] == 0:
         inequality_matrix, inequality_rhs = None, None
+    # HiGHS presolve pays off for the simplex solvers but costs the interior
+    # point solver ~15% here (measured at n = 1000, d = 2); see benchmarks.
     result = linprog(
         objective,
         A_ub=inequality_matrix,
         b_ub=inequality_rhs,
         bounds=bounds,
         method=method,
+        options={"presolve": method != "highs-ipm"},
     )
     elapsed = time.perf_counter() - start
     if result.status != 0:
@@ -334,7 +337,7 @@ def graph_stein_discrepancy(
     stein_factors: Sequence[float] = (1.0, 1.0, 1.0),
     dilation: float = 2.0,
     complete_graph: bool = False,
-    method: str = "highs-ds",
+    method: str = "auto",
     workers: int | None = None,
 ) -> GraphSteinResult:
     """Langevin graph Stein discrepancy of a weighted sample (Gorham & Mackey 2015).
@@ -375,11 +378,14 @@ def graph_stein_discrepancy(
         Dilation factor of the greedy spanner used when ``d >= 2``.
     complete_graph : bool, default False
         Use all pairs of points as edges (O(n^2) constraints; for small ``n``).
-    method : {"highs-ds", "highs-ipm", "highs"}, default "highs-ds"
-        HiGHS solver passed to :func:`scipy.optimize.linprog`.
+    method : {"auto", "highs-ds", "highs-ipm", "highs"}, default "auto"
+        HiGHS solver passed to :func:`scipy.optimize.linprog`.  ``"auto"``
+        picks dual simplex (``"highs-ds"``) for ``d = 1`` and the interior
+        point method with crossover (``"highs-ipm"``, presolve off) for
+        ``d >= 2``, the fastest choices measured (``benchmarks/RESULTS.md``).
     workers : int, optional
-        Threads solving the coordinate programs concurrently; defaults to
-        ``min(d, os.cpu_count())``.
+        Threads solving the coordinate programs concurrently (HiGHS releases
+        the GIL); defaults to ``min(d, os.cpu_count())``.
 
     Returns
     -------
@@ -427,8 +433,10 @@ def graph_stein_discrepancy(
         raise ValueError("lower must be strictly less than upper in every coordinate")
     if np.any(raw_points < lower_array) or np.any(raw_points > upper_array):
         raise ValueError("points must lie inside the box [lower, upper]")
-    if method not in ("highs-ds", "highs-ipm", "highs"):
-        raise ValueError(f"method must be 'highs-ds', 'highs-ipm' or 'highs', got {method!r}")
+    if method not in ("auto", "highs-ds", "highs-ipm", "highs"):
+        raise ValueError(f"method must be 'auto', 'highs-ds', 'highs-ipm' or 'highs', got {method!r}")
+    if method == "auto":
+        method = "highs-ds" if d == 1 else "highs-ipm"
     if not float(dilation) >= 1.0:
         raise ValueError(f"dilation must be >= 1, got {dilation}")
 
