@@ -151,3 +151,34 @@ def exact_barker() -> AcceptanceTest:
         return delta + jax.random.logistic(rng_key, dtype=delta.dtype) > 0
 
     return _full_data_test("exact_barker", accept)
+
+
+def always_accept() -> AcceptanceTest:
+    """No test: every proposal is accepted (plain, uncorrected dynamics such as SGLD).
+
+    Pair it with :func:`tallmcmc.stochastic_gradient_langevin` for stochastic
+    gradient Langevin dynamics at constant step size. The chain is then
+    biased: its stationary law is not the posterior, increasingly so as the
+    step grows (Welling & Teh 2011; Gorham & Mackey 2015, Section 5.3).
+
+    Returns
+    -------
+    AcceptanceTest
+        Touches no data (``data_used`` 0); its ``statistic`` is 0 (no Δ is
+        computed) and it ignores the log proposal ratio, so a proposal
+        without one (ratio ``NaN``) is fine here.
+
+    References
+    ----------
+    .. [1] Welling, M. and Teh, Y. W. (2011). Bayesian learning via stochastic
+       gradient Langevin dynamics. ICML 2011.
+    """
+
+    def init(model: Model, position: Position) -> tuple:
+        return ()
+
+    def decide(rng_key, model, position, proposed, log_ratio_offset, cache):
+        statistic = jnp.zeros((), log_ratio_offset.dtype)
+        return Decision(jnp.asarray(True), cache, info_for(statistic, 0))
+
+    return AcceptanceTest(init, decide, "always_accept")

@@ -76,7 +76,8 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kern
         log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
         offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
         # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
-        offset = jnp.where(jnp.isnan(offset), -jnp.inf, offset)
+        nan_offset = jnp.isnan(offset)
+        offset = jnp.where(nan_offset, -jnp.inf, offset)
         decision = test.decide(test_key, model, state.position, proposed.position, offset, state.cache)
         accepted = decision.accepted
 
@@ -97,7 +98,8 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kern
             variance=test_info.variance,
             error_bound=test_info.error_bound,
             used_full_data=test_info.used_full_data,
-            non_finite=test_info.non_finite | jnp.isnan(log_prior),
+            # a NaN ratio that forced a rejection (e.g. an SGLD proposal under a real test) is flagged too
+            non_finite=test_info.non_finite | jnp.isnan(log_prior) | (nan_offset & ~accepted),
         )
         return new_state, info
 

@@ -266,7 +266,9 @@ def sample(
     if non_finite:
         warnings.warn(
             f"{non_finite} step(s) met a non-finite log acceptance ratio and rejected their proposal "
-            "(see info['non_finite']); check the log-likelihood for overflow or invalid parameters",
+            "(see info['non_finite']); check the log-likelihood for overflow or invalid parameters, "
+            "and the proposal: one without a log proposal ratio (NaN, e.g. stochastic_gradient_langevin) "
+            "can only be run with tallmcmc.always_accept()",
             RuntimeWarning,
             stacklevel=2,
         )
