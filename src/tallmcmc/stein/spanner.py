@@ -10,13 +10,15 @@ O(n) edges in practice.
 
 Implementation: the "FG-greedy" idea of Farshi & Gudmundsson (2009), compiled
 with numba.  A dense matrix of upper bounds on graph distances is kept; a
-candidate pair is skipped when its bound already certifies a short path.
-Otherwise a Dijkstra search from one endpoint, over the edges added so far
-and pruned at ``dilation`` times the pair length, refreshes that endpoint's
-row of bounds (exact distances inside the pruning radius); the edge is added
-only if the search does not reach the other endpoint in time.  Because edges
-are processed by increasing length, every node settled by the search is
-certified for all later pairs with that endpoint, so few searches are run.
+candidate pair is skipped when its bound, or the bound through one
+neighbour of an endpoint, already certifies a short path.  Otherwise a full
+Dijkstra search from one endpoint over the edges added so far refreshes that
+endpoint's row (and column) of bounds with exact current graph distances; the
+edge is added only if the search does not reach the other endpoint within
+``dilation`` times the pair length.  Bounds stay valid because edges are only
+ever added.  At n = 1000, d = 2 only about 1900 of the 500 000 pairs need a
+search (an unpruned search was measured faster than one pruned at the
+radius, because it certifies many more later pairs).
 
 References
 ----------
@@ -245,8 +247,8 @@ def _greedy_spanner(points, first, second, dist, order, dilation):
 def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """Greedy geometric t-spanner of a point set in the L1 metric.
 
-    Pairs of points are considered by increasing L1 distance (ties broken by
-    index order); the pair ``(a, b)`` becomes an edge exactly when the graph
+    Pairs of points are considered by increasing L1 distance (exact ties in
+    an arbitrary but deterministic order); the pair ``(a, b)`` becomes an edge exactly when the graph
     built so far has no path from ``a`` to ``b`` of total L1 length at most
     ``dilation * ||a - b||_1``.  The result is a ``dilation``-spanner: every
     pair of points is joined by a path no longer than ``dilation`` times
@@ -271,10 +273,13 @@ def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.n
 
     Notes
     -----
-    Uses the FG-greedy acceleration (a dense matrix of distance bounds and
-    Dijkstra searches pruned at ``dilation`` times the pair length), compiled
-    with numba; memory is O(n^2) and the first call includes JIT compilation
-    (cached on disk afterwards).
+    Uses the FG-greedy acceleration (a dense matrix of graph-distance bounds
+    refreshed by Dijkstra searches only when a pair is not yet certified),
+    compiled with numba.  Time is dominated by sorting the n(n-1)/2 pairs
+    and memory is O(n^2) (about 12 MB of pairs and 8 MB of bounds at
+    n = 1000), so it suits samples up to a few thousand points.  The first
+    call in a fresh environment includes JIT compilation (a few seconds;
+    cached on disk afterwards).
 
     References
     ----------
@@ -295,5 +300,5 @@ def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.n
     if n < 2:
         return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.float64)
     first, second, dist = _pairwise_l1_upper(points)
-    order = np.argsort(dist, kind="stable")
+    order = np.argsort(dist)  # ties in arbitrary but deterministic order
     return _greedy_spanner(points, first, second, dist, order, dilation)
