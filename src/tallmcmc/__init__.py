@@ -6,6 +6,8 @@ diagnostics.
 """
 
 from tallmcmc.acceptance import AcceptanceTest, TestInfo, always_accept, exact_barker, exact_metropolis
+from tallmcmc.austere import austere, austere_adaptive, austere_conservative, choose_austere_parameters
+from tallmcmc.confidence import confidence_sampler
 from tallmcmc.correction import CorrectionDistribution, correction_distribution
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc.langevin import langevin, stochastic_gradient_langevin
@@ -24,9 +26,14 @@ __all__ = [
     "Proposal",
     "SamplingResult",
     "TestInfo",
+    "austere",
+    "austere_adaptive",
+    "austere_conservative",
     "always_accept",
     "build_kernel",
     "check_model",
+    "choose_austere_parameters",
+    "confidence_sampler",
     "exact_barker",
     "exact_metropolis",
     "langevin",
