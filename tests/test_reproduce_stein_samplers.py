@@ -30,7 +30,7 @@ def test_stein_sgld_paper_grid():
 
 def test_stein_austerity_smoke(tmp_path):
     status = main(["reproduce", "stein-austerity", "--epsilons", "0", "0.1", "--budget", "3000", "--burn-in", "300",
-                   "--length", "40", "--prefixes", "10", "40", "--no-progress", "--out", str(tmp_path)])
+                   "--length", "40", "--prefixes", "10", "40", "--surrogate-draws", "400", "--no-progress", "--out", str(tmp_path)])
     assert status == 0
     chains = _summary(tmp_path)["chains"]
     assert set(chains) == {"0", "0.1"}
@@ -41,6 +41,7 @@ def test_stein_austerity_smoke(tmp_path):
         assert chain["prefixes"] == [10, 40]
         assert all(300 <= e <= 3000 for e in chain["prefix_evaluations"])
         assert all(np.isfinite(chain["discrepancy"]))
+        assert len(chain["mean_error"]) == 2 and all(0 <= e < 10 for e in chain["second_moment_error"])
     assert (tmp_path / "figure4_austerity_tradeoff.png").stat().st_size > 5_000
 
 
