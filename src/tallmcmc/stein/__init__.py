@@ -7,10 +7,28 @@ References
 """
 
 from tallmcmc.stein.graph import GraphSteinResult, graph_stein_discrepancy
+from tallmcmc.stein.kernel import (
+    kernel_stein_discrepancy,
+    kernel_stein_discrepancy_squared,
+    stein_kernel_matrix,
+)
 from tallmcmc.stein.spanner import spanner
+from tallmcmc.stein.univariate import (
+    GAUSSIAN_STEIN_FACTORS,
+    UNIFORM_STEIN_FACTORS,
+    stein_factors,
+    wasserstein_1d,
+)
 
 __all__ = [
     "GraphSteinResult",
     "graph_stein_discrepancy",
     "spanner",
+    "kernel_stein_discrepancy",
+    "kernel_stein_discrepancy_squared",
+    "stein_kernel_matrix",
+    "GAUSSIAN_STEIN_FACTORS",
+    "UNIFORM_STEIN_FACTORS",
+    "stein_factors",
+    "wasserstein_1d",
 ]
