@@ -65,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser, f"runs/{NAME}")
     parser.add_argument("--max-n", type=int, default=PAPER_MAX_N, help="largest n (paper: 200)")
     parser.add_argument("--min-n", type=int, default=10, help="smallest n (default 10)")
-    parser.add_argument("--grid-size", type=int, default=12, help="number of n on the log grid (default 12)")
+    parser.add_argument("--grid-size", type=int, default=12,
+                        help="number of n on the log grid (default 12; 0: every n from --min-n to --max-n)")
     parser.add_argument("--num-sequences", type=int, default=PAPER_NUM_SEQUENCES,
                         help="i.i.d. sequences, median taken (paper: 50)")
     parser.add_argument("--herding-candidates", type=int, default=None,
@@ -128,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
     out = output_folder(args.out)
     if args.min_n < 2 or args.max_n < args.min_n:
         raise ValueError("need 2 <= --min-n <= --max-n")
-    sizes = log_grid(args.min_n, args.max_n, args.grid_size)
+    if args.grid_size <= 0:
+        sizes = np.arange(args.min_n, args.max_n + 1)
+    else:
+        sizes = log_grid(args.min_n, args.max_n, args.grid_size)
     max_n = int(sizes[-1])
     candidates = args.herding_candidates or max(PAPER_HERDING_CANDIDATES, max_n)
     rng = np.random.default_rng(args.seed)
