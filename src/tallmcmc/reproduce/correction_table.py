@@ -112,7 +112,7 @@ def _figure(out, lp: dict[float, Any], ridge_example: Any) -> str:
             ls="--",
             label=f"paper's ridge, sigma={r.sigma}, N={r.grid_points}, lambda={r.regularization:g}, clipped",
         )
-    ax_e.set_ylim(1e-13, 1e1)
+    ax_e.set_ylim(1e-15, 1e1)
     ax_e.set_xlabel("x")
     ax_e.set_ylabel("|CDF(N(0,sigma^2) * C_sigma)(x) - S(x)|")
     ax_e.set_title("CDF error of the convolution vs the logistic")
