@@ -16,6 +16,9 @@ after each stage of n points, computes
 correction) and the one-sided Student-t tail δ = 1 − F_{n−1}(|t|). If δ < ε
 (or n = N, where the decision is exact) it accepts iff l̄ > μ₀.
 
+Randomness: u is drawn from the first key of ``jax.random.split(rng_key)``, the
+order of the data from the second (the tests fix μ₀ through this).
+
 Three ways to set (m, ε) are offered:
 
 * :func:`austere` — fixed, given (m, ε);
@@ -374,7 +377,7 @@ def choose_austere_parameters(
             f"no (batch_size, epsilon) of the grid has worst-case error <= error_bound = {error_bound}; "
             f"the smallest available is {worst.min():.4g}. Raise error_bound or add smaller epsilons / larger batch_sizes"
         )
-    cost = np.where(feasible, expected, np.inf)
+    cost = np.where(feasible, expected + 1e-9 * worst, np.inf)
     i, j = np.unravel_index(np.argmin(cost), cost.shape)
     return AustereDesign(
         batch_size=batch_sizes[i],
@@ -421,7 +424,8 @@ def adaptive_design_table(
     if gaps[0] != 0.0:
         gaps = np.concatenate([[0.0], gaps])
     errors, data = _characteristics_table(num_data, batch_sizes, epsilons, tuple(gaps.tolist()), float(look_spacing))
-    cost = np.where(errors <= error_bound, data, np.inf).reshape(-1, gaps.size)  # (B·E, K)
+    # ties in data use (e.g. every design stopping at its first stage) go to the smaller error
+    cost = np.where(errors <= error_bound, data + 1e-9 * errors, np.inf).reshape(-1, gaps.size)  # (B·E, K)
     best = np.argmin(cost, axis=0)
     admissible = np.isfinite(cost[best, np.arange(gaps.size)])
     rows, cols = np.unravel_index(best, (len(batch_sizes), len(epsilons)))

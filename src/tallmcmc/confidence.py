@@ -18,6 +18,9 @@ the range of the lᵢ (each lies in [−C, C], a range of 2C, whence the 6 = 3·
 Since Σₖ δₖ ≤ δ, the decision agrees with the exact Metropolis decision with
 probability at least 1 − δ (a union bound over the looks), whatever μ − μ₀.
 
+Randomness: u is drawn from the first key of ``jax.random.split(rng_key)``, the
+order of the data from the second (the tests fix μ₀ through this).
+
 The range bound C is, by default, maxᵢ |lᵢ| from a full pass over the data
 (what the authors' code and Seita et al. 2017 did; it is counted in
 ``data_used``), or a model-supplied analytic bound ``bound(position,
