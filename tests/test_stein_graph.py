@@ -235,6 +235,22 @@ def test_duplicates_collapse_to_weighted_sample(dimension):
     np.testing.assert_allclose(np.sort(from_repeats.weights), np.sort(counts / counts.sum()))
 
 
+@pytest.mark.parametrize("dimension", [1, 2])
+def test_nearly_coincident_points_are_solved(dimension):
+    # gaps of 1e-13 once made the row-scaled programs unsolvable (HiGHS model error)
+    rng = np.random.default_rng(9)
+    points = rng.standard_normal((200, dimension))
+    points[1] = points[0] + 1e-13
+    points[2] = points[0] + 1e-9
+    near = graph_stein_discrepancy(points, -points)
+    merged = points.copy()
+    merged[1] = merged[2] = merged[0]
+    exact = graph_stein_discrepancy(merged, -merged)
+    assert near.points.shape[0] == 200
+    assert exact.points.shape[0] == 198
+    np.testing.assert_allclose(near.value, exact.value, rtol=1e-5)
+
+
 def test_callable_and_array_scores_agree_and_zero_weights_are_dropped():
     rng = np.random.default_rng(8)
     points = rng.standard_normal((50, 2))

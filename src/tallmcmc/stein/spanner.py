@@ -278,10 +278,10 @@ def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.n
     -----
     Uses the FG-greedy acceleration (a dense matrix of graph-distance bounds
     refreshed by Dijkstra searches only when a pair is not yet certified),
-    compiled with numba.  Memory is O(n^2) (about 12 MB of pairs and 8 MB of bounds at
-    n = 1000), so it suits samples up to a few thousand points.  The first
-    call in a fresh environment includes JIT compilation (a few seconds;
-    cached on disk afterwards).
+    compiled with numba.  Memory is O(n^2) (about 16 MB of sorted pairs and
+    8 MB of bounds at n = 1000), so it suits samples up to a few thousand
+    points.  The first call in a fresh environment includes JIT compilation
+    (a few seconds; cached on disk afterwards).
 
     References
     ----------
