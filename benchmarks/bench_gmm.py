@@ -59,9 +59,9 @@ def main() -> None:
 
     baselines = {}
     if hasattr(tallmcmc, "austere_conservative"):
-        baselines["AustereMH(c)"] = lambda n: tallmcmc.austere_conservative(error_bound=0.05, num_data=n)
+        baselines["AustereMH(c)"] = lambda n: tallmcmc.austere_conservative(error_bound=0.2, num_data=n)
     if hasattr(tallmcmc, "austere_adaptive"):
-        baselines["AustereMH(nc)"] = lambda n: tallmcmc.austere_adaptive(error_bound=0.05, num_data=n)
+        baselines["AustereMH(nc)"] = lambda n: tallmcmc.austere_adaptive(error_bound=0.05)
     if hasattr(tallmcmc, "confidence_sampler"):
         baselines["MHSubLhd"] = lambda n: tallmcmc.confidence_sampler(50, gamma=1.5, p=2.0, delta=0.01)
     if baselines:
