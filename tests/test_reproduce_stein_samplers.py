@@ -54,8 +54,8 @@ def test_austerity_thinning_follows_the_authors_rule():
 
 def test_stein_samplers_smoke(tmp_path):
     status = main(["reproduce", "stein-samplers", "--num-data", "2000", "--samples", "60", "--lengths", "3",
-                   "--shortest", "20", "--max-graph-points", "30", "--methods", "minibatch_barker", "exact_barker",
-                   "--no-progress", "--out", str(tmp_path)])
+                   "--shortest", "20", "--max-graph-points", "30", "--chains", "2",
+                   "--methods", "minibatch_barker", "exact_barker", "--no-progress", "--out", str(tmp_path)])
     assert status == 0
     methods = _summary(tmp_path)["methods"]
     assert set(methods) == {"minibatch_barker", "exact_barker"}

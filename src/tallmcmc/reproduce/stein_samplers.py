@@ -64,7 +64,7 @@ BATCH_SIZE = 50
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-data", type=int, default=100_000, help="N (default 1e5; 1e6 is the paper's; K = N/100)")
     parser.add_argument("--samples", type=int, default=5000, help="steps per chain")
-    parser.add_argument("--chains", type=int, default=1, help="independent chains per test (the curves are averaged)")
+    parser.add_argument("--chains", type=int, default=4, help="independent chains per test (the curves are averaged)")
     parser.add_argument("--lengths", type=int, default=10, help="number of log-spaced chain lengths evaluated")
     parser.add_argument("--shortest", type=int, default=50, help="shortest chain length evaluated")
     parser.add_argument("--max-graph-points", type=int, default=500,
