@@ -354,3 +354,14 @@ def test_batch_larger_than_the_data_fails_at_init(case, test):
     model, theta, _, _ = case
     with pytest.raises(ValueError, match="batch_size"):
         test().init(model, theta)
+
+
+@pytest.mark.parametrize("degrees_of_freedom", [2.0, 49.0, 200.0, 201.0, 999.0, 1e4, 1e5, 1e6])
+def test_student_t_tail_matches_scipy_in_float32(degrees_of_freedom):
+    from scipy import stats
+
+    from tallmcmc.austere import student_t_tail
+
+    for t in (0.0, 0.5, 2.0, -3.0):
+        ours = float(student_t_tail(jnp.float32(t), jnp.float32(degrees_of_freedom)))
+        assert ours == pytest.approx(stats.t.sf(abs(t), degrees_of_freedom), rel=2e-4), t
