@@ -254,12 +254,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mean_curve(value: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Evaluations and discrepancy averaged over repeats, at the prefixes every repeat has."""
+def _mean_curve(value: dict, field: str = "discrepancy") -> tuple[np.ndarray, np.ndarray]:
+    """Evaluations and ``field`` averaged over repeats, at the prefixes every repeat has."""
     common = sorted(set.intersection(*(set(chain["prefixes"]) for chain in value["repeats"])))
     evaluations = [np.mean([c["prefix_evaluations"][c["prefixes"].index(n)] for c in value["repeats"]]) for n in common]
-    discrepancy = [np.mean([c["discrepancy"][c["prefixes"].index(n)] for c in value["repeats"]]) for n in common]
-    return np.asarray(evaluations, float), np.asarray(discrepancy, float)
+    values = [np.mean([c[field][c["prefixes"].index(n)] for c in value["repeats"]]) for n in common]
+    return np.asarray(evaluations, float), np.asarray(values, float)
 
 
 def _crossing(results: dict) -> int | None:
@@ -292,10 +292,14 @@ def _figure(out, results: dict):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for axis, (field, title) in zip(axes[0], panels):
         for color, (key, value) in zip(colors, results.items()):
-            for repeat, chain in enumerate(value["repeats"]):
-                name = f"ε = {key}" + (" (exact MH)" if float(key) == 0 else " (AustereMH)")
-                axis.plot(chain["prefix_evaluations"], chain[field], "o-", ms=3, color=color,
-                          label=name if repeat == 0 else None, alpha=1.0 if repeat == 0 else 0.4)
+            name = f"ε = {key}" + (" (exact MH)" if float(key) == 0 else " (AustereMH)")
+            several = len(value["repeats"]) > 1
+            for chain in value["repeats"]:
+                axis.plot(chain["prefix_evaluations"], chain[field], "-", lw=0.8, color=color,
+                          alpha=0.35 if several else 1.0, label=None if several else name)
+            if several:
+                evaluations, mean = _mean_curve(value, field)
+                axis.plot(evaluations, mean, "o-", ms=3, lw=2, color=color, label=f"{name}, mean")
         axis.set_xscale("log")
         axis.set_xlabel("number of likelihood evaluations")
         axis.set_title(title, fontsize=9)
