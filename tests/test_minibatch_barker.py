@@ -4,7 +4,6 @@ Every statistical assertion has a tolerance derived from a standard error,
 fixed seeds, and a deliberately wrong variant that must fail the same check.
 """
 
-import math
 
 import jax
 import jax.numpy as jnp

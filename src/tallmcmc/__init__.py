@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AcceptanceTest",
+    "CorrectionDistribution",
     "MHInfo",
     "MHState",
     "Model",
@@ -34,6 +35,7 @@ __all__ = [
     "check_model",
     "choose_austere_parameters",
     "confidence_sampler",
+    "correction_distribution",
     "exact_barker",
     "exact_metropolis",
     "langevin",

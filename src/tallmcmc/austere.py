@@ -86,11 +86,17 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from tallmcmc.acceptance import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model
-from tallmcmc.sequential import full_data_log_ratios, run_sequential_test, sample_variance
+from tallmcmc.sequential import (
+    checked_batch_size,
+    full_data_log_ratios,
+    minibatch_test_init,
+    run_sequential_test,
+    sample_variance,
+)
 
 DEFAULT_BATCH_SIZES = (50, 100, 150, 200, 250, 300, 350, 400, 450, 500)
 DEFAULT_EPSILONS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.2)
@@ -484,12 +490,6 @@ def student_t_tail(t: jax.Array, degrees_of_freedom: jax.Array) -> jax.Array:
     return jnp.where(nu > 200, expansion, beta_form)
 
 
-def _check_batch_size(batch_size) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 2:
-        raise ValueError(f"batch_size must be an integer >= 2 (a sample variance needs two points); got {batch_size!r}")
-    return int(batch_size)
-
-
 def _check_chunk_size(chunk_size) -> int | None:
     if chunk_size is None:
         return None
@@ -587,19 +587,13 @@ def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -
     .. [2] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
        minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 6.
     """
-    batch_size = _check_batch_size(batch_size)
+    batch_size = checked_batch_size(batch_size)
     epsilon_value = float(epsilon)
     if not (0.0 < epsilon_value < 1.0):
         raise ValueError(f"epsilon must lie in (0, 1) (a threshold on the t-test's tail probability); got {epsilon!r}")
     chunk_size = _check_chunk_size(chunk_size) or batch_size
 
-    def init(model: Model, position) -> tuple:
-        if batch_size > model.num_data:
-            raise ValueError(
-                f"batch_size = {batch_size} exceeds the number of data points N = {model.num_data}; "
-                "use a smaller batch_size or a full-data test"
-            )
-        return ()
+    init = minibatch_test_init(batch_size)
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         accepted, state, estimate, variance, tail, _ = _sequential_t_test(

@@ -52,7 +52,7 @@ import numpy as np
 
 from tallmcmc.acceptance import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model, Position
-from tallmcmc.sequential import full_data_log_ratios, run_sequential_test
+from tallmcmc.sequential import checked_batch_size, full_data_log_ratios, minibatch_test_init, run_sequential_test
 
 BOUND_RULES = ("full_pass",)
 
@@ -105,9 +105,7 @@ def confidence_sampler(
     .. [2] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
        minibatch acceptance test for Metropolis-Hastings. UAI 2017.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 2:
-        raise ValueError(f"batch_size must be an integer >= 2 (a standard deviation needs two points); got {batch_size!r}")
-    batch_size = int(batch_size)
+    batch_size = checked_batch_size(batch_size)
     gamma = float(gamma)
     if not gamma > 1.0:
         raise ValueError(f"gamma must be > 1 (the geometric growth factor of the stages); got {gamma!r}")
@@ -123,13 +121,7 @@ def confidence_sampler(
         raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     full_pass = not callable(bound)
 
-    def init(model: Model, position) -> tuple:
-        if batch_size > model.num_data:
-            raise ValueError(
-                f"batch_size = {batch_size} exceeds the number of data points N = {model.num_data}; "
-                "use a smaller batch_size or a full-data test"
-            )
-        return ()
+    init = minibatch_test_init(batch_size)
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         num_data = model.num_data

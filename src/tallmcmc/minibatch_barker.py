@@ -49,7 +49,7 @@ import jax.numpy as jnp
 
 from tallmcmc.acceptance import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model
-from tallmcmc.sequential import run_sequential_test, sample_variance
+from tallmcmc.sequential import checked_batch_size, minibatch_test_init, run_sequential_test, sample_variance
 
 GROWTH_RULES = ("linear", "geometric")
 LOGISTIC_STANDARD_DEVIATION = math.pi / math.sqrt(3.0)
@@ -98,8 +98,7 @@ def minibatch_barker(
     """
     from tallmcmc.correction import correction_distribution
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int,)) or batch_size <= 1:
-        raise ValueError(f"batch_size must be an integer >= 2 (a sample variance needs two points); got {batch_size!r}")
+    batch_size = checked_batch_size(batch_size)
     sigma = float(sigma)
     if not (0.0 < sigma < LOGISTIC_STANDARD_DEVIATION):
         raise ValueError(
@@ -117,13 +116,7 @@ def minibatch_barker(
     correction = correction_distribution(sigma)
     sigma_squared = sigma**2
 
-    def init(model: Model, position) -> tuple:
-        if batch_size > model.num_data:
-            raise ValueError(
-                f"batch_size = {batch_size} exceeds the number of data points N = {model.num_data}; "
-                "use a smaller batch_size or a full-data test"
-            )
-        return ()
+    init = minibatch_test_init(batch_size)
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         num_data = model.num_data

@@ -104,7 +104,7 @@ def num_data_of(data: Data) -> int:
         if len(shape) == 0:
             raise ValueError(
                 "data leaves must have a leading axis of length N (one row per datum); "
-                f"got a scalar leaf. Wrap single values as arrays of shape (N, ...)"
+                "got a scalar leaf. Wrap single values as arrays of shape (N, ...)"
             )
         lengths.add(shape[0])
     if len(lengths) != 1:

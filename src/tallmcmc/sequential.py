@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from tallmcmc.model import Model, Position
@@ -142,3 +143,24 @@ def run_sequential_test(
 def full_data_log_ratios(model: Model, position: Position, proposed: Position) -> jax.Array:
     """All ``N`` tempered per-datum log ratios (a full pass over the data)."""
     return model.log_likelihood_ratios(position, proposed, model.data)
+
+
+def checked_batch_size(batch_size) -> int:
+    """``batch_size`` as an ``int`` ≥ 2, or a ``ValueError`` naming it."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 2:
+        raise ValueError(f"batch_size must be an integer >= 2 (a sample variance needs two points); got {batch_size!r}")
+    return int(batch_size)
+
+
+def minibatch_test_init(batch_size: int) -> Callable[[Model, Position], tuple]:
+    """The ``init`` of a minibatch test: checks ``batch_size <= N`` before sampling, keeps no cache."""
+
+    def init(model: Model, position: Position) -> tuple:
+        if batch_size > model.num_data:
+            raise ValueError(
+                f"batch_size = {batch_size} exceeds the number of data points N = {model.num_data}; "
+                "use a smaller batch_size or a full-data test"
+            )
+        return ()
+
+    return init

@@ -66,3 +66,19 @@ def mean_pm_std(values: Sequence[float], digits: int = 1) -> str:
     values = np.asarray(values, dtype=float)
     std = float(values.std(ddof=1)) if values.size > 1 else 0.0
     return f"{values.mean():.{digits}f} ± {std:.{digits}f}"
+
+
+def log_grid(minimum: int, maximum: int, size: int) -> np.ndarray:
+    """Distinct integers spaced evenly in log between ``minimum`` and ``maximum``."""
+    return np.unique(np.round(np.geomspace(minimum, maximum, max(2, size))).astype(int))
+
+
+def fitted_slope(sizes, values) -> tuple[float, float]:
+    """Slope and intercept of the least-squares line of log(values) on log(sizes) (finite, positive values only)."""
+    sizes = np.asarray(sizes, dtype=float)
+    values = np.asarray(values, dtype=float)
+    keep = np.isfinite(values) & (values > 0)
+    if keep.sum() < 2:
+        return float("nan"), float("nan")
+    slope, intercept = np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)
+    return float(slope), float(intercept)

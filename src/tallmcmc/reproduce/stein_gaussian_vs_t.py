@@ -25,7 +25,14 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
+from tallmcmc.reproduce._common import (
+    add_output_argument,
+    fitted_slope,
+    format_table,
+    log_grid,
+    output_folder,
+    write_summary,
+)
 
 NAME = "stein-gaussian-vs-t"
 HELP = "graph Stein discrepancy of Gaussian vs scaled Student-t samples for N(0,1) (Figure 1)"
@@ -45,22 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stein-factors", type=float, nargs=3, default=(1.0, 1.0, 1.0), metavar=("C1", "C2", "C3"),
         help="Stein factors (default: classical 1 1 1)",
     )
-
-
-def log_grid(minimum: int, maximum: int, size: int) -> np.ndarray:
-    """Distinct integers spaced evenly in log between ``minimum`` and ``maximum``."""
-    return np.unique(np.round(np.geomspace(minimum, maximum, max(2, size))).astype(int))
-
-
-def fitted_slope(sizes, values) -> tuple[float, float]:
-    """Slope and intercept of the least-squares line of log(values) on log(sizes) (finite, positive values only)."""
-    sizes = np.asarray(sizes, dtype=float)
-    values = np.asarray(values, dtype=float)
-    keep = np.isfinite(values) & (values > 0)
-    if keep.sum() < 2:
-        return float("nan"), float("nan")
-    slope, intercept = np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)
-    return float(slope), float(intercept)
 
 
 def samples(max_n: int, seed: int) -> dict[str, np.ndarray]:

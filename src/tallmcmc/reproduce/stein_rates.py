@@ -48,7 +48,14 @@ import numpy as np
 from scipy.stats import qmc
 from tqdm import tqdm
 
-from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
+from tallmcmc.reproduce._common import (
+    add_output_argument,
+    fitted_slope,
+    format_table,
+    log_grid,
+    output_folder,
+    write_summary,
+)
 from tallmcmc.stein.univariate import UNIFORM_STEIN_FACTORS
 
 NAME = "stein-rates"
@@ -72,22 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--herding-candidates", type=int, default=None,
                         help="herding candidate grid size (default max(200, max-n); paper: 200)")
     parser.add_argument("--seed", type=int, default=7, help="random seed for the i.i.d. sequences (default 7)")
-
-
-def log_grid(minimum: int, maximum: int, size: int) -> np.ndarray:
-    """Distinct integers spaced evenly in log between ``minimum`` and ``maximum``."""
-    return np.unique(np.round(np.geomspace(minimum, maximum, max(2, size))).astype(int))
-
-
-def fitted_slope(sizes, values) -> tuple[float, float]:
-    """Slope and intercept of the least-squares line of log(values) on log(sizes) (finite, positive values only)."""
-    sizes = np.asarray(sizes, dtype=float)
-    values = np.asarray(values, dtype=float)
-    keep = np.isfinite(values) & (values > 0)
-    if keep.sum() < 2:
-        return float("nan"), float("nan")
-    slope, intercept = np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)
-    return float(slope), float(intercept)
 
 
 def herding_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
