@@ -149,13 +149,18 @@ def plot(out, sizes, rows, histograms, tests) -> None:
     import matplotlib.pyplot as plt
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for key in tests:
-        left.errorbar(sizes, rows[key]["full_fraction"], yerr=rows[key]["standard_error"], marker="o", capsize=3, label=DISPLAY[key])
+    for index, key in enumerate(tests):
+        color = f"C{index}"
+        left.errorbar(sizes, rows[key]["full_fraction"], yerr=rows[key]["standard_error"], marker="o", capsize=3,
+                      color=color, label=f"{DISPLAY[key]}: all N")
+        left.plot(sizes, rows[key]["near_full_fraction"], marker="s", linestyle="--", color=color,
+                  label=f"{DISPLAY[key]}: ≥{NEAR_FULL:.0%} of N")
     left.axhline(LEMMA_CONSTANT, color="k", linestyle="--", label=f"Lemma 1: c ≈ {LEMMA_CONSTANT}")
     left.set_xscale("log")
     left.set_yscale("log")
     left.set_xlabel("N")
-    left.set_ylabel("fraction of steps using all N points")
+    left.set_ylabel("fraction of steps")
+    left.set_title("steps whose test needed (nearly) all the data", fontsize=10)
     left.legend(fontsize=8)
     bins = np.logspace(-4, 0, 41)
     for key in tests:
