@@ -36,3 +36,19 @@ def test_bin_statistics_against_hand_computation():
     value, dof = gmm.chi_squared(counts, probabilities, minimum_expected=2.5)
     # bins with expected ≥ 2.5: 5 (obs 6) and 3 (obs 2); pooled rest: expected 2, observed 2
     assert value == pytest.approx(1 / 5 + 1 / 3 + 0) and dof == 2
+
+
+@pytest.mark.slow
+def test_gmm_paper_scale_minibatch_sizes(tmp_path):
+    """Section 6.1 at paper scale (N = 10⁶, K = 10⁴): MHminibatch's mean minibatch size is the paper's.
+
+    The paper reports 182.3 ± 11.4 over 10 trials (and 172 for the trial of its Figure 2); three trials of
+    ours must fall within three of its standard deviations.
+    """
+    status = main(["reproduce", "gmm", "--trials", "3", "--methods", "minibatch_barker", "--no-progress",
+                   "--out", str(tmp_path)])
+    assert status == 0
+    stats = json.loads((tmp_path / "summary.json").read_text())["methods"]["minibatch_barker"]
+    assert 182.3 - 3 * 11.4 < stats["mean_minibatch_size"] < 182.3 + 3 * 11.4
+    assert stats["full_data_fraction"] == 0.0
+    assert 0.3 < stats["acceptance_rate"] < 0.5
