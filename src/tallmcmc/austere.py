@@ -596,29 +596,38 @@ def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -
     init = minibatch_test_init(batch_size)
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        accepted, state, estimate, variance, tail, _ = _sequential_t_test(
-            rng_key,
-            model,
-            position,
-            proposed,
-            log_ratio_offset,
-            batch_size,
-            epsilon_value,
-            chunk_size=min(chunk_size, model.num_data),
-            first_stage=batch_size,
+        return _fixed_design_decision(
+            rng_key, model, position, proposed, log_ratio_offset, cache, batch_size, epsilon_value, chunk_size
         )
-        bad = state.non_finite | is_bad(estimate)
-        info = info_for(
-            estimate,
-            state.count,
-            variance=variance,
-            error_bound=tail,
-            used_full_data=state.count >= model.num_data,
-            non_finite=bad,
-        )
-        return Decision(accepted & ~bad, cache, info)
 
     return AcceptanceTest(init, decide, "austere")
+
+
+def _fixed_design_decision(
+    rng_key, model: Model, position, proposed, log_ratio_offset, cache, batch_size: int, epsilon: float, chunk_size: int
+) -> Decision:
+    """One AustereMH decision with stage size ``batch_size`` and threshold ``epsilon``."""
+    accepted, state, estimate, variance, tail, _ = _sequential_t_test(
+        rng_key,
+        model,
+        position,
+        proposed,
+        log_ratio_offset,
+        batch_size,
+        epsilon,
+        chunk_size=min(chunk_size, model.num_data),
+        first_stage=batch_size,
+    )
+    bad = state.non_finite | is_bad(estimate)
+    info = info_for(
+        estimate,
+        state.count,
+        variance=variance,
+        error_bound=tail,
+        used_full_data=state.count >= model.num_data,
+        non_finite=bad,
+    )
+    return Decision(accepted & ~bad, cache, info)
 
 
 def austere_conservative(
@@ -700,27 +709,9 @@ def austere_conservative(
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         design = design_for(model.num_data)
         size = min(design.batch_size, model.num_data)
-        accepted, state, estimate, variance, tail, _ = _sequential_t_test(
-            rng_key,
-            model,
-            position,
-            proposed,
-            log_ratio_offset,
-            size,
-            design.epsilon,
-            chunk_size=min(chunk_size or size, model.num_data),
-            first_stage=size,
+        return _fixed_design_decision(
+            rng_key, model, position, proposed, log_ratio_offset, cache, size, design.epsilon, chunk_size or size
         )
-        bad = state.non_finite | is_bad(estimate)
-        info = info_for(
-            estimate,
-            state.count,
-            variance=variance,
-            error_bound=tail,
-            used_full_data=state.count >= model.num_data,
-            non_finite=bad,
-        )
-        return Decision(accepted & ~bad, cache, info)
 
     return AcceptanceTest(init, decide, name)
 
