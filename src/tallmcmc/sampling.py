@@ -84,7 +84,7 @@ class SamplingResult:
         """Sampling seconds per step (all chains advance together in one step)."""
         return self.sampling_seconds / max(self.num_draws, 1)
 
-    def to_inference_data(self, names: dict[str, list[str]] | None = None):
+    def to_inference_data(self):
         """An :class:`arviz.InferenceData` with the draws and the step statistics.
 
         Positions that are dicts keep their keys as variable names; a bare
