@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sparse
 from scipy.optimize import linprog
 
+from tallmcmc.stein._weights import normalised_weights
 from tallmcmc.stein.spanner import spanner
 
 __all__ = ["GraphSteinResult", "graph_stein_discrepancy"]
@@ -95,22 +96,6 @@ def _as_points(points: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(array)):
         raise ValueError("points must be finite (no NaN or inf)")
     return array
-
-
-def _as_weights(weights: np.ndarray | None, n: int) -> np.ndarray:
-    if weights is None:
-        return np.full(n, 1.0 / n)
-    array = np.asarray(weights, dtype=np.float64)
-    if array.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},) to match points, got {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError("weights must be finite")
-    if np.any(array < 0):
-        raise ValueError("weights must be non-negative")
-    total = array.sum()
-    if not total > 0:
-        raise ValueError("weights must have a positive sum")
-    return array / total
 
 
 def _as_bounds(bound, d: int, name: str, default: float) -> np.ndarray:
@@ -450,7 +435,7 @@ def graph_stein_discrepancy(
     start_total = time.perf_counter()
     raw_points = _as_points(points)
     n_original, d = raw_points.shape
-    raw_weights = _as_weights(weights, n_original)
+    raw_weights = normalised_weights(weights, n_original)
     factors = _as_stein_factors(stein_factors)
     lower_array = _as_bounds(lower, d, "lower", -np.inf)
     upper_array = _as_bounds(upper, d, "upper", np.inf)

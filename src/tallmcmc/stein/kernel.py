@@ -65,6 +65,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc.stein._weights import normalised_weights
+
 __all__ = [
     "kernel_stein_discrepancy",
     "kernel_stein_discrepancy_squared",
@@ -191,22 +193,6 @@ def _as_scores(scores: ScoreArgument, points: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(array)):
         raise ValueError("scores contain non-finite values")
     return array
-
-
-def _as_weights(weights, n: int) -> np.ndarray:
-    if weights is None:
-        return np.full(n, 1.0 / n)
-    array = np.asarray(weights, dtype=float)
-    if array.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},); got {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError("weights contain non-finite values")
-    if np.any(array < 0):
-        raise ValueError("weights must be non-negative")
-    total = array.sum()
-    if total <= 0:
-        raise ValueError("weights must have a positive sum")
-    return array / total
 
 
 def _check_kernel(kernel: str, c: float, beta: float, bandwidth: float, dimension: int) -> None:
@@ -337,7 +323,7 @@ def kernel_stein_discrepancy_squared(
     x = _as_points(points)
     b = _as_scores(scores, x)
     n, d = x.shape
-    w = _as_weights(weights, n)
+    w = normalised_weights(weights, n)
     _check_kernel(kernel, c, beta, bandwidth, d)
     if statistic not in ("v", "u"):
         raise ValueError(f"statistic must be 'v' or 'u'; got {statistic!r}")

@@ -62,6 +62,12 @@ def _pairwise_l1_upper(points):
 
 
 @njit(cache=True)
+def _doubled(array):
+    """The array with its capacity doubled (contents kept, the new half uninitialised)."""
+    return np.concatenate((array, np.empty_like(array)))
+
+
+@njit(cache=True)
 def _heap_push(heap_key, heap_node, size, key, node):
     i = size
     heap_key[i] = key
@@ -185,12 +191,8 @@ def _greedy_spanner(points, first, second, dist, order, dilation, search_factor)
                         n_touched += 1
                     best[v] = candidate
                     if size >= heap_key.shape[0]:
-                        new_key = np.empty(2 * heap_key.shape[0], dtype=np.float64)
-                        new_node = np.empty(2 * heap_key.shape[0], dtype=np.int64)
-                        new_key[:size] = heap_key[:size]
-                        new_node[:size] = heap_node[:size]
-                        heap_key = new_key
-                        heap_node = new_node
+                        heap_key = _doubled(heap_key)
+                        heap_node = _doubled(heap_node)
                     size = _heap_push(heap_key, heap_node, size, candidate, v)
                 s = link_next[s]
         for t in range(n_touched):
@@ -202,16 +204,9 @@ def _greedy_spanner(points, first, second, dist, order, dilation, search_factor)
 
         # add edge (a, b)
         if slots + 2 > link_next.shape[0]:
-            new_capacity = 2 * link_next.shape[0]
-            tmp_next = np.empty(new_capacity, dtype=np.int64)
-            tmp_to = np.empty(new_capacity, dtype=np.int64)
-            tmp_length = np.empty(new_capacity, dtype=np.float64)
-            tmp_next[:slots] = link_next[:slots]
-            tmp_to[:slots] = link_to[:slots]
-            tmp_length[:slots] = link_length[:slots]
-            link_next = tmp_next
-            link_to = tmp_to
-            link_length = tmp_length
+            link_next = _doubled(link_next)
+            link_to = _doubled(link_to)
+            link_length = _doubled(link_length)
         link_to[slots] = b
         link_length[slots] = length
         link_next[slots] = head[a]
@@ -224,16 +219,9 @@ def _greedy_spanner(points, first, second, dist, order, dilation, search_factor)
         slots += 1
 
         if n_edges >= edge_a.shape[0]:
-            new_capacity = 2 * edge_a.shape[0]
-            tmp_a = np.empty(new_capacity, dtype=np.int64)
-            tmp_b = np.empty(new_capacity, dtype=np.int64)
-            tmp_l = np.empty(new_capacity, dtype=np.float64)
-            tmp_a[:n_edges] = edge_a[:n_edges]
-            tmp_b[:n_edges] = edge_b[:n_edges]
-            tmp_l[:n_edges] = edge_length[:n_edges]
-            edge_a = tmp_a
-            edge_b = tmp_b
-            edge_length = tmp_l
+            edge_a = _doubled(edge_a)
+            edge_b = _doubled(edge_b)
+            edge_length = _doubled(edge_length)
         edge_a[n_edges] = a
         edge_b[n_edges] = b
         edge_length[n_edges] = length

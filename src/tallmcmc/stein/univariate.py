@@ -139,6 +139,17 @@ def uniform_cdf_integral(x):
 # ---------------------------------------------------------------------------
 # Wasserstein distance
 # ---------------------------------------------------------------------------
+def _gap_crossings(cdf, quantile, lower, upper, level):
+    """Where F crosses the step level inside each gap [lower, upper] (by the quantile if given), clipped to the gap."""
+    if quantile is not None:
+        with np.errstate(all="ignore"):
+            crossing = np.asarray(quantile(level), dtype=float)
+        crossing = np.where(np.isfinite(crossing), crossing, lower)
+    else:
+        crossing = _bisect_crossing(cdf, lower, upper, level)
+    return np.clip(crossing, lower, upper)
+
+
 def _bisect_crossing(cdf, lower, upper, level, iterations=60):
     """Vectorised bisection for F(t) = level on [lower, upper] (F non-decreasing)."""
     lower = lower.copy()
@@ -253,13 +264,7 @@ def wasserstein_1d(
     upper = distinct[1:]
     level = levels[:-1]
     # crossing of F with the step level inside each gap (clipped to the gap)
-    if target_quantile is not None:
-        with np.errstate(all="ignore"):
-            crossing = np.asarray(target_quantile(level), dtype=float)
-        crossing = np.where(np.isfinite(crossing), crossing, lower)
-    else:
-        crossing = _bisect_crossing(cdf, lower, upper, level)
-    crossing = np.clip(crossing, lower, upper)
+    crossing = _gap_crossings(cdf, target_quantile, lower, upper, level)
     cuts = [lower, crossing, upper]
     ends = np.column_stack(cuts)
     # pieces: (gap index, start, end), further split at breakpoints and by length
@@ -304,13 +309,7 @@ def _wasserstein_by_antiderivative(distinct, levels, cdf, antiderivative, quanti
     if distinct.size == 1:
         return total
     lower, upper, level = distinct[:-1], distinct[1:], levels[:-1]
-    if quantile is not None:
-        with np.errstate(all="ignore"):
-            crossing = np.asarray(quantile(level), dtype=float)
-        crossing = np.where(np.isfinite(crossing), crossing, lower)
-    else:
-        crossing = _bisect_crossing(cdf, lower, upper, level)
-    crossing = np.clip(crossing, lower, upper)
+    crossing = _gap_crossings(cdf, quantile, lower, upper, level)
     # on [lower, crossing] F <= S; on [crossing, upper] F >= S
     first = level * (crossing - lower) - (G(crossing) - G(lower))
     second = (G(upper) - G(crossing)) - level * (upper - crossing)
