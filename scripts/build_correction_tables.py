@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tallmcmc.correction import SHIPPED_SIGMAS, solve_correction
+from tallmcmc.correction.distribution import SHIPPED_SIGMAS
+from tallmcmc.correction.solve import solve_correction
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "src" / "tallmcmc" / "data" / "correction_tables.npz"
 

@@ -13,7 +13,7 @@ import pytest
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mean
-from tallmcmc.proposals import Proposal, Proposed
+from tallmcmc.proposals.base import Proposal, Proposed
 from tallmcmc.testing import check_posterior_moments
 
 NUM_DATA = 10_000

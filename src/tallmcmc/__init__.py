@@ -3,22 +3,34 @@
 Minibatch Metropolis–Hastings tests (the minibatch Barker test of Seita et al.
 and the baselines it is measured against), proposals, and Stein sample-quality
 diagnostics.
+
+The package is organised by concept: :mod:`tallmcmc.proposals`,
+:mod:`tallmcmc.acceptance`, :mod:`tallmcmc.correction`, :mod:`tallmcmc.stein`
+and :mod:`tallmcmc.reproduce`, with the model, the kernel and the driver at the
+top. The public factories are re-exported here (the BlackJAX practice), so
+``tallmcmc.minibatch_barker(...)`` is the function and
+``tallmcmc.acceptance.minibatch_barker`` its module.
 """
 
-from tallmcmc.acceptance import AcceptanceTest, TestInfo, always_accept, exact_barker, exact_metropolis
-from tallmcmc.austere import austere, austere_adaptive, austere_conservative, choose_austere_parameters
-from tallmcmc.confidence import confidence_sampler
-from tallmcmc.correction import CorrectionDistribution, correction_distribution
+from tallmcmc import acceptance, correction, proposals, stein
+from tallmcmc.acceptance.austere import austere, austere_adaptive, austere_conservative
+from tallmcmc.acceptance.austere_design import choose_austere_parameters
+from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
+from tallmcmc.acceptance.confidence import confidence_sampler
+from tallmcmc.acceptance.exact import always_accept, exact_barker, exact_metropolis
+from tallmcmc.acceptance.minibatch_barker import minibatch_barker
+from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
-from tallmcmc.langevin import langevin, stochastic_gradient_langevin
-from tallmcmc.minibatch_barker import minibatch_barker
 from tallmcmc.model import Model, check_model
-from tallmcmc.proposals import Proposal, random_walk
+from tallmcmc.proposals.base import Proposal
+from tallmcmc.proposals.langevin import langevin, stochastic_gradient_langevin
+from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.sampling import SamplingResult, sample
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AcceptanceInfo",
     "AcceptanceTest",
     "CorrectionDistribution",
     "MHInfo",
@@ -26,21 +38,24 @@ __all__ = [
     "Model",
     "Proposal",
     "SamplingResult",
-    "TestInfo",
+    "acceptance",
+    "always_accept",
     "austere",
     "austere_adaptive",
     "austere_conservative",
-    "always_accept",
     "build_kernel",
     "check_model",
     "choose_austere_parameters",
     "confidence_sampler",
+    "correction",
     "correction_distribution",
     "exact_barker",
     "exact_metropolis",
     "langevin",
     "minibatch_barker",
+    "proposals",
     "random_walk",
     "sample",
+    "stein",
     "stochastic_gradient_langevin",
 ]

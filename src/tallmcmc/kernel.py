@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from tallmcmc.acceptance import AcceptanceTest
+from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.model import Model, Position
-from tallmcmc.proposals import Proposal
+from tallmcmc.proposals.base import Proposal
 
 
 class MHState(NamedTuple):
@@ -27,7 +27,7 @@ class MHState(NamedTuple):
 
 
 class MHInfo(NamedTuple):
-    """What one step did (see :class:`tallmcmc.acceptance.TestInfo` for the test's fields).
+    """What one step did (see :class:`tallmcmc.acceptance.base.AcceptanceInfo` for the test's fields).
 
     ``data_used`` counts everything touched this step: the test's data plus
     any the proposal used.

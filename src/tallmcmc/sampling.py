@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.acceptance import AcceptanceTest
+from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc.model import Model, Position, check_model
-from tallmcmc.proposals import Proposal
+from tallmcmc.proposals.base import Proposal
 
 
 @dataclasses.dataclass

@@ -74,7 +74,7 @@ def _figure(out, lp: dict[float, Any], ridge_example: Any) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tallmcmc.correction import cdf_error_curve, correction_distribution
+    from tallmcmc.correction.distribution import cdf_error_curve, correction_distribution
 
     fig, (ax_p, ax_e) = plt.subplots(1, 2, figsize=(12, 4.5))
     for k, sigma in enumerate(FIGURE_SIGMAS):
@@ -127,7 +127,9 @@ def _figure(out, lp: dict[float, Any], ridge_example: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from tallmcmc.correction import SHIPPED_SIGMAS, correction_distribution, ridge_correction, solve_correction
+    from tallmcmc.correction.distribution import SHIPPED_SIGMAS, correction_distribution
+    from tallmcmc.correction.solve import solve_correction
+    from tallmcmc.reproduce._ridge_correction import ridge_correction
 
     out = output_folder(args.out)
     sigmas = [float(s) for s in args.sigmas]

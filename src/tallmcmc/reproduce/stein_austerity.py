@@ -52,7 +52,7 @@ import numpy as np
 import tallmcmc
 from tallmcmc.datasets import load_nodal
 from tallmcmc.examples import logistic_regression
-from tallmcmc.langevin import posterior_scores
+from tallmcmc.stein.scores import posterior_scores
 from tallmcmc.model import Model
 from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
 from tallmcmc.stein import graph_stein_discrepancy
@@ -102,7 +102,7 @@ def test_for(epsilon: float, batch_size: int) -> tallmcmc.AcceptanceTest:
     """Exact MH for ε = 0 (AustereMH's limit), AustereMH(batch_size, ε) otherwise."""
     if epsilon == 0:
         return tallmcmc.exact_metropolis()
-    from tallmcmc.austere import austere
+    from tallmcmc.acceptance.austere import austere
 
     return austere(batch_size, epsilon)
 

@@ -48,7 +48,7 @@ import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mixture
-from tallmcmc.langevin import posterior_scores
+from tallmcmc.stein.scores import posterior_scores
 from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
 from tallmcmc.stein import graph_stein_discrepancy
 from tallmcmc.stein.kernel import kernel_stein_discrepancy
@@ -84,7 +84,7 @@ def available_methods() -> dict[str, Callable[[], tallmcmc.AcceptanceTest]]:
         "exact_barker": tallmcmc.exact_barker,
     }
     try:
-        from tallmcmc.austere import austere
+        from tallmcmc.acceptance.austere import austere
     except ImportError:  # pragma: no cover - the baseline is optional
         austere = None
     if austere is not None:

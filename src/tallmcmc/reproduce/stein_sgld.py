@@ -46,7 +46,7 @@ import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mixture
-from tallmcmc.langevin import posterior_scores
+from tallmcmc.stein.scores import posterior_scores
 from tallmcmc.model import Model
 from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
 from tallmcmc.stein import graph_stein_discrepancy

@@ -29,7 +29,7 @@ import pytest
 from scipy import stats
 
 import tallmcmc
-from tallmcmc.austere import adaptive_design_table, sequential_test_characteristics
+from tallmcmc.acceptance.austere_design import adaptive_design_table, sequential_test_characteristics
 
 NUM_DATA = 10_000
 REPETITIONS = 2000
@@ -360,7 +360,7 @@ def test_batch_larger_than_the_data_fails_at_init(case, test):
 def test_student_t_tail_matches_scipy_in_float32(degrees_of_freedom):
     from scipy import stats
 
-    from tallmcmc.austere import student_t_tail
+    from tallmcmc.acceptance.austere import student_t_tail
 
     for t in (0.0, 0.5, 2.0, -3.0):
         ours = float(student_t_tail(jnp.float32(t), jnp.float32(degrees_of_freedom)))

@@ -1,17 +1,8 @@
-"""Proposals: how a candidate θ′ is drawn from the current state θ.
-
-A proposal is a :class:`Proposal` holding one pure function
-``propose(rng_key, position, model) -> Proposed``. It returns the candidate,
-the log proposal ratio ``log q(θ | θ′) − log q(θ′ | θ)`` that the acceptance
-test adds to the log target ratio (zero for symmetric proposals), and the
-number of data points it touched (zero unless it uses gradients of the
-likelihood), so that cost is counted honestly.
-"""
+"""The Gaussian random-walk proposal θ′ = θ + ε (symmetric: log proposal ratio 0)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,21 +10,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc.model import Model, Position
-
-
-class Proposed(NamedTuple):
-    """A candidate and what the test needs to know about how it was drawn."""
-
-    position: Position
-    log_proposal_ratio: jax.Array  # log q(θ|θ′) − log q(θ′|θ)
-    data_used: jax.Array  # data points the proposal touched
-
-
-class Proposal(NamedTuple):
-    """A proposal mechanism (see the module docstring)."""
-
-    propose: Callable[[jax.Array, Position, Model], Proposed]
-    name: str = "proposal"
+from tallmcmc.proposals.base import Proposal, Proposed
 
 
 def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:

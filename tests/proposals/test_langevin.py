@@ -25,8 +25,8 @@ import pytest
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mean
-from tallmcmc.langevin import full_data_score
-from tallmcmc.proposals import Proposal, Proposed
+from tallmcmc.proposals.langevin import full_data_score
+from tallmcmc.proposals.base import Proposal, Proposed
 from tallmcmc.testing import check_posterior_moments
 
 NUM_DATA = 100

@@ -47,9 +47,10 @@ import math
 import jax
 import jax.numpy as jnp
 
-from tallmcmc.acceptance import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.sequential import checked_batch_size, minibatch_test_init, run_sequential_test, sample_variance
+from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.model import Model
-from tallmcmc.sequential import checked_batch_size, minibatch_test_init, run_sequential_test, sample_variance
 
 GROWTH_RULES = ("linear", "geometric")
 LOGISTIC_STANDARD_DEVIATION = math.pi / math.sqrt(3.0)
@@ -62,6 +63,7 @@ def minibatch_barker(
     growth: str = "linear",
     growth_factor: float = 2.0,
     moment_sample_size: int | None = None,
+    correction: CorrectionDistribution | None = None,
 ) -> AcceptanceTest:
     """The minibatch Barker acceptance test (Algorithm 1 of Seita et al. 2017).
 
@@ -86,6 +88,10 @@ def minibatch_barker(
     moment_sample_size
         Number of the minibatch's first points used to estimate the absolute
         moments in ε (default ``20 * batch_size``, at most N).
+    correction
+        The law of X_corr: anything with ``sigma`` and ``sample(rng_key,
+        dtype=...)``. Default: the shipped table for ``sigma``
+        (:func:`tallmcmc.correction_distribution`).
 
     Returns
     -------
@@ -96,8 +102,6 @@ def minibatch_barker(
     .. [1] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
        minibatch acceptance test for Metropolis-Hastings. UAI 2017.
     """
-    from tallmcmc.correction import correction_distribution
-
     batch_size = checked_batch_size(batch_size)
     sigma = float(sigma)
     if not (0.0 < sigma < LOGISTIC_STANDARD_DEVIATION):
@@ -113,7 +117,15 @@ def minibatch_barker(
         raise ValueError(f"growth_factor must be > 1 for geometric growth; got {growth_factor!r}")
     if moment_sample_size is not None and moment_sample_size < 2:
         raise ValueError(f"moment_sample_size must be >= 2; got {moment_sample_size!r}")
-    correction = correction_distribution(sigma)
+    if correction is None:
+        correction = correction_distribution(sigma)
+    elif not (hasattr(correction, "sample") and hasattr(correction, "sigma")):
+        raise TypeError("correction must be a CorrectionDistribution (from tallmcmc.correction_distribution(sigma))")
+    elif abs(float(correction.sigma) - sigma) > 1e-9:
+        raise ValueError(
+            f"correction was built for sigma = {correction.sigma}, but the test uses sigma = {sigma}; "
+            f"pass tallmcmc.correction_distribution({sigma}) or leave correction out"
+        )
     sigma_squared = sigma**2
 
     init = minibatch_test_init(batch_size)

@@ -41,8 +41,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc.model import Model, Position
-from tallmcmc.proposals import Proposal, Proposed
-from tallmcmc.subsample import permutation_keys, permuted_indices
+from tallmcmc.proposals.base import Proposal, Proposed
+from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
 __all__ = ["full_data_score", "langevin", "posterior_scores", "stochastic_gradient_langevin"]
 
@@ -177,33 +177,3 @@ def stochastic_gradient_langevin(step_size: float, batch_size: int) -> Proposal:
         return Proposed(proposed, jnp.full((), jnp.nan, flat.dtype), jnp.asarray(batch, jnp.int32))
 
     return Proposal(propose, f"stochastic_gradient_langevin(step_size={step:g}, batch_size={batch})")
-
-
-def posterior_scores(model: Model, points: np.ndarray, batch_size: int = 256) -> np.ndarray:
-    """Exact full-data scores ``∇ log π`` at many points (the input of the Stein diagnostics).
-
-    Parameters
-    ----------
-    model
-        The tempered target; its positions must be flat arrays of shape (d,).
-    points
-        Array (n, d) of positions.
-    batch_size
-        Points differentiated together (memory: ``batch_size × N`` per-datum terms).
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape (n, d), float64.
-
-    References
-    ----------
-    .. [1] Gorham, J. and Mackey, L. (2015). Measuring sample quality with
-       Stein's method. NeurIPS 28.
-    """
-    points = np.asarray(points)
-    if points.ndim != 2:
-        raise ValueError(f"points must have shape (n, d); got {points.shape}")
-    gradient = jax.jit(lambda data, theta: jax.grad(model.with_data(data).log_density)(theta))
-    batched = jax.jit(lambda data, thetas: jax.lax.map(lambda theta: gradient(data, theta), thetas, batch_size=batch_size))
-    return np.asarray(batched(model.data, jnp.asarray(points, jnp.float32)), dtype=np.float64)

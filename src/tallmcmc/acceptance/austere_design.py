@@ -1,34 +1,8 @@
-"""AustereMH: the sequential t-test of Korattikara, Chen and Welling (2014).
+"""AustereMH's (m, ε) design search, on the host (NumPy/SciPy): the error and
+data use of a design, the conservative and per-gap choices.
 
-The Metropolis test ``u < α`` is written per datum as ``μ > μ₀`` with
-
-    μ  = (1/N) Σᵢ lᵢ,   lᵢ = (1/K)[log p(xᵢ|θ′) − log p(xᵢ|θ)],
-    μ₀ = (1/N) · (log u − log_ratio_offset),
-
-(``log_ratio_offset = log p₀(θ′) − log p₀(θ) + log q(θ|θ′) − log q(θ′|θ)``;
-the lᵢ are already tempered by :meth:`tallmcmc.Model.log_likelihood_ratios`).
-AustereMH draws the data without replacement in stages of ``m`` points and,
-after each stage of n points, computes
-
-    t = (l̄ − μ₀) / s,   s = (s_l/√n) · √(1 − (n − 1)/(N − 1)),
-
-(s_l the sample standard deviation, the second factor the finite-population
-correction) and the one-sided Student-t tail δ = 1 − F_{n−1}(|t|). If δ < ε
-(or n = N, where the decision is exact) it accepts iff l̄ > μ₀.
-
-Randomness: u is drawn from the first key of ``jax.random.split(rng_key)``, the
-order of the data from the second (the tests fix μ₀ through this).
-
-Three ways to set (m, ε) are offered:
-
-* :func:`austere` — fixed, given (m, ε);
-* :func:`austere_conservative` — AustereMH(c): (m, ε) chosen once by
-  :func:`choose_austere_parameters` so that the *worst-case* error over the
-  standardized gap μ_std stays below an error bound;
-* :func:`austere_adaptive` — AustereMH(nc): every step first makes a full
-  pass over the data to compute μ and σ_l, hence μ_std, and uses the (m, ε)
-  that is cheapest *at that* μ_std among the designs whose error there is
-  below the bound (a table precomputed on the host).
+These functions run once, before sampling; :mod:`tallmcmc.acceptance.austere`
+holds the JAX test that uses their designs.
 
 How the error and the data use of a design are computed
 -------------------------------------------------------
@@ -83,20 +57,8 @@ import dataclasses
 import functools
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from scipy import stats
-
-from tallmcmc.acceptance import AcceptanceTest, Decision, info_for, is_bad
-from tallmcmc.model import Model
-from tallmcmc.sequential import (
-    checked_batch_size,
-    full_data_log_ratios,
-    minibatch_test_init,
-    run_sequential_test,
-    sample_variance,
-)
 
 DEFAULT_BATCH_SIZES = (50, 100, 150, 200, 250, 300, 350, 400, 450, 500)
 DEFAULT_EPSILONS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.2)
@@ -107,9 +69,6 @@ _GRID_HALF_WIDTH = 6.5
 WEIGHTED_GAP_RANGE = 5.0
 
 
-# ----------------------------------------------------------------------------
-# Host-side design computation (NumPy / SciPy)
-# ----------------------------------------------------------------------------
 
 
 def sequential_test_characteristics(
@@ -276,7 +235,7 @@ def _characteristics_table(num_data, batch_sizes, epsilons, gaps_key, look_spaci
     return errors, data
 
 
-def _check_grid(batch_sizes, epsilons) -> tuple[tuple, tuple]:
+def check_grid(batch_sizes, epsilons) -> tuple[tuple, tuple]:
     batch_sizes = tuple(int(b) for b in batch_sizes)
     epsilons = tuple(float(e) for e in epsilons)
     if not batch_sizes or any(b < 2 for b in batch_sizes):
@@ -382,7 +341,7 @@ def choose_austere_parameters(
     if isinstance(num_data, bool) or int(num_data) != num_data or num_data < 2:
         raise ValueError(f"num_data must be an integer >= 2; got {num_data!r}")
     num_data = int(num_data)
-    batch_sizes, epsilons = _check_grid(batch_sizes, epsilons)
+    batch_sizes, epsilons = check_grid(batch_sizes, epsilons)
     gaps = default_standardized_gaps(num_data, batch_sizes, epsilons) if standardized_gaps is None else standardized_gaps
     gaps = np.abs(np.atleast_1d(np.asarray(gaps, float)))
     if gap_weights is None:
@@ -447,7 +406,7 @@ def adaptive_design_table(
     error_bound = float(error_bound)
     if not (0.0 < error_bound < 1.0):
         raise ValueError(f"error_bound must lie in (0, 1) (a probability of a wrong decision); got {error_bound!r}")
-    batch_sizes, epsilons = _check_grid(batch_sizes, epsilons)
+    batch_sizes, epsilons = check_grid(batch_sizes, epsilons)
     gaps = default_standardized_gaps(num_data, batch_sizes, epsilons) if standardized_gaps is None else standardized_gaps
     gaps = np.unique(np.abs(np.asarray(gaps, float)))
     if gaps[0] != 0.0:
@@ -463,376 +422,3 @@ def adaptive_design_table(
     return gaps, chosen_sizes, chosen_epsilons
 
 
-# ----------------------------------------------------------------------------
-# The test itself (JAX)
-# ----------------------------------------------------------------------------
-
-
-def student_t_tail(t: jax.Array, degrees_of_freedom: jax.Array) -> jax.Array:
-    """One-sided tail 1 − F_ν(|t|) of Student's t.
-
-    ½ I_{ν/(ν+t²)}(ν/2, ½) for ν ≤ 200. For larger ν the argument ν/(ν+t²)
-    is within float32 rounding of 1 and the incomplete beta function loses
-    several percent (measured: 5% at ν = 10⁶, t = 0.5), so the expansion in 1/ν
-    Φ̄(|t|) + φ(t)[(t³ + t)/(4ν) + (3t⁷ − 7t⁵ − 5t³ − 3t)/(96ν²)] is used there
-    (second coefficient checked against SciPy's float64 tail at ν = 10⁴ for
-    |t| ∈ [0.5, 4]); the float32 result matches SciPy within 2·10⁻⁴ relative
-    for |t| ≤ 3 at every ν tested (tests/test_baselines.py).
-    """
-    nu = degrees_of_freedom
-    t = jnp.abs(t)
-    safe_nu = jnp.minimum(nu, 200.0)
-    beta_form = 0.5 * jax.scipy.special.betainc(safe_nu / 2, jnp.asarray(0.5, nu.dtype), safe_nu / (safe_nu + t**2))
-    density = jnp.exp(-0.5 * t**2) / jnp.sqrt(2 * jnp.pi).astype(t.dtype)
-    expansion = jax.scipy.special.ndtr(-t) + density * (
-        (t**3 + t) / (4 * nu) + (3 * t**7 - 7 * t**5 - 5 * t**3 - 3 * t) / (96 * nu**2)
-    )
-    return jnp.where(nu > 200, expansion, beta_form)
-
-
-def _check_chunk_size(chunk_size) -> int | None:
-    if chunk_size is None:
-        return None
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
-    return int(chunk_size)
-
-
-def _sequential_t_test(
-    rng_key, model: Model, position, proposed, log_ratio_offset, batch_size, epsilon, *, chunk_size, first_stage, skip=False
-):
-    """Run the sequential t-test with (possibly traced) m and ε.
-
-    Returns (accepted, state, estimate, variance, tail, log_u).
-    """
-    num_data = model.num_data
-    dtype = log_ratio_offset.dtype
-    uniform_key, order_key = jax.random.split(rng_key)
-    log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
-    threshold = log_u - log_ratio_offset  # N·μ₀
-    batch_size = jnp.asarray(batch_size, jnp.int32)
-    epsilon = jnp.asarray(epsilon, dtype)
-
-    def statistics(state):
-        n = state.count.astype(dtype)
-        correction = jnp.maximum(1 - (n - 1) / (num_data - 1), 0.0) if num_data > 1 else jnp.zeros((), dtype)
-        # variance of N·l̄ (the estimate of Δ − offset): N² s_l²/n · (1 − (n−1)/(N−1))
-        variance = float(num_data) ** 2 * sample_variance(state) / jnp.maximum(n, 1) * correction
-        t = (float(num_data) * state.mean - threshold) / jnp.sqrt(variance)
-        tail = student_t_tail(t, jnp.maximum(n - 1, 1))
-        return variance, tail
-
-    def stop(state):
-        _, tail = statistics(state)
-        at_stage = (state.count % batch_size) == 0
-        return at_stage & (tail < epsilon)
-
-    def next_stage(count, stage):
-        return (count // batch_size + 1) * batch_size
-
-    state = run_sequential_test(
-        order_key,
-        model,
-        position,
-        proposed,
-        chunk_size=chunk_size,
-        first_stage=first_stage,
-        next_stage=next_stage,
-        stop=stop,
-        dtype=dtype,
-        skip=skip | (log_ratio_offset == -jnp.inf),
-    )
-    variance, tail = statistics(state)
-    full = state.count >= num_data
-    estimate = float(num_data) * state.mean + log_ratio_offset
-    accepted = estimate > log_u
-    variance = jnp.where(full | (state.count < 2), 0.0, variance)
-    tail = jnp.where(full, 0.0, tail)
-    return accepted, state, estimate, variance, tail, log_u
-
-
-def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -> AcceptanceTest:
-    """The AustereMH sequential t-test with fixed stage size m and threshold ε.
-
-    Algorithm 1 of Korattikara et al. (2014), with the details of the module
-    docstring: data drawn without replacement, stages n = m, 2m, …, the
-    finite-population correction in the standard error, the Student-t tail
-    with n − 1 degrees of freedom, and the exact decision at n = N.
-
-    Parameters
-    ----------
-    batch_size
-        m: points per stage (``2 <= batch_size <= N``).
-    epsilon
-        ε ∈ (0, 1): the test stops at the first stage whose one-sided tail
-        probability δ = 1 − F_{n−1}(|t|) is below ε.
-    chunk_size
-        Points evaluated per loop iteration (default ``batch_size``; a larger
-        chunk is masked to the exact stage sizes).
-
-    Returns
-    -------
-    AcceptanceTest
-        Its :class:`~tallmcmc.acceptance.TestInfo` reports ``statistic`` =
-        N·l̄ + offset (the estimate of Δ, so that accept ⇔ statistic > log u),
-        ``variance`` = the estimated variance of that estimate (with the
-        finite-population correction; 0 at n = N), ``error_bound`` = the tail
-        δ at the stage where the test stopped (0 at n = N), ``data_used`` =
-        ``data_used_by_test`` = n.
-
-    References
-    ----------
-    .. [1] Korattikara, A., Chen, Y. and Welling, M. (2014). Austerity in MCMC
-       land: cutting the Metropolis-Hastings budget. ICML 2014, Algorithm 1.
-    .. [2] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
-       minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 6.
-    """
-    batch_size = checked_batch_size(batch_size)
-    epsilon_value = float(epsilon)
-    if not (0.0 < epsilon_value < 1.0):
-        raise ValueError(f"epsilon must lie in (0, 1) (a threshold on the t-test's tail probability); got {epsilon!r}")
-    chunk_size = _check_chunk_size(chunk_size) or batch_size
-
-    init = minibatch_test_init(batch_size)
-
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        return _fixed_design_decision(
-            rng_key, model, position, proposed, log_ratio_offset, cache, batch_size, epsilon_value, chunk_size
-        )
-
-    return AcceptanceTest(init, decide, "austere")
-
-
-def _fixed_design_decision(
-    rng_key, model: Model, position, proposed, log_ratio_offset, cache, batch_size: int, epsilon: float, chunk_size: int
-) -> Decision:
-    """One AustereMH decision with stage size ``batch_size`` and threshold ``epsilon``."""
-    accepted, state, estimate, variance, tail, _ = _sequential_t_test(
-        rng_key,
-        model,
-        position,
-        proposed,
-        log_ratio_offset,
-        batch_size,
-        epsilon,
-        chunk_size=min(chunk_size, model.num_data),
-        first_stage=batch_size,
-    )
-    bad = state.non_finite | is_bad(estimate)
-    info = info_for(
-        estimate,
-        state.count,
-        variance=variance,
-        error_bound=tail,
-        used_full_data=state.count >= model.num_data,
-        non_finite=bad,
-    )
-    return Decision(accepted & ~bad, cache, info)
-
-
-def austere_conservative(
-    error_bound: float,
-    batch_sizes=DEFAULT_BATCH_SIZES,
-    epsilons=DEFAULT_EPSILONS,
-    *,
-    num_data: int | None = None,
-    standardized_gaps=None,
-    gap_weights=None,
-    look_spacing: float = 0.1,
-    chunk_size: int | None = None,
-) -> AcceptanceTest:
-    """AustereMH(c): the sequential t-test with (m, ε) from the conservative grid search.
-
-    (m, ε) is chosen once by :func:`choose_austere_parameters` (worst-case
-    error over μ_std at most ``error_bound``, least expected data use) and
-    kept for every step; no full pass over the data is ever made.
-
-    Parameters
-    ----------
-    error_bound
-        Bound on the worst-case probability of a wrong accept/reject decision.
-    batch_sizes, epsilons
-        The grid searched (Seita et al. 2017, Appendix C.2.1).
-    num_data
-        N; if given the design is chosen now (and appears in the test's name),
-        otherwise when the test first meets a model.
-    standardized_gaps, gap_weights, look_spacing
-        Passed to :func:`choose_austere_parameters`.
-    chunk_size
-        Points evaluated per loop iteration (default: the chosen m).
-
-    Returns
-    -------
-    AcceptanceTest
-
-    References
-    ----------
-    .. [1] Korattikara, A., Chen, Y. and Welling, M. (2014). Austerity in MCMC
-       land: cutting the Metropolis-Hastings budget. ICML 2014, Section 5.
-    .. [2] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
-       minibatch acceptance test for Metropolis-Hastings. UAI 2017, Appendix C.2.1.
-    """
-    batch_sizes, epsilons = _check_grid(batch_sizes, epsilons)
-    error_bound = float(error_bound)
-    if not (0.0 < error_bound < 1.0):
-        raise ValueError(f"error_bound must lie in (0, 1) (a probability of a wrong decision); got {error_bound!r}")
-    chunk_size = _check_chunk_size(chunk_size)
-    gaps_key = None if standardized_gaps is None else tuple(np.asarray(standardized_gaps, float).ravel().tolist())
-    weights_key = None if gap_weights is None else tuple(np.asarray(gap_weights, float).ravel().tolist())
-
-    @functools.lru_cache(maxsize=8)
-    def design_for(size: int) -> AustereDesign:
-        return choose_austere_parameters(
-            error_bound,
-            size,
-            batch_sizes,
-            epsilons,
-            standardized_gaps=gaps_key,
-            gap_weights=weights_key,
-            look_spacing=look_spacing,
-        )
-
-    name = "austere_conservative"
-    if num_data is not None:
-        design = design_for(int(num_data))
-        name = f"austere_conservative(m={design.batch_size}, epsilon={design.epsilon})"
-
-    def init(model: Model, position) -> tuple:
-        if min(batch_sizes) > model.num_data:
-            raise ValueError(
-                f"every batch size of the grid exceeds the number of data points N = {model.num_data}; "
-                "pass smaller batch_sizes"
-            )
-        design_for(model.num_data)
-        return ()
-
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        design = design_for(model.num_data)
-        size = min(design.batch_size, model.num_data)
-        return _fixed_design_decision(
-            rng_key, model, position, proposed, log_ratio_offset, cache, size, design.epsilon, chunk_size or size
-        )
-
-    return AcceptanceTest(init, decide, name)
-
-
-def austere_adaptive(
-    error_bound: float,
-    batch_sizes=DEFAULT_BATCH_SIZES,
-    epsilons=DEFAULT_EPSILONS,
-    *,
-    standardized_gaps=None,
-    look_spacing: float = 0.1,
-    chunk_size: int | None = None,
-) -> AcceptanceTest:
-    """AustereMH(nc): per-step (m, ε) chosen from the step's own standardized gap.
-
-    Each step draws u, makes a **full pass** over the data to get μ and the
-    full-data standard deviation σ_l of the lᵢ, computes μ_std =
-    (μ − μ₀)√(N − 1)/σ_l, looks up the cheapest design of the grid whose error
-    at that μ_std is at most ``error_bound`` (:func:`adaptive_design_table`,
-    computed once per N on the host), and runs the sequential t-test with it.
-    Where no design of the grid qualifies (|μ_std| near 0) the step decides
-    exactly from the full pass it has already made.
-
-    A bound on the error *at every μ_std* is weaker than it sounds: the design
-    chosen for each μ_std errs at about the bound's rate everywhere, so even
-    hopeless downhill moves are accepted that often. On a conjugate Gaussian
-    model (N = 2000, random walk of 2 posterior sds) a bound of 0.05 inflates
-    the posterior variance by ≈ 60 %; 0.002 is indistinguishable from exact
-    in 6000 draws.
-
-    The full pass is counted in ``data_used`` (N extra points) and not in
-    ``data_used_by_test``, which counts the sequential test's points (N when
-    the exact fallback decided), as the papers' tables do.
-
-    Parameters
-    ----------
-    error_bound
-        Bound on the probability of a wrong decision at the step's μ_std.
-    batch_sizes, epsilons
-        The grid (Seita et al. 2017, Appendix C.2.1).
-    standardized_gaps, look_spacing
-        Passed to :func:`adaptive_design_table`.
-    chunk_size
-        Points evaluated per loop iteration (default: the smallest batch size;
-        stages are honoured exactly whatever it is).
-
-    Returns
-    -------
-    AcceptanceTest
-
-    References
-    ----------
-    .. [1] Korattikara, A., Chen, Y. and Welling, M. (2014). Austerity in MCMC
-       land: cutting the Metropolis-Hastings budget. ICML 2014, Section 5.
-    .. [2] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
-       minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 6
-       and Appendix C.2.1.
-    """
-    batch_sizes, epsilons = _check_grid(batch_sizes, epsilons)
-    error_bound = float(error_bound)
-    if not (0.0 < error_bound < 1.0):
-        raise ValueError(f"error_bound must lie in (0, 1) (a probability of a wrong decision); got {error_bound!r}")
-    chunk_size = _check_chunk_size(chunk_size) or min(batch_sizes)
-    gaps_key = None if standardized_gaps is None else tuple(np.asarray(standardized_gaps, float).ravel().tolist())
-
-    @functools.lru_cache(maxsize=8)
-    def table_for(size: int):
-        sizes = tuple(min(b, size) for b in batch_sizes)
-        return adaptive_design_table(
-            error_bound, size, sizes, epsilons, standardized_gaps=gaps_key, look_spacing=look_spacing
-        )
-
-    def init(model: Model, position) -> tuple:
-        if model.num_data < 2:
-            raise ValueError("austere_adaptive needs N >= 2 data points")
-        table_for(model.num_data)
-        return ()
-
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        num_data = model.num_data
-        dtype = log_ratio_offset.dtype
-        gaps, sizes, thresholds = table_for(num_data)
-        values = full_data_log_ratios(model, position, proposed).astype(dtype)
-        mean = jnp.mean(values)
-        spread = jnp.std(values)
-        # the sequential test draws u from the same key, so μ₀ here is its μ₀
-        uniform_key, _ = jax.random.split(rng_key)
-        log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
-        gap = (float(num_data) * mean + log_ratio_offset - log_u) / float(num_data)  # μ − μ₀
-        standardized = jnp.abs(gap) * math.sqrt(num_data - 1) / spread
-        standardized = jnp.where(jnp.isnan(standardized), 0.0, standardized)
-        index = jnp.clip(jnp.searchsorted(jnp.asarray(gaps, dtype), standardized, side="right") - 1, 0, gaps.size - 1)
-        size = jnp.asarray(sizes)[index]
-        threshold = jnp.asarray(thresholds, dtype)[index]
-        exact = size >= num_data
-        accepted, state, estimate, variance, tail, _ = _sequential_t_test(
-            rng_key,
-            model,
-            position,
-            proposed,
-            log_ratio_offset,
-            jnp.maximum(size, 2),
-            threshold,
-            chunk_size=min(chunk_size, num_data),
-            first_stage=min(min(batch_sizes), num_data),
-            skip=exact,
-        )
-        exact_estimate = float(num_data) * mean + log_ratio_offset
-        estimate = jnp.where(exact, exact_estimate, estimate)
-        accepted = jnp.where(exact, exact_estimate > log_u, accepted)
-        used = jnp.where(exact, num_data, state.count)
-        bad = state.non_finite | is_bad(estimate)
-        info = info_for(
-            estimate,
-            num_data + used,
-            data_used_by_test=used,
-            variance=jnp.where(exact, 0.0, variance),
-            error_bound=jnp.where(exact, 0.0, tail),
-            used_full_data=used >= num_data,
-            non_finite=bad,
-        )
-        return Decision(accepted & ~bad, cache, info)
-
-    return AcceptanceTest(init, decide, "austere_adaptive")

@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 
 from tallmcmc.model import Model, Position
-from tallmcmc.subsample import permutation_keys, permuted_indices
+from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
 
 class SequentialState(NamedTuple):

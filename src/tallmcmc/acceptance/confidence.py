@@ -50,9 +50,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.acceptance import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model, Position
-from tallmcmc.sequential import checked_batch_size, full_data_log_ratios, minibatch_test_init, run_sequential_test
+from tallmcmc.acceptance.sequential import checked_batch_size, full_data_log_ratios, minibatch_test_init, run_sequential_test
 
 BOUND_RULES = ("full_pass",)
 
@@ -93,7 +93,7 @@ def confidence_sampler(
     Returns
     -------
     AcceptanceTest
-        Its :class:`~tallmcmc.acceptance.TestInfo` reports ``statistic`` =
+        Its :class:`~tallmcmc.acceptance.base.AcceptanceInfo` reports ``statistic`` =
         N·Λ*ₜ + offset (the estimate of Δ; accept ⇔ statistic > log u),
         ``variance`` = N²σ̂ₜ²/t (0 at t = N), ``error_bound`` = Σ_{j≤k} δⱼ, the
         error budget spent by the looks made (0 when all N points were used).

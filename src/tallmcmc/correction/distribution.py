@@ -46,23 +46,7 @@ and :math:`\sigma` must stay below the logistic standard deviation
 solver (:func:`solve_correction`) track these estimates (see the table in
 :func:`correction_distribution`).
 
-How the shipped tables are built
---------------------------------
-:func:`solve_correction` minimises the L-infinity CDF error directly with a
-linear program (HiGHS): minimise :math:`t` subject to :math:`-t \le M u - v
-\le t`, :math:`u \ge 0`, :math:`\sum u = 1`, with :math:`M_{ij} = \Phi((x_i -
-y_j)/\sigma)` and :math:`v_i = S(x_i)`. Symmetry (:math:`u` even, so
-:math:`F_\sigma - 1/2` is odd) halves both the unknowns and the constraints.
-The constraint points are refined by an exchange step (add the local maxima
-of the error found on a grid 20 times finer, solve again) so the bound holds
-between grid points too. A non-negative least-squares solve
-(:func:`scipy.optimize.nnls`) is available as ``method="nnls"``; it is within
-a factor 1.4 of the L-infinity optimum, and better than the LP only at
-:math:`\sigma \le 0.8`, where the LP stalls at its solver tolerance
-(:math:`8 \cdot 10^{-11}`); the default ``method="best"`` runs both and keeps
-the smaller measured error. The paper's own construction, ridge
-regression followed by clipping of the negative values, is
-:func:`ridge_correction`; it is kept to reproduce the paper's Table 3 only.
+The tables are solved offline by :mod:`tallmcmc.correction.solve`.
 
 References
 ----------
@@ -75,7 +59,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 import warnings
 from dataclasses import dataclass, field
 from importlib import resources
@@ -84,19 +67,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import linalg, optimize
 from scipy.special import expit, ndtr
 
 __all__ = [
     "CorrectionDistribution",
-    "RidgeCorrection",
     "SHIPPED_SIGMAS",
     "SIGMA_MAX",
     "cdf_error_curve",
     "correction_distribution",
     "max_cdf_error",
-    "ridge_correction",
-    "solve_correction",
 ]
 
 #: Upper end of the allowed range of ``sigma``: the logistic standard deviation.
@@ -118,7 +97,7 @@ ERROR_GRID_STEP: float = 1e-3
 # --------------------------------------------------------------------------- helpers
 
 
-def _check_sigma(sigma: float) -> float:
+def check_sigma(sigma: float) -> float:
     try:
         value = float(sigma)
     except (TypeError, ValueError):
@@ -132,7 +111,7 @@ def _check_sigma(sigma: float) -> float:
     return value
 
 
-def _error_grid_step(sigma: float) -> float:
+def error_grid_step(sigma: float) -> float:
     return min(ERROR_GRID_STEP, sigma / 100.0)
 
 
@@ -175,7 +154,7 @@ def cdf_error_curve(
     x, error : numpy.ndarray
         Grid and signed error.
     """
-    step = _error_grid_step(sigma) if step is None else float(step)
+    step = error_grid_step(sigma) if step is None else float(step)
     n = int(round(half_width / step))
     x = np.linspace(-n * step, n * step, 2 * n + 1)
     return x, _convolved_cdf(x, np.asarray(support, float), np.asarray(probabilities, float), sigma) - expit(x)
@@ -377,184 +356,6 @@ class CorrectionDistribution:
         )
 
 
-# --------------------------------------------------------------------------- solvers
-
-
-def _symmetric_design(x: np.ndarray, y: np.ndarray, sigma: float) -> np.ndarray:
-    """Columns ``F_j(x) - 1/2`` for the atom pair ``{-y_j, +y_j}`` (``y_0 = 0`` alone)."""
-    design = ndtr((x[:, None] - y[None, :]) / sigma) + ndtr((x[:, None] + y[None, :]) / sigma) - 1.0
-    if y[0] == 0.0:
-        design[:, 0] *= 0.5
-    return design
-
-
-def _local_maxima(values: np.ndarray) -> np.ndarray:
-    inner = (values[1:-1] >= values[:-2]) & (values[1:-1] >= values[2:])
-    return np.flatnonzero(inner) + 1
-
-
-def solve_correction(
-    sigma: float,
-    *,
-    method: str = "best",
-    atom_step: float | None = None,
-    atom_range: float = 25.0,
-    constraint_step: float | None = None,
-    constraint_range: float = 40.0,
-    exchange_rounds: int = 4,
-    verbose: bool = False,
-) -> CorrectionDistribution:
-    r"""Derive :math:`C_\sigma` by a non-negative solve.
-
-    The atoms form the symmetric lattice :math:`\{0, \pm h, \pm 2h, \dots,
-    \pm R\}`; the unknowns are the pair weights :math:`w_k = u_{\pm kh}`
-    (:math:`w_0 = u_0`), constrained by :math:`w \ge 0` and :math:`w_0 + 2
-    \sum_{k \ge 1} w_k = 1`, which makes the law symmetric with mean 0 and
-    :math:`F_\sigma - 1/2` odd, so constraints for :math:`x \ge 0` suffice.
-
-    Parameters
-    ----------
-    sigma : float
-        Standard deviation of the Gaussian part, in :math:`(0, \pi/\sqrt 3)`.
-    method : {"best", "linprog", "nnls"}
-        ``"linprog"`` minimises the L-infinity error exactly as a linear
-        program with HiGHS (``scipy.optimize.linprog``): minimise :math:`t`
-        s.t. :math:`-t \le (M w - v)_i \le t`. ``"nnls"`` minimises the L2
-        error with :func:`scipy.optimize.nnls` (the sum-to-one constraint
-        appended as a heavily weighted row, then renormalised). ``"best"``
-        (default) runs both and keeps the smaller measured error: the LP wins
-        for sigma >= 0.9; at sigma = 0.8 the LP stalls at its solver
-        tolerance (8e-11) and NNLS reaches 2.4e-12.
-    atom_step : float, optional
-        Lattice spacing :math:`h` (default ``min(0.1, sigma/3)``; the
-        aliasing error of a lattice, :math:`e^{-\sigma^2 (2\pi/h)^2/2}`, is
-        then below :math:`10^{-70}`).
-    atom_range : float, optional
-        Largest atom :math:`R` (default 25; the logistic tail mass beyond is
-        :math:`1.4 \cdot 10^{-11}`).
-    constraint_step, constraint_range : float, optional
-        Initial constraint grid :math:`\{s, 2s, \dots\} \subset (0,
-        \text{range}]` (defaults ``min(0.02, sigma/5)`` and 40).
-    exchange_rounds : int, optional
-        ``"linprog"`` only: rounds of adding the local maxima of the error on
-        the fine grid of :func:`max_cdf_error` to the constraints.
-    verbose : bool, optional
-        Print progress.
-
-    Returns
-    -------
-    CorrectionDistribution
-        With ``max_cdf_error`` measured by :func:`max_cdf_error`.
-
-    Notes
-    -----
-    Measured on the shipped values (2 shared CPU cores): the LP reaches
-    5.3e-8 / 1.6e-5 / 4.9e-4 at sigma = 1.0 / 1.2 / 1.4 in about 2 s;
-    NNLS 7.3e-8 / 2.2e-5 / 6.3e-4 in under 0.4 s. Iteratively reweighted NNLS
-    (30 rounds, weights multiplied by the relative residual) approaches the
-    LP (5.4e-8 / 1.64e-5 / 4.88e-4) in 1-5 s and was not kept. The LP optimum
-    is sparse (5 to 50 atom pairs), as vertices of the feasible polytope are,
-    and its error equioscillates (a Chebyshev alternation).
-
-    References
-    ----------
-    .. [1] D. Seita, X. Pan, H. Chen, J. Canny. "An Efficient Minibatch
-       Acceptance Test for Metropolis-Hastings". UAI 2017, Section 4, Eq. (14).
-    """
-    sigma = _check_sigma(sigma)
-    if method == "best":
-        kwargs = dict(
-            atom_step=atom_step,
-            atom_range=atom_range,
-            constraint_step=constraint_step,
-            constraint_range=constraint_range,
-            verbose=verbose,
-        )
-        candidates = [
-            solve_correction(sigma, method="linprog", exchange_rounds=exchange_rounds, **kwargs),
-            solve_correction(sigma, method="nnls", **kwargs),
-        ]
-        return min(candidates, key=lambda dist: dist.max_cdf_error)
-    h = min(0.1, sigma / 3.0) if atom_step is None else float(atom_step)
-    ds = min(0.02, sigma / 5.0) if constraint_step is None else float(constraint_step)
-    y = np.arange(0, int(round(atom_range / h)) + 1) * h
-    x = np.arange(1, int(round(constraint_range / ds)) + 1) * ds
-    row_sum = np.full(y.size, 2.0)
-    row_sum[0] = 1.0
-    fine_step = _error_grid_step(sigma)
-    fine_x = np.arange(1, int(round(ERROR_GRID_HALF_WIDTH / fine_step)) + 1) * fine_step
-    fine_v = expit(fine_x) - 0.5
-
-    def fine_error(w: np.ndarray) -> np.ndarray:
-        keep = w > 0
-        return _symmetric_design(fine_x, y[keep], sigma) @ w[keep] - fine_v if keep.any() else -fine_v
-
-    t0 = time.perf_counter()
-    if method == "nnls":
-        weight = 1e3
-        design = np.vstack([_symmetric_design(x, y, sigma), weight * row_sum])
-        target = np.concatenate([expit(x) - 0.5, [weight]])
-        w, _ = optimize.nnls(design, target, maxiter=50 * y.size)
-    elif method == "linprog":
-        w, best = None, math.inf
-        for round_ in range(exchange_rounds + 1):
-            design = _symmetric_design(x, y, sigma)
-            v = expit(x) - 0.5
-            m, n = design.shape
-            ones = np.ones((m, 1))
-            a_ub = np.block([[design, -ones], [-design, -ones]])
-            b_ub = np.concatenate([v, -v])
-            c = np.zeros(n + 1)
-            c[-1] = 1.0
-            res = optimize.linprog(
-                c,
-                A_ub=a_ub,
-                b_ub=b_ub,
-                A_eq=np.concatenate([row_sum, [0.0]])[None, :],
-                b_eq=[1.0],
-                bounds=[(0, None)] * (n + 1),
-                method="highs",
-                options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
-            )
-            if res.status != 0:
-                if w is None:
-                    raise RuntimeError(f"linprog failed for sigma={sigma}: {res.message}")
-                if verbose:
-                    print(f"  round {round_}: {res.message}; keeping round {round_ - 1}")
-                break  # numerical trouble at the 1e-11 level: keep the best earlier round
-            candidate = np.maximum(res.x[:n], 0.0)
-            candidate /= row_sum @ candidate
-            err = np.abs(fine_error(candidate))
-            worst = float(err.max())
-            if verbose:
-                print(f"  round {round_}: LP bound {res.x[-1]:.3e}, fine-grid error {worst:.3e}, {m} constraints")
-            if w is None or worst < best:
-                w, best = candidate, worst
-            if worst <= res.x[-1] * (1 + 1e-3) + 1e-15 or round_ == exchange_rounds:
-                break
-            peaks = _local_maxima(err)
-            peaks = peaks[err[peaks] > res.x[-1]]
-            x = np.union1d(x, fine_x[peaks])
-    else:
-        raise ValueError(f"method must be 'best', 'linprog' or 'nnls', got {method!r}")
-    w = np.maximum(w, 0.0)
-    w /= row_sum @ w
-    keep = w > 0
-    pos = y[keep]
-    wk = w[keep]
-    if pos[0] == 0.0:
-        support = np.concatenate([-pos[:0:-1], pos])
-        probabilities = np.concatenate([wk[:0:-1], wk])
-    else:
-        support = np.concatenate([-pos[::-1], pos])
-        probabilities = np.concatenate([wk[::-1], wk])
-    elapsed = time.perf_counter() - t0
-    error = max_cdf_error(support, probabilities, sigma)
-    if verbose:
-        print(f"  sigma={sigma}: {method} error {error:.3e} in {elapsed:.2f} s, {support.size} atoms")
-    return CorrectionDistribution(sigma, support, probabilities / probabilities.sum(), error, method)
-
-
 # --------------------------------------------------------------------------- loading
 
 
@@ -619,7 +420,7 @@ def correction_distribution(sigma: float = 1.0) -> CorrectionDistribution:
     .. [1] D. Seita, X. Pan, H. Chen, J. Canny. "An Efficient Minibatch
        Acceptance Test for Metropolis-Hastings". UAI 2017.
     """
-    sigma = _check_sigma(sigma)
+    sigma = check_sigma(sigma)
     for shipped, table in _shipped_tables().items():
         if abs(shipped - sigma) < 1e-9:
             return table
@@ -630,184 +431,9 @@ def correction_distribution(sigma: float = 1.0) -> CorrectionDistribution:
             f"longer for small sigma); shipped values: {SHIPPED_SIGMAS}",
             stacklevel=2,
         )
+        from tallmcmc.correction.solve import solve_correction
+
         _CACHE[key] = solve_correction(sigma)
     return _CACHE[key]
 
 
-# --------------------------------------------------------------------------- the paper's ridge method
-
-
-@dataclass(frozen=True, eq=False)
-class RidgeCorrection:
-    r"""Result of :func:`ridge_correction` (the paper's Eq. (15)).
-
-    Attributes
-    ----------
-    sigma, grid_points, regularization, half_width : float or int
-        :math:`\sigma`, :math:`N`, :math:`\lambda`, :math:`V`.
-    support : numpy.ndarray
-        The atoms :math:`Y_j = jV/N`, :math:`|j| \le N`.
-    raw : numpy.ndarray
-        The ridge solution :math:`u`, with its negative entries.
-    linf_raw, linf_clipped, linf_renormalised : float
-        :math:`\max_i |(M u)_i - S(X_i)|` over the fit grid for the raw,
-        the clipped (the paper's Table 3 number) and the clipped and
-        renormalised :math:`u`.
-    negative_mass : float
-        :math:`-\sum_{u_j < 0} u_j`.
-    seconds : float
-        Wall-clock time of the solve.
-    """
-
-    sigma: float
-    grid_points: int
-    regularization: float
-    half_width: float
-    support: np.ndarray
-    raw: np.ndarray
-    linf_raw: float
-    linf_clipped: float
-    linf_renormalised: float
-    negative_mass: float
-    seconds: float
-
-    @property
-    def clipped(self) -> np.ndarray:
-        """``max(u, 0)`` without renormalisation (what the paper describes)."""
-        return np.maximum(self.raw, 0.0)
-
-    @property
-    def renormalised(self) -> np.ndarray:
-        """``max(u, 0) / sum(max(u, 0))``: a probability vector."""
-        clipped = self.clipped
-        return clipped / clipped.sum()
-
-
-def _ridge_gram(g: np.ndarray, n: int) -> np.ndarray:
-    r"""``M^T M`` for ``M_ij = g[i - j]``, ``i in [-2n, 2n]``, ``j in [-n, n]``, in :math:`O(n^2)`.
-
-    ``g`` is indexed from ``-3n`` to ``3n``. Entry ``(j, j + d)`` is the sum of
-    ``g[m] g[m - d]`` over ``m in [-2n - j, 2n - j]``, a window sum read off
-    the prefix sums of ``g[m] g[m - d]`` (``g`` below ``-3n`` is taken as 0:
-    it is ``Phi(-3V/sigma) < 1e-100`` there). Rounding of the prefix sums is
-    about ``6n * eps``, i.e. 1e-11 absolute at ``n = 4000``.
-    """
-    size = 2 * n + 1
-    gram = np.empty((size, size))
-    j = np.arange(-n, n + 1)
-    offset = 3 * n
-    chunk = 256
-    for d0 in range(0, size, chunk):
-        ds = np.arange(d0, min(size, d0 + chunk))
-        m = np.arange(-3 * n, 3 * n + 1)
-        shifted = m[None, :] - ds[:, None]
-        gd = np.where(shifted >= -3 * n, g[np.clip(shifted + offset, 0, 6 * n)], 0.0)
-        prefix = np.zeros((ds.size, m.size + 1))
-        np.cumsum(g[None, :] * gd, axis=1, out=prefix[:, 1:])
-        for row, d in enumerate(ds):
-            jj = j[: size - d]
-            hi = 2 * n - jj + offset + 1
-            lo = -2 * n - jj + offset
-            values = prefix[row, hi] - prefix[row, lo]
-            idx = np.arange(size - d)
-            gram[idx, idx + d] = values
-            gram[idx + d, idx] = values
-    return gram
-
-
-def ridge_correction(
-    sigma: float,
-    grid_points: int = 4000,
-    regularization: float = 10.0,
-    half_width: float = 20.0,
-) -> RidgeCorrection:
-    r"""The paper's ridge construction of :math:`C_\sigma`, Eq. (15); for Table 3 only.
-
-    Reading of the paper (Section 4 and Appendix C.1): the atoms are
-    :math:`Y_j = jV/N`, :math:`j = -N..N` (2N+1 points) and the fit points
-    :math:`X_i = iV/N`, :math:`i = -2N..2N` (4N+1 points), with :math:`V = 20`
-    ("a range of :math:`X_{corr} \in [-20, 20]`": the correction's support
-    is :math:`[-V, V]`, the fit range :math:`[-40, 40]`; this is also what the
-    authors' BIDMach script does, ``x = (-N..N) * Xmax/N``, ``xlog =
-    (-2N..2N) * Xmax/N`` with ``Xmax = 20``). Then :math:`M_{ij} =
-    \Phi((X_i - Y_j)/\sigma)`, :math:`v_i = S(X_i)`, :math:`u = (M^T M +
-    \lambda I)^{-1} M^T v`. The paper then removes the negative values
-    ("removal of those leads to small error") and does not mention
-    renormalising; we report the L-infinity error on the :math:`X_i` grid for
-    the raw :math:`u`, the clipped :math:`u` and the clipped-and-renormalised
-    :math:`u` (the last is the only one that is a probability law).
-
-    :math:`M^T M` (:math:`(2N+1)^2`) is formed in :math:`O(N^2)` from prefix
-    sums, using that :math:`M_{ij}` depends on :math:`i - j` only, instead
-    of a :math:`(4N+1)(2N+1)^2` matrix product; :math:`M^T v` and the
-    residuals are discrete convolutions (:func:`numpy.convolve`), so the :math:`(4N+1)
-    \times (2N+1)` matrix is never stored (1 GB at N = 4000). The system is
-    solved by Cholesky (:func:`scipy.linalg.cho_factor`). At N = 4000 on the
-    2 shared cores of the development machine this takes about 15-40 s per
-    (sigma, lambda) cell, dominated by the Cholesky factorisation of the
-    8001 x 8001 system (1.7e11 flops); the Gram matrix is cached per sigma.
-
-    Parameters
-    ----------
-    sigma : float
-        Standard deviation of the Gaussian part.
-    grid_points : int, optional
-        :math:`N` (default 4000, the paper's choice).
-    regularization : float, optional
-        :math:`\lambda` (default 10, the paper's choice).
-    half_width : float, optional
-        :math:`V` (default 20).
-
-    Returns
-    -------
-    RidgeCorrection
-
-    References
-    ----------
-    .. [1] D. Seita, X. Pan, H. Chen, J. Canny. "An Efficient Minibatch
-       Acceptance Test for Metropolis-Hastings". UAI 2017, Eq. (15), Table 3.
-    """
-    sigma = _check_sigma(sigma)
-    n = int(grid_points)
-    t0 = time.perf_counter()
-    gram, mtv, _ = _ridge_system(sigma, n, float(half_width))
-    system = gram.copy()
-    system[np.diag_indices_from(system)] += regularization
-    u = linalg.cho_solve(linalg.cho_factor(system, lower=True, overwrite_a=True, check_finite=False), mtv)
-    return _ridge_result(sigma, n, float(regularization), float(half_width), u, time.perf_counter() - t0)
-
-
-@functools.lru_cache(maxsize=2)
-def _ridge_system(sigma: float, n: int, half_width: float) -> tuple[np.ndarray, np.ndarray, float]:
-    step = half_width / n
-    g = ndtr(np.arange(-3 * n, 3 * n + 1) * step / sigma)
-    gram = _ridge_gram(g, n)
-    v = expit(np.arange(-2 * n, 2 * n + 1) * step)
-    # (M^T v)_j = sum_i g[i - j] v_i is a correlation: read it off np.convolve (direct, O(n^2))
-    mtv = np.convolve(g, v[::-1])[4 * n : 6 * n + 1][::-1].copy()
-    return gram, mtv, step
-
-
-def _ridge_residual(g: np.ndarray, n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``M u - v`` on the fit grid: ``(M u)_i = sum_j g[i - j] u_j`` is a convolution."""
-    return np.convolve(g, u)[2 * n : 6 * n + 1] - v
-
-
-def _ridge_result(sigma: float, n: int, lam: float, half_width: float, u: np.ndarray, seconds: float) -> RidgeCorrection:
-    step = half_width / n
-    g = ndtr(np.arange(-3 * n, 3 * n + 1) * step / sigma)
-    v = expit(np.arange(-2 * n, 2 * n + 1) * step)
-    clipped = np.maximum(u, 0.0)
-    return RidgeCorrection(
-        sigma=sigma,
-        grid_points=n,
-        regularization=lam,
-        half_width=half_width,
-        support=np.arange(-n, n + 1) * step,
-        raw=u,
-        linf_raw=float(np.abs(_ridge_residual(g, n, u, v)).max()),
-        linf_clipped=float(np.abs(_ridge_residual(g, n, clipped, v)).max()),
-        linf_renormalised=float(np.abs(_ridge_residual(g, n, clipped / clipped.sum(), v)).max()),
-        negative_mass=float(-u[u < 0].sum()),
-        seconds=seconds,
-    )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tallmcmc.subsample import permutation_keys, permuted_indices
+from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
 
 @pytest.mark.parametrize("num_data", [1, 2, 3, 10, 17, 1000, 4097])
