@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
 
@@ -26,21 +26,13 @@ class MHState(NamedTuple):
     cache: Any
 
 
-class MHInfo(NamedTuple):
-    """What one step did (see :class:`tallmcmc.acceptance.base.AcceptanceInfo` for the test's fields).
+MHInfo = NamedTuple("MHInfo", [("accepted", jax.Array), *AcceptanceInfo.__annotations__.items()])
+MHInfo.__doc__ = """What one step did: ``accepted``, then the test's :class:`~tallmcmc.acceptance.base.AcceptanceInfo` fields.
 
-    ``data_used`` counts everything touched this step: the test's data plus
-    any the proposal used.
-    """
-
-    accepted: jax.Array
-    statistic: jax.Array
-    data_used: jax.Array
-    data_used_by_test: jax.Array
-    variance: jax.Array
-    error_bound: jax.Array
-    used_full_data: jax.Array
-    non_finite: jax.Array
+``data_used`` counts everything touched this step: the test's data plus any
+the proposal used; ``non_finite`` also flags a NaN prior or proposal ratio
+that forced a rejection.
+"""
 
 
 class Kernel(NamedTuple):
@@ -89,18 +81,12 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kern
             choose(log_prior, state.log_prior),
             jax.tree_util.tree_map(choose, decision.cache, state.cache),
         )
-        test_info = decision.info
-        info = MHInfo(
-            accepted=accepted,
-            statistic=test_info.statistic,
-            data_used=test_info.data_used + proposed.data_used,
-            data_used_by_test=test_info.data_used_by_test,
-            variance=test_info.variance,
-            error_bound=test_info.error_bound,
-            used_full_data=test_info.used_full_data,
+        test_info = decision.info._replace(
+            data_used=decision.info.data_used + proposed.data_used,
             # a NaN ratio that forced a rejection (e.g. an SGLD proposal under a real test) is flagged too
-            non_finite=test_info.non_finite | jnp.isnan(log_prior) | (nan_offset & ~accepted),
+            non_finite=decision.info.non_finite | jnp.isnan(log_prior) | (nan_offset & ~accepted),
         )
+        info = MHInfo(accepted, *test_info)
         return new_state, info
 
     return Kernel(init, step)

@@ -61,13 +61,17 @@ from tallmcmc.acceptance.austere_design import (
     check_grid,
     choose_austere_parameters,
 )
+from tallmcmc._checks import error_probability, open_unit_interval, optional_integer_at_least
 from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.acceptance.sequential import (
     checked_batch_size,
+    estimated_log_ratio,
     full_data_log_ratios,
+    metropolis_threshold,
     minibatch_test_init,
     run_sequential_test,
     sample_variance,
+    sequential_decision,
 )
 from tallmcmc.model import Model
 
@@ -77,11 +81,10 @@ def student_t_tail(t: jax.Array, degrees_of_freedom: jax.Array) -> jax.Array:
 
     ½ I_{ν/(ν+t²)}(ν/2, ½) for ν ≤ 200. For larger ν the argument ν/(ν+t²)
     is within float32 rounding of 1 and the incomplete beta function loses
-    several percent (measured: 5% at ν = 10⁶, t = 0.5), so the expansion in 1/ν
-    Φ̄(|t|) + φ(t)[(t³ + t)/(4ν) + (3t⁷ − 7t⁵ − 5t³ − 3t)/(96ν²)] is used there
-    (second coefficient checked against SciPy's float64 tail at ν = 10⁴ for
-    |t| ∈ [0.5, 4]); the float32 result matches SciPy within 2·10⁻⁴ relative
-    for |t| ≤ 3 at every ν tested (tests/test_baselines.py).
+    accuracy, so the two-term expansion in 1/ν
+    Φ̄(|t|) + φ(t)[(t³ + t)/(4ν) + (3t⁷ − 7t⁵ − 5t³ − 3t)/(96ν²)] is used there.
+    Its accuracy against SciPy's float64 tail is recorded in
+    ``benchmarks/RESULTS.md`` and checked by ``tests/acceptance/test_baselines.py``.
     """
     nu = degrees_of_freedom
     t = jnp.abs(t)
@@ -94,26 +97,18 @@ def student_t_tail(t: jax.Array, degrees_of_freedom: jax.Array) -> jax.Array:
     return jnp.where(nu > 200, expansion, beta_form)
 
 
-def _check_chunk_size(chunk_size) -> int | None:
-    if chunk_size is None:
-        return None
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
-    return int(chunk_size)
-
-
 def _sequential_t_test(
     rng_key, model: Model, position, proposed, log_ratio_offset, batch_size, epsilon, *, chunk_size, first_stage, skip=False
 ):
     """Run the sequential t-test with (possibly traced) m and ε.
 
-    Returns (accepted, state, estimate, variance, tail, log_u).
+    Returns (state, estimate, variance, tail, log_u): the loop's end state,
+    Δ*, the estimated variance of Δ* and the t-test's tail δ there (0 once
+    all N points are used), and the log u the decision compares Δ* with.
     """
     num_data = model.num_data
     dtype = log_ratio_offset.dtype
-    uniform_key, order_key = jax.random.split(rng_key)
-    log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
-    threshold = log_u - log_ratio_offset  # N·μ₀
+    log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
     batch_size = jnp.asarray(batch_size, jnp.int32)
     epsilon = jnp.asarray(epsilon, dtype)
 
@@ -147,12 +142,8 @@ def _sequential_t_test(
         skip=skip | (log_ratio_offset == -jnp.inf),
     )
     variance, tail = statistics(state)
-    full = state.count >= num_data
-    estimate = float(num_data) * state.mean + log_ratio_offset
-    accepted = estimate > log_u
-    variance = jnp.where(full | (state.count < 2), 0.0, variance)
-    tail = jnp.where(full, 0.0, tail)
-    return accepted, state, estimate, variance, tail, log_u
+    estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
+    return state, estimate, variance, jnp.where(state.count >= num_data, 0.0, tail), log_u
 
 
 def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -> AcceptanceTest:
@@ -192,10 +183,8 @@ def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -
        minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 6.
     """
     batch_size = checked_batch_size(batch_size)
-    epsilon_value = float(epsilon)
-    if not (0.0 < epsilon_value < 1.0):
-        raise ValueError(f"epsilon must lie in (0, 1) (a threshold on the t-test's tail probability); got {epsilon!r}")
-    chunk_size = _check_chunk_size(chunk_size) or batch_size
+    epsilon_value = open_unit_interval(epsilon, "epsilon", "a threshold on the t-test's tail probability")
+    chunk_size = optional_integer_at_least(chunk_size, "chunk_size") or batch_size
 
     init = minibatch_test_init(batch_size)
 
@@ -211,7 +200,7 @@ def _fixed_design_decision(
     rng_key, model: Model, position, proposed, log_ratio_offset, cache, batch_size: int, epsilon: float, chunk_size: int
 ) -> Decision:
     """One AustereMH decision with stage size ``batch_size`` and threshold ``epsilon``."""
-    accepted, state, estimate, variance, tail, _ = _sequential_t_test(
+    state, estimate, variance, tail, log_u = _sequential_t_test(
         rng_key,
         model,
         position,
@@ -222,16 +211,9 @@ def _fixed_design_decision(
         chunk_size=min(chunk_size, model.num_data),
         first_stage=batch_size,
     )
-    bad = state.non_finite | is_bad(estimate)
-    info = info_for(
-        estimate,
-        state.count,
-        variance=variance,
-        error_bound=tail,
-        used_full_data=state.count >= model.num_data,
-        non_finite=bad,
+    return sequential_decision(
+        state, model.num_data, estimate, estimate > log_u, cache, variance=variance, error_bound=tail
     )
-    return Decision(accepted & ~bad, cache, info)
 
 
 def austere_conservative(
@@ -277,10 +259,8 @@ def austere_conservative(
        minibatch acceptance test for Metropolis-Hastings. UAI 2017, Appendix C.2.1.
     """
     batch_sizes, epsilons = check_grid(batch_sizes, epsilons)
-    error_bound = float(error_bound)
-    if not (0.0 < error_bound < 1.0):
-        raise ValueError(f"error_bound must lie in (0, 1) (a probability of a wrong decision); got {error_bound!r}")
-    chunk_size = _check_chunk_size(chunk_size)
+    error_bound = error_probability(error_bound)
+    chunk_size = optional_integer_at_least(chunk_size, "chunk_size")
     gaps_key = None if standardized_gaps is None else tuple(np.asarray(standardized_gaps, float).ravel().tolist())
     weights_key = None if gap_weights is None else tuple(np.asarray(gap_weights, float).ravel().tolist())
 
@@ -341,10 +321,9 @@ def austere_adaptive(
 
     A bound on the error *at every μ_std* is weaker than it sounds: the design
     chosen for each μ_std errs at about the bound's rate everywhere, so even
-    hopeless downhill moves are accepted that often. On a conjugate Gaussian
-    model (N = 2000, random walk of 2 posterior sds) a bound of 0.05 inflates
-    the posterior variance by ≈ 60 %; 0.002 is indistinguishable from exact
-    in 6000 draws.
+    hopeless downhill moves are accepted that often, and the posterior is
+    visibly widened unless the bound is small (``benchmarks/RESULTS.md``
+    records how much on a conjugate Gaussian model).
 
     The full pass is counted in ``data_used`` (N extra points) and not in
     ``data_used_by_test``, which counts the sequential test's points (N when
@@ -375,10 +354,8 @@ def austere_adaptive(
        and Appendix C.2.1.
     """
     batch_sizes, epsilons = check_grid(batch_sizes, epsilons)
-    error_bound = float(error_bound)
-    if not (0.0 < error_bound < 1.0):
-        raise ValueError(f"error_bound must lie in (0, 1) (a probability of a wrong decision); got {error_bound!r}")
-    chunk_size = _check_chunk_size(chunk_size) or min(batch_sizes)
+    error_bound = error_probability(error_bound)
+    chunk_size = optional_integer_at_least(chunk_size, "chunk_size") or min(batch_sizes)
     gaps_key = None if standardized_gaps is None else tuple(np.asarray(standardized_gaps, float).ravel().tolist())
 
     @functools.lru_cache(maxsize=8)
@@ -402,8 +379,7 @@ def austere_adaptive(
         mean = jnp.mean(values)
         spread = jnp.std(values)
         # the sequential test draws u from the same key, so μ₀ here is its μ₀
-        uniform_key, _ = jax.random.split(rng_key)
-        log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
+        log_u, _, _ = metropolis_threshold(rng_key, log_ratio_offset)
         gap = (float(num_data) * mean + log_ratio_offset - log_u) / float(num_data)  # μ − μ₀
         standardized = jnp.abs(gap) * math.sqrt(num_data - 1) / spread
         standardized = jnp.where(jnp.isnan(standardized), 0.0, standardized)
@@ -411,7 +387,7 @@ def austere_adaptive(
         size = jnp.asarray(sizes)[index]
         threshold = jnp.asarray(thresholds, dtype)[index]
         exact = size >= num_data
-        accepted, state, estimate, variance, tail, _ = _sequential_t_test(
+        state, estimate, variance, tail, _ = _sequential_t_test(
             rng_key,
             model,
             position,
@@ -425,14 +401,14 @@ def austere_adaptive(
         )
         exact_estimate = float(num_data) * mean + log_ratio_offset
         estimate = jnp.where(exact, exact_estimate, estimate)
-        accepted = jnp.where(exact, exact_estimate > log_u, accepted)
+        accepted = estimate > log_u
         used = jnp.where(exact, num_data, state.count)
         bad = state.non_finite | is_bad(estimate)
         info = info_for(
             estimate,
             num_data + used,
             data_used_by_test=used,
-            variance=jnp.where(exact, 0.0, variance),
+            variance=jnp.where(exact | (state.count < 2) | (state.count >= num_data), 0.0, variance),
             error_bound=jnp.where(exact, 0.0, tail),
             used_full_data=used >= num_data,
             non_finite=bad,

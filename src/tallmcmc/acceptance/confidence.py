@@ -50,9 +50,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc._checks import integer_at_least, open_unit_interval
+from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.acceptance.sequential import (
+    checked_batch_size,
+    estimated_log_ratio,
+    full_data_log_ratios,
+    metropolis_threshold,
+    minibatch_test_init,
+    run_sequential_test,
+    sequential_decision,
+)
 from tallmcmc.model import Model, Position
-from tallmcmc.acceptance.sequential import checked_batch_size, full_data_log_ratios, minibatch_test_init, run_sequential_test
 
 BOUND_RULES = ("full_pass",)
 
@@ -112,13 +121,10 @@ def confidence_sampler(
     p = float(p)
     if not p > 1.0:
         raise ValueError(f"p must be > 1 (so that the looks' error budgets δ(p−1)/(p kᵖ) sum to at most δ); got {p!r}")
-    delta = float(delta)
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must lie in (0, 1) (the bound on the probability of a wrong decision); got {delta!r}")
+    delta = open_unit_interval(delta, "delta", "the bound on the probability of a wrong decision")
     if not (callable(bound) or bound in BOUND_RULES):
         raise ValueError(f"bound must be 'full_pass' or a function bound(position, proposed) -> C; got {bound!r}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+    chunk_size = integer_at_least(chunk_size, "chunk_size")
     full_pass = not callable(bound)
 
     init = minibatch_test_init(batch_size)
@@ -126,9 +132,7 @@ def confidence_sampler(
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         num_data = model.num_data
         dtype = log_ratio_offset.dtype
-        uniform_key, order_key = jax.random.split(rng_key)
-        log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
-        threshold = log_u - log_ratio_offset  # N·μ₀
+        log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
         if full_pass:
             range_bound = jnp.max(jnp.abs(full_data_log_ratios(model, position, proposed).astype(dtype)))
         else:
@@ -162,23 +166,20 @@ def confidence_sampler(
             skip=log_ratio_offset == -jnp.inf,
         )
         t = state.count.astype(dtype)
-        full = state.count >= num_data
-        estimate = float(num_data) * state.mean + log_ratio_offset
-        bad = state.non_finite | is_bad(estimate) | (full_pass & ~jnp.isfinite(range_bound))
-        accepted = (estimate > log_u) & ~bad
+        estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
         looks = jnp.arange(1, 64, dtype=dtype)
         spent = jnp.sum(jnp.where(looks <= state.stage.astype(dtype), (p - 1.0) / (p * looks**p) * delta, 0.0))
         variance = float(num_data) ** 2 * state.sum_squares / jnp.maximum(t, 1) / jnp.maximum(t, 1)
-        used = state.count + (num_data if full_pass else 0)
-        info = info_for(
+        return sequential_decision(
+            state,
+            num_data,
             estimate,
-            used,
-            data_used_by_test=state.count,
-            variance=jnp.where(full | (state.count < 2), 0.0, variance),
-            error_bound=jnp.where(full, 0.0, spent),
-            used_full_data=full,
-            non_finite=bad,
+            estimate > log_u,
+            cache,
+            variance=variance,
+            error_bound=jnp.where(state.count >= num_data, 0.0, spent),
+            extra_data_used=num_data if full_pass else 0,
+            non_finite=full_pass & ~jnp.isfinite(range_bound),
         )
-        return Decision(accepted, cache, info)
 
     return AcceptanceTest(init, decide, "confidence_sampler")

@@ -47,8 +47,15 @@ import math
 import jax
 import jax.numpy as jnp
 
-from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
-from tallmcmc.acceptance.sequential import checked_batch_size, minibatch_test_init, run_sequential_test, sample_variance
+from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.acceptance.sequential import (
+    checked_batch_size,
+    estimated_log_ratio,
+    minibatch_test_init,
+    run_sequential_test,
+    sample_variance,
+    sequential_decision,
+)
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.model import Model
 
@@ -178,23 +185,15 @@ def minibatch_barker(
             skip=log_ratio_offset == -jnp.inf,
         )
         _, variance = moments(state)
-        estimate = float(num_data) * state.mean + log_ratio_offset
-        full = state.count >= num_data
+        estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
         extra_variance = jnp.maximum(sigma_squared - variance, 0.0)
         noise = jnp.sqrt(extra_variance) * jax.random.normal(normal_key, dtype=dtype) + correction.sample(
             correction_key, dtype=dtype
         )
-        noise = jnp.where(full, jax.random.logistic(logistic_key, dtype=dtype), noise)
-        bad = state.non_finite | is_bad(estimate)
-        accepted = (estimate + noise > 0) & ~bad
-        info = info_for(
-            estimate,
-            state.count,
-            variance=jnp.where(full | (state.count < 2), 0.0, variance),
-            error_bound=clt_error(state),
-            used_full_data=full,
-            non_finite=bad,
+        # all N points seen: Δ* is exact, and the exact Barker test draws the logistic itself
+        noise = jnp.where(state.count >= num_data, jax.random.logistic(logistic_key, dtype=dtype), noise)
+        return sequential_decision(
+            state, num_data, estimate, estimate + noise > 0, cache, variance=variance, error_bound=clt_error(state)
         )
-        return Decision(accepted, cache, info)
 
     return AcceptanceTest(init, decide, "minibatch_barker")

@@ -4,7 +4,7 @@ A sequential test looks at the tempered per-datum log ratios
 
 .. math:: l_i = \\tfrac{1}{K}\\,[\\log p(x_i \\mid \\theta') - \\log p(x_i \\mid \\theta)]
 
-of a minibatch drawn without replacement (see :mod:`tallmcmc.subsample`),
+of a minibatch drawn without replacement (see :mod:`tallmcmc.acceptance.subsample`),
 grows the minibatch stage by stage, and stops at the first stage where its
 own rule (``stop``) is satisfied or when all ``N`` points have been used.
 Points are evaluated ``chunk_size`` at a time (a static shape, as XLA needs);
@@ -22,9 +22,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
+from tallmcmc._checks import integer_at_least
+from tallmcmc.acceptance.base import Decision, info_for, is_bad
 from tallmcmc.model import Model, Position
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
@@ -147,9 +148,7 @@ def full_data_log_ratios(model: Model, position: Position, proposed: Position) -
 
 def checked_batch_size(batch_size) -> int:
     """``batch_size`` as an ``int`` ≥ 2, or a ``ValueError`` naming it."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 2:
-        raise ValueError(f"batch_size must be an integer >= 2 (a sample variance needs two points); got {batch_size!r}")
-    return int(batch_size)
+    return integer_at_least(batch_size, "batch_size", 2, "a sample variance needs two points")
 
 
 def minibatch_test_init(batch_size: int) -> Callable[[Model, Position], tuple]:
@@ -164,3 +163,60 @@ def minibatch_test_init(batch_size: int) -> Callable[[Model, Position], tuple]:
         return ()
 
     return init
+
+
+def metropolis_threshold(rng_key: jax.Array, log_ratio_offset: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The key contract of the Metropolis-type sequential tests (AustereMH, MHSubLhd).
+
+    ``u`` is drawn from the first key of ``jax.random.split(rng_key)`` and the
+    order of the data from the second, so that a test which needs μ₀ before
+    its sequential loop (AustereMH(nc)) sees the same ``u`` as the loop.
+
+    Returns
+    -------
+    (log_u, threshold, order_key)
+        ``threshold = log u − log_ratio_offset`` is N·μ₀: accept iff the
+        estimate of Σᵢ lᵢ exceeds it.
+    """
+    uniform_key, order_key = jax.random.split(rng_key)
+    log_u = jnp.log(jax.random.uniform(uniform_key, dtype=log_ratio_offset.dtype))
+    return log_u, log_u - log_ratio_offset, order_key
+
+
+def estimated_log_ratio(state: SequentialState, num_data: int, log_ratio_offset: jax.Array) -> jax.Array:
+    """Δ* = N·(mean of the lᵢ seen) + the data-free part of Δ."""
+    return float(num_data) * state.mean + log_ratio_offset
+
+
+def sequential_decision(
+    state: SequentialState,
+    num_data: int,
+    estimate: jax.Array,
+    accepted: jax.Array,
+    cache,
+    *,
+    variance: jax.Array,
+    error_bound: jax.Array,
+    extra_data_used: jax.Array | int = 0,
+    non_finite: jax.Array | bool = False,
+) -> Decision:
+    """The epilogue every growing-minibatch test shares.
+
+    A non-finite Δ* (or a non-finite loop) rejects; the reported variance is 0
+    where it means nothing (all N points used, or fewer than two seen);
+    ``data_used`` adds ``extra_data_used`` (e.g. a full pass for a range
+    bound) to the test's own ``state.count``, which ``data_used_by_test``
+    reports alone.
+    """
+    full = state.count >= num_data
+    bad = state.non_finite | is_bad(estimate) | non_finite
+    info = info_for(
+        estimate,
+        state.count + extra_data_used,
+        data_used_by_test=state.count,
+        variance=jnp.where(full | (state.count < 2), 0.0, variance),
+        error_bound=error_bound,
+        used_full_data=full,
+        non_finite=bad,
+    )
+    return Decision(accepted & ~bad, cache, info)

@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-# Four rounds (Luby-Rackoff's minimum) were measured visibly non-uniform for tiny
-# domains (N = 10: chi-squared p ~ 1e-16 over 40,000 keys); eight pass.
+# Eight Feistel rounds: four (Luby-Rackoff's minimum) are visibly non-uniform on
+# tiny domains (benchmarks/RESULTS.md); the uniformity test checks eight.
 _ROUNDS = 8
 
 
