@@ -16,6 +16,8 @@ def test_gmm_smoke(tmp_path):
     ])
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary["methods"]) == ["minibatch_barker", "exact_barker"]
+    assert summary["methods"]["minibatch_barker"]["display_name"] == "MHminibatch"
     for key in ("minibatch_barker", "exact_barker"):
         stats = summary["methods"][key]
         for field in ("mean_minibatch_size", "std_minibatch_size", "mean_data_used", "acceptance_rate",

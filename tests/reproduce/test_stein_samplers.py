@@ -59,6 +59,7 @@ def test_stein_samplers_smoke(tmp_path):
     assert status == 0
     methods = _summary(tmp_path)["methods"]
     assert set(methods) == {"minibatch_barker", "exact_barker"}
+    assert methods["exact_barker"]["display_name"] == "full-data Barker"
     touched = methods["exact_barker"]["touched_at"]
     assert touched[-1] == 60 * 2000  # the full-data test touches all N points each step
     assert methods["minibatch_barker"]["touched_at"][-1] < touched[-1]

@@ -4,6 +4,8 @@ import json
 
 from tallmcmc.cli import main
 
+KEYS = {"austere", "confidence_sampler", "minibatch_barker"}
+
 
 def test_worst_case_smoke(tmp_path):
     status = main([
@@ -12,9 +14,13 @@ def test_worst_case_smoke(tmp_path):
     ])
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    for key in ("N", "austere_full_fraction", "confidence_full_fraction", "minibatch_mean_size"):
-        assert len(summary[key]) == 2, key
-    assert all(0 <= f <= 1 for f in summary["confidence_full_fraction"])
+    assert summary["N"] == [200, 1000]
+    assert summary["display_names"] == {"austere": "AustereMH", "confidence_sampler": "MHSubLhd",
+                                        "minibatch_barker": "MHminibatch"}
+    for field in ("full_fraction", "standard_errors", "near_full_fraction", "mean_size", "mean_data_used"):
+        assert set(summary[field]) == KEYS, field
+        assert all(len(values) == 2 for values in summary[field].values()), field
+    assert all(0 <= f <= 1 for f in summary["full_fraction"]["confidence_sampler"])
     # in the lemma's setting MHSubLhd needs essentially all the data on most steps
-    assert min(summary["near_full_fraction"]["confidence"]) > 0.5
+    assert min(summary["near_full_fraction"]["confidence_sampler"]) > 0.5
     assert (tmp_path / "worst_case.png").stat().st_size > 10_000

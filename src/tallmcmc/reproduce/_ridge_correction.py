@@ -130,10 +130,10 @@ def ridge_correction(
     of a :math:`(4N+1)(2N+1)^2` matrix product; :math:`M^T v` and the
     residuals are discrete convolutions (:func:`numpy.convolve`), so the :math:`(4N+1)
     \times (2N+1)` matrix is never stored (1 GB at N = 4000). The system is
-    solved by Cholesky (:func:`scipy.linalg.cho_factor`). At N = 4000 on the
-    2 shared cores of the development machine this takes about 15-40 s per
-    (sigma, lambda) cell, dominated by the Cholesky factorisation of the
-    8001 x 8001 system (1.7e11 flops); the Gram matrix is cached per sigma.
+    solved by Cholesky (:func:`scipy.linalg.cho_factor`); at N = 4000 the
+    factorisation of the 8001 x 8001 system (1.7e11 flops) dominates the cost.
+    The Gram matrix and :math:`M^T v` are cached for the last two
+    (sigma, N, V), so a sweep over lambda reuses them.
 
     Parameters
     ----------
@@ -150,12 +150,24 @@ def ridge_correction(
     -------
     RidgeCorrection
 
+    Raises
+    ------
+    ValueError
+        If ``sigma`` is not in :math:`(0, \pi/\sqrt 3)`, ``grid_points`` is
+        not a positive integer, or ``regularization`` or ``half_width`` is not
+        a positive finite number.
+
     References
     ----------
     .. [1] D. Seita, X. Pan, H. Chen, J. Canny. "An Efficient Minibatch
        Acceptance Test for Metropolis-Hastings". UAI 2017, Eq. (15), Table 3.
     """
     sigma = check_sigma(sigma)
+    if isinstance(grid_points, bool) or not isinstance(grid_points, (int, np.integer)) or grid_points < 1:
+        raise ValueError(f"grid_points must be a positive integer, got {grid_points!r}")
+    for argument, value in (("regularization", regularization), ("half_width", half_width)):
+        if not (isinstance(value, (int, float, np.integer, np.floating)) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{argument} must be a positive finite number, got {value!r}")
     n = int(grid_points)
     t0 = time.perf_counter()
     gram, mtv, _ = _ridge_system(sigma, n, float(half_width))

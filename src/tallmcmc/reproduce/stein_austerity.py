@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -52,10 +53,20 @@ import numpy as np
 import tallmcmc
 from tallmcmc.datasets import load_nodal
 from tallmcmc.examples import logistic_regression
-from tallmcmc.stein.scores import posterior_scores
 from tallmcmc.model import Model
-from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
+from tallmcmc.reproduce._common import (
+    add_common_arguments,
+    format_table,
+    new_figure,
+    output_folder,
+    print_written,
+    pyplot,
+    save_figure,
+    write_summary,
+)
+from tallmcmc.reproduce._methods import MethodSettings, display_name, method
 from tallmcmc.stein import graph_stein_discrepancy
+from tallmcmc.stein.scores import posterior_scores
 
 NAME = "stein-austerity"
 HELP = "Approximate RWMH (AustereMH) bias-variance trade-off by graph Stein discrepancy (Gorham & Mackey 2015, Fig. 4)"
@@ -73,6 +84,7 @@ DEFAULT_PREFIXES = (10, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 600, 800, 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the experiment's options to ``parser``."""
     parser.add_argument("--epsilons", type=float, nargs="+", default=list(PAPER_EPSILONS),
                         help="AustereMH tolerances (0 = exact MH); paper: 0, 0.1 (figure) and 0.2 (script)")
     parser.add_argument("--batch-size", type=int, default=PAPER_BATCH_SIZE, help="AustereMH batch size (paper: 2)")
@@ -84,12 +96,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--paper-prefixes", action="store_true",
                         help="use the authors' 58 evaluation points (10:10:400, 420:20:600, 650:50:1000)")
     parser.add_argument("--repeats", type=int, default=1, help="independent chains per ε (paper: 1)")
-    parser.add_argument("--seed", type=int, default=37, help="seed of the first chain (the authors' script uses 37)")
     parser.add_argument("--surrogate-draws", type=int, default=80_000,
                         help="MALA draws (after burn-in, over 4 chains) for the mean and second-moment errors; 0 skips "
                              "them (paper: 1e7)")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    add_output_argument(parser, "results/stein-austerity")
+    add_common_arguments(parser, NAME, seed=37, seed_help="seed of the first chain (the authors' script uses 37); "
+                         "repeat r uses seed + 1000 r, the MALA surrogate seed + 7")
 
 
 def nodal_posterior() -> Model:
@@ -98,13 +109,14 @@ def nodal_posterior() -> Model:
     return logistic_regression.model(covariates, response, prior_variance=1.0)
 
 
+def method_key(epsilon: float) -> str:
+    """Registry key of the test at tolerance ε: ``exact_metropolis`` at ε = 0 (AustereMH's limit), else ``austere``."""
+    return "exact_metropolis" if epsilon == 0 else "austere"
+
+
 def test_for(epsilon: float, batch_size: int) -> tallmcmc.AcceptanceTest:
     """Exact MH for ε = 0 (AustereMH's limit), AustereMH(batch_size, ε) otherwise."""
-    if epsilon == 0:
-        return tallmcmc.exact_metropolis()
-    from tallmcmc.acceptance.austere import austere
-
-    return austere(batch_size, epsilon)
+    return method(method_key(epsilon)).build(MethodSettings(batch_size=batch_size, austere_epsilon=epsilon))
 
 
 def run_chain(model: Model, epsilon: float, batch_size: int, budget: int, seed: int, progress: bool):
@@ -151,6 +163,7 @@ def thin(positions: np.ndarray, evaluations: np.ndarray, burn_in: int, length: i
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run one chain per ε and repeat, its graph Stein discrepancy at each prefix, print, write summary and figure."""
     from tqdm.auto import tqdm
 
     began = time.perf_counter()
@@ -249,8 +262,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": elapsed,
         "figure": str(figure_path),
     }
-    write_summary(out, summary)
-    print(f"wrote {out / 'summary.json'} and {figure_path} ({elapsed:.0f} s)")
+    print_written(write_summary(out, summary), figure_path, seconds=elapsed)
     return 0
 
 
@@ -279,20 +291,15 @@ def _crossing(results: dict) -> int | None:
     return int(grid[index])
 
 
-def _figure(out, results: dict):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _figure(out, results: dict) -> Path:
     panels = [("discrepancy", "spanner graph Stein discrepancy")]
     if any(chain["mean_error"] for value in results.values() for chain in value["repeats"]):
         panels += [("mean_error", "mean error (vs MALA surrogate)"), ("second_moment_error", "second moment error")]
-    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    figure, axes = new_figure(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
     for axis, (field, title) in zip(axes[0], panels):
         for color, (key, value) in zip(colors, results.items()):
-            name = f"ε = {key}" + (" (exact MH)" if float(key) == 0 else " (AustereMH)")
+            name = f"ε = {key} ({display_name(method_key(float(key)))})"
             several = len(value["repeats"]) > 1
             for chain in value["repeats"]:
                 axis.plot(chain["prefix_evaluations"], chain[field], "-", lw=0.8, color=color,
@@ -305,8 +312,4 @@ def _figure(out, results: dict):
         axis.set_title(title, fontsize=9)
         axis.legend(fontsize=8)
     figure.suptitle("Bayesian logistic regression, nodal data (Gorham & Mackey 2015, Figure 4)", fontsize=10)
-    figure.tight_layout()
-    path = out / "figure4_austerity_tradeoff.png"
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
-    return path
+    return save_figure(figure, out, "figure4_austerity_tradeoff.png")

@@ -11,26 +11,33 @@ function g (the LP's psi) and the discriminating test function
 h = T g = g b + g' (psi b + Gamma) are plotted for three n.
 
 The paper goes to n = 200,000 with Gurobi; the HiGHS linear programs here
-grow superlinearly in n (about 0.4 s at n = 1,000, 2 s at n = 3,000 and
-30-35 s at n = 10,000 on one loaded core), so the default stops at
-n = 10,000 (about 90 s in all) and ``--max-n 30000`` is the largest
-practical run.
+grow superlinearly in n, so the default stops at n = 10,000 (about 90 s)
+and ``--max-n 30000`` is the largest practical run.
+
+References
+----------
+.. [1] Gorham, J. and Mackey, L. (2015). Measuring sample quality with
+   Stein's method. NeurIPS 28, Section 5.1 and Figure 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from tallmcmc.reproduce._common import (
-    add_output_argument,
+    add_common_arguments,
     fitted_slope,
     format_table,
     log_grid,
+    new_figure,
     output_folder,
+    print_written,
+    save_figure,
     write_summary,
 )
 
@@ -43,15 +50,16 @@ DEGREES_OF_FREEDOM = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output_argument(parser, f"runs/{NAME}")
-    parser.add_argument("--max-n", type=int, default=10000, help="largest n (default 10000, ~90 s; paper: 200000)")
-    parser.add_argument("--min-n", type=int, default=30, help="smallest n (default 30)")
-    parser.add_argument("--grid-size", type=int, default=10, help="number of n on the log grid (default 10)")
-    parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    """Add the experiment's options to ``parser``."""
+    parser.add_argument("--max-n", type=int, default=10000,
+                        help="largest n (the default takes about 90 s; paper: 200000)")
+    parser.add_argument("--min-n", type=int, default=30, help="smallest n")
+    parser.add_argument("--grid-size", type=int, default=10, help="number of n on the log grid")
     parser.add_argument(
         "--stein-factors", type=float, nargs=3, default=(1.0, 1.0, 1.0), metavar=("C1", "C2", "C3"),
-        help="Stein factors (default: classical 1 1 1)",
+        help="Stein factors (1 1 1: the classical ones)",
     )
+    add_common_arguments(parser, NAME, seed=7, seed_help="seed of the two i.i.d. sequences")
 
 
 def samples(max_n: int, seed: int) -> dict[str, np.ndarray]:
@@ -65,11 +73,12 @@ def samples(max_n: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Compute the discrepancy of both sequences' prefixes, fit the rates, print them, write summary and figures."""
     from tallmcmc.stein import graph_stein_discrepancy
 
-    out = output_folder(args.out)
     if args.min_n < 2 or args.max_n < args.min_n:
-        raise ValueError("need 2 <= --min-n <= --max-n")
+        raise ValueError(f"need 2 <= --min-n <= --max-n, got --min-n {args.min_n} and --max-n {args.max_n}")
+    out = output_folder(args.out)
     sizes = log_grid(args.min_n, args.max_n, args.grid_size)
     sequences = samples(int(sizes[-1]), args.seed)
     factors = tuple(float(f) for f in args.stein_factors)
@@ -79,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     shown = sorted({int(sizes[-1]), int(sizes[max(0, len(sizes) // 2)]), int(sizes[0])})
     failures: list[dict] = []
 
-    progress = tqdm(total=len(sizes) * len(sequences), desc=NAME, unit="LP")
+    progress = tqdm(total=len(sizes) * len(sequences), desc=NAME, unit="LP", disable=args.no_progress)
     for n in sizes:
         for name, sequence in sequences.items():
             points = sequence[:n]
@@ -145,21 +154,15 @@ def run(args: argparse.Namespace) -> int:
             f"Default --max-n 10000 (paper {PAPER_MAX_N}); LP time grows superlinearly."
         ),
     }
-    write_summary(out, summary)
+    path = write_summary(out, summary)
     shown = [n for n in shown if all(n in solutions[name] for name in sequences)]
-    _plot(out, sizes, values, slopes, solutions, shown)
-    print(f"wrote {out / 'summary.json'}, {out / 'discrepancy.png'}, {out / 'test_functions.png'}")
+    print_written(path, *_plot(out, sizes, values, slopes, solutions, shown))
     return 0
 
 
-def _plot(out, sizes, values, slopes, solutions, shown) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _plot(out, sizes, values, slopes, solutions, shown) -> list[Path]:
     labels = {"gaussian": "Gaussian", "scaled_student_t": "Scaled Student's t"}
-    figure, axis = plt.subplots(figsize=(5, 4))
+    figure, axis = new_figure(figsize=(5, 4))
     for name, marker in (("gaussian", "o"), ("scaled_student_t", "^")):
         slope, intercept = slopes[name]
         axis.loglog(sizes, values[name], marker, label=f"{labels[name]} (slope {slope:.2f})")
@@ -168,13 +171,11 @@ def _plot(out, sizes, values, slopes, solutions, shown) -> None:
     axis.set_ylabel("Stein discrepancy")
     axis.set_title(f"N(0,1) target (paper: Gaussian slope {PAPER_GAUSSIAN_SLOPE})")
     axis.legend()
-    figure.tight_layout()
-    figure.savefig(out / "discrepancy.png", dpi=120)
-    plt.close(figure)
+    paths = [save_figure(figure, out, "discrepancy.png")]
 
     if not shown:
-        return
-    figure, axes = plt.subplots(len(shown), 4, figsize=(14, 2.6 * len(shown)), squeeze=False)
+        return paths
+    figure, axes = new_figure(len(shown), 4, figsize=(14, 2.6 * len(shown)), squeeze=False)
     for row, n in enumerate(reversed(shown)):
         for column, (name, key) in enumerate(
             [("gaussian", "g"), ("scaled_student_t", "g"), ("gaussian", "h"), ("scaled_student_t", "h")]
@@ -186,6 +187,5 @@ def _plot(out, sizes, values, slopes, solutions, shown) -> None:
             axis.axhline(0, color="grey", lw=0.5)
     for axis in axes[-1]:
         axis.set_xlabel("x")
-    figure.tight_layout()
-    figure.savefig(out / "test_functions.png", dpi=110)
-    plt.close(figure)
+    paths.append(save_figure(figure, out, "test_functions.png"))
+    return paths

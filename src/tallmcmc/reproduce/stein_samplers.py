@@ -8,8 +8,8 @@ with standard deviation 0.15 per coordinate from θ = (0, 1) under each test:
 
 * ``minibatch_barker(50)`` — the minibatch Barker test of Seita et al.;
 * ``exact_barker()`` — the full-data Barker test (the same chain in law);
-* ``austere(50, 0.05)`` and ``confidence_sampler(50)`` when the installed
-  package has them.
+* ``austere(50, 0.05)`` and ``confidence_sampler(50)`` — AustereMH and
+  MHSubLhd.
 
 Sample quality is measured on the first n steps of each chain, for a
 log-spaced set of n, by two Stein discrepancies with exact full-data
@@ -25,7 +25,7 @@ Each is plotted against the cumulative number of data points the chain has
 touched after n steps (``result.data_used.cumsum()``), which is what a
 minibatch test saves. None of the papers has this figure: Seita et al. compare
 minibatch sizes and binned likelihoods, Gorham & Mackey measure SGLD and
-AustereMH, not the minibatch Barker test.
+AustereMH, not the minibatch Barker test. The default run takes a few minutes.
 
 References
 ----------
@@ -41,17 +41,26 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mixture
-from tallmcmc.stein.scores import posterior_scores
-from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
+from tallmcmc.reproduce._common import (
+    add_common_arguments,
+    format_table,
+    new_figure,
+    output_folder,
+    print_written,
+    save_figure,
+    write_summary,
+)
+from tallmcmc.reproduce._methods import MethodSettings, add_methods_argument, display_name, method, selected
 from tallmcmc.stein import graph_stein_discrepancy
 from tallmcmc.stein.kernel import kernel_stein_discrepancy
+from tallmcmc.stein.scores import posterior_scores
 
 NAME = "stein-samplers"
 HELP = "Graph and kernel Stein discrepancy of our minibatch samplers vs data touched (Gaussian mixture, N/K = 100)"
@@ -59,40 +68,22 @@ HELP = "Graph and kernel Stein discrepancy of our minibatch samplers vs data tou
 DATA_PER_TEMPERATURE = 100
 PROPOSAL_STANDARD_DEVIATION = 0.15
 BATCH_SIZE = 50
+AUSTERE_EPSILON = 0.05
+METHOD_KEYS = ("minibatch_barker", "exact_barker", "austere", "confidence_sampler")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--num-data", type=int, default=100_000, help="N (default 1e5; 1e6 is the paper's; K = N/100)")
+    """Add the experiment's options to ``parser``."""
+    parser.add_argument("--num-data", type=int, default=100_000, help="N (10^6 is the paper's); K = N/100")
     parser.add_argument("--samples", type=int, default=5000, help="steps per chain")
     parser.add_argument("--chains", type=int, default=4, help="independent chains per test (the curves are averaged)")
     parser.add_argument("--lengths", type=int, default=10, help="number of log-spaced chain lengths evaluated")
     parser.add_argument("--shortest", type=int, default=50, help="shortest chain length evaluated")
     parser.add_argument("--max-graph-points", type=int, default=500,
                         help="the graph Stein discrepancy uses at most this many equally spaced points of a prefix")
-    parser.add_argument("--methods", nargs="+", default=None,
-                        help="subset of minibatch_barker, exact_barker, austere, confidence (default: all available)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the chains")
+    add_methods_argument(parser, METHOD_KEYS)
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the simulated data")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    add_output_argument(parser, "results/stein-samplers")
-
-
-def available_methods() -> dict[str, Callable[[], tallmcmc.AcceptanceTest]]:
-    """The tests compared, by key; the baselines only when the installed package has them."""
-    methods: dict[str, Callable[[], tallmcmc.AcceptanceTest]] = {
-        "minibatch_barker": lambda: tallmcmc.minibatch_barker(BATCH_SIZE),
-        "exact_barker": tallmcmc.exact_barker,
-    }
-    try:
-        from tallmcmc.acceptance.austere import austere
-    except ImportError:  # pragma: no cover - the baseline is optional
-        austere = None
-    if austere is not None:
-        methods["austere"] = lambda: austere(BATCH_SIZE, 0.05)
-    confidence = getattr(tallmcmc, "confidence_sampler", None)
-    if confidence is not None:
-        methods["confidence"] = lambda: confidence(BATCH_SIZE)
-    return methods
+    add_common_arguments(parser, NAME, seed=0, seed_help="seed of the chains")
 
 
 def chain_lengths(samples: int, count: int, shortest: int) -> np.ndarray:
@@ -107,6 +98,7 @@ def _unique_scores(model, points: np.ndarray) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the chosen tests' chains, compute both discrepancies on their prefixes, print, write summary and figure."""
     from tqdm.auto import tqdm
 
     began = time.perf_counter()
@@ -114,17 +106,13 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     temperature = args.num_data / DATA_PER_TEMPERATURE
     model = gaussian_mixture.model(args.num_data, temperature, seed=args.data_seed)
-    methods = available_methods()
-    if args.methods:
-        unknown = set(args.methods) - set(methods)
-        if unknown:
-            raise SystemExit(f"unknown or unavailable methods {sorted(unknown)}; available: {sorted(methods)}")
-        methods = {key: methods[key] for key in args.methods}
+    settings = MethodSettings(batch_size=BATCH_SIZE, austere_epsilon=AUSTERE_EPSILON)
     lengths = chain_lengths(args.samples, args.lengths, args.shortest)
     start = jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32)
     results: dict[str, dict] = {}
-    for key, make in methods.items():
-        result = tallmcmc.sample(model, tallmcmc.random_walk(PROPOSAL_STANDARD_DEVIATION), make(), initial_position=start,
+    for key in selected(args.methods, METHOD_KEYS):
+        test = method(key).build(settings)
+        result = tallmcmc.sample(model, tallmcmc.random_walk(PROPOSAL_STANDARD_DEVIATION), test, initial_position=start,
                                  num_samples=args.samples, num_chains=args.chains, seed=args.seed, progress=progress)
         results[key] = {
             "positions": np.asarray(result.positions, dtype=np.float64),
@@ -153,12 +141,12 @@ def run(args: argparse.Namespace) -> int:
           f"{PROPOSAL_STANDARD_DEVIATION}, {args.samples} steps x {args.chains} chain(s) per test")
     print(format_table(
         ["test", "acceptance", "data/step", "s/step", "final KSD", "final graph Stein", "data touched"],
-        [[key, f"{v['acceptance_rate']:.3f}", f"{v['mean_data_used']:.0f}", f"{v['seconds_per_step']:.2e}",
+        [[display_name(key), f"{v['acceptance_rate']:.3f}", f"{v['mean_data_used']:.0f}", f"{v['seconds_per_step']:.2e}",
           f"{np.nanmean(v['kernel'][:, -1]):.4f}", f"{np.nanmean(v['graph'][:, -1]):.3f}", f"{v['touched_at'][-1]:.3g}"]
          for key, v in results.items()],
     ))
     print("KSD at each chain length (data touched: KSD)")
-    print(format_table(["steps"] + list(results), [
+    print(format_table(["steps"] + [display_name(key) for key in results], [
         [int(n)] + [f"{v['touched_at'][j]:.3g}: {np.nanmean(v['kernel'][:, j]):.4f}" for v in results.values()]
         for j, n in enumerate(lengths)
     ]))
@@ -169,31 +157,25 @@ def run(args: argparse.Namespace) -> int:
             "num_data": args.num_data, "temperature": temperature, "samples": args.samples, "chains": args.chains,
             "lengths": lengths, "max_graph_points": args.max_graph_points, "seed": args.seed,
             "data_seed": args.data_seed, "proposal_standard_deviation": PROPOSAL_STANDARD_DEVIATION,
-            "batch_size": BATCH_SIZE,
+            "batch_size": BATCH_SIZE, "austere_epsilon": AUSTERE_EPSILON,
         },
         "methods": {
-            key: {name: v[name] for name in ("acceptance_rate", "mean_data_used", "seconds_per_step", "touched_at",
+            key: {"display_name": display_name(key)} | {name: v[name] for name in ("acceptance_rate", "mean_data_used", "seconds_per_step", "touched_at",
                                                 "kernel", "graph")}
             for key, v in results.items()
         },
         "seconds": elapsed,
         "figure": str(figure_path),
     }
-    write_summary(out, summary)
-    print(f"wrote {out / 'summary.json'} and {figure_path} ({elapsed:.0f} s)")
+    print_written(write_summary(out, summary), figure_path, seconds=elapsed)
     return 0
 
 
-def _figure(out, results: dict, args: argparse.Namespace):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+def _figure(out, results: dict, args: argparse.Namespace) -> Path:
+    figure, axes = new_figure(1, 2, figsize=(10, 4))
     for key, value in results.items():
         for axis, name in zip(axes, ("kernel", "graph")):
-            axis.plot(value["touched_at"], np.nanmean(value[name], axis=0), "o-", ms=3, label=key)
+            axis.plot(value["touched_at"], np.nanmean(value[name], axis=0), "o-", ms=3, label=display_name(key))
     axes[0].set_ylabel("kernel Stein discrepancy (IMQ)")
     axes[1].set_ylabel(f"graph Stein discrepancy (≤ {args.max_graph_points} points)")
     for axis in axes:
@@ -203,8 +185,4 @@ def _figure(out, results: dict, args: argparse.Namespace):
         axis.legend(fontsize=8)
     figure.suptitle(f"Gaussian mixture, N = {args.num_data:g}, N/K = {DATA_PER_TEMPERATURE}: sample quality vs data touched",
                     fontsize=10)
-    figure.tight_layout()
-    path = out / "stein_samplers.png"
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
-    return path
+    return save_figure(figure, out, "stein_samplers.png")

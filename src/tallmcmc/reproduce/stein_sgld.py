@@ -21,12 +21,9 @@ Each criterion selects the ε of best *median* quality across sequences
 (largest ESS, smallest discrepancy). The paper reports that ESS selects the
 largest step, 5e-2, and the Stein discrepancy 5e-3.
 
-The discrepancy is a linear program per coordinate; at n = 1000 one costs
-2-7 seconds here (SciPy's HiGHS on two shared cores), so the default runs 10
-sequences per step size (80 discrepancies: 3 minutes wall-clock, 12 on a
-heavily loaded machine); ``--sequences 50`` is the paper's scale (about 15
-CPU-minutes; 22 minutes wall-clock measured under load). Both select the
-paper's step sizes.
+The discrepancy is a linear program per coordinate, so the default runs 10
+sequences per step size (a few minutes); ``--sequences 50`` is the paper's
+scale (about a quarter of an hour). Both select the paper's step sizes.
 
 References
 ----------
@@ -40,16 +37,25 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mixture
-from tallmcmc.stein.scores import posterior_scores
 from tallmcmc.model import Model
-from tallmcmc.reproduce._common import add_output_argument, format_table, output_folder, write_summary
+from tallmcmc.reproduce._common import (
+    add_common_arguments,
+    format_table,
+    output_folder,
+    print_written,
+    pyplot,
+    save_figure,
+    write_summary,
+)
 from tallmcmc.stein import graph_stein_discrepancy
+from tallmcmc.stein.scores import posterior_scores
 
 NAME = "stein-sgld"
 HELP = "SGLD step-size selection by graph Stein discrepancy vs ESS (Gorham & Mackey 2015, Section 5.3, Figure 3)"
@@ -63,23 +69,23 @@ PAPER_SELECTED = {"ess": 5e-2, "stein": 5e-3}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the experiment's options to ``parser``."""
     parser.add_argument("--sequences", type=int, default=10,
-                        help=f"independent SGLD sequences per step size (paper: {PAPER_SEQUENCES}; default 10 for time)")
+                        help=f"independent SGLD sequences per step size (paper: {PAPER_SEQUENCES})")
     parser.add_argument("--length", type=int, default=PAPER_LENGTH, help=f"points per sequence (paper: {PAPER_LENGTH})")
     parser.add_argument("--step-sizes", type=float, nargs="+", default=list(PAPER_STEP_SIZES),
-                        help="the grid of ε (default: the paper's eight values)")
+                        help="the grid of ε (the paper's eight values)")
     parser.add_argument("--batch-size", type=int, default=PAPER_BATCH_SIZE, help="SGLD minibatch size (paper: 5)")
     parser.add_argument("--num-data", type=int, default=PAPER_NUM_DATA, help="simulated data points (paper: 100)")
     parser.add_argument("--data-seed", type=int, default=1, help="seed of the simulated data set")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the starting points and the chains")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    add_output_argument(parser, "results/stein-sgld")
+    add_common_arguments(parser, NAME, seed=0, seed_help="seed of the starting points and the chains; the step sizes, "
+                         "largest first, use seed, seed + 1, ...")
 
 
 def mixture_posterior(num_data: int = PAPER_NUM_DATA, data_seed: int = 1) -> Model:
     """The Welling–Teh posterior at temperature 1 over ``num_data`` simulated points."""
     data = gaussian_mixture.simulate_data(num_data, seed=data_seed)
-    return Model(gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), 1.0)
+    return Model(gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), 1.0, position_shape=(2,))
 
 
 def effective_sample_size(sequence: np.ndarray) -> float:
@@ -111,6 +117,7 @@ def _select(step_sizes: np.ndarray, medians: np.ndarray, larger_is_better: bool)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run SGLD at every step size, score each sequence by discrepancy and ESS, print the choices, write the outputs."""
     from tqdm.auto import tqdm
 
     began = time.perf_counter()
@@ -191,18 +198,12 @@ def run(args: argparse.Namespace) -> int:
         "seconds": elapsed,
         "figure": str(figure_path),
     }
-    write_summary(out, summary)
-    print(f"wrote {out / 'summary.json'} and {figure_path} ({elapsed:.0f} s)")
+    print_written(write_summary(out, summary), figure_path, seconds=elapsed)
     return 0
 
 
-def _figure(out, model: Model, step_sizes, discrepancies, ess, samples, selected):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure = plt.figure(figsize=(13, 4.2))
+def _figure(out, model: Model, step_sizes, discrepancies, ess, samples, selected) -> Path:
+    figure = pyplot().figure(figsize=(13, 4.2))
     grid = figure.add_gridspec(2, 4, width_ratios=[1.2, 1, 1, 1])
     for row, (values, label, better) in enumerate([(ess, "ESS", "max"), (discrepancies, "graph Stein discrepancy", "min")]):
         axis = figure.add_subplot(grid[row, 0])
@@ -247,8 +248,4 @@ def _figure(out, model: Model, step_sizes, discrepancies, ess, samples, selected
             axis.set_ylabel("θ₂")
     figure.suptitle("SGLD step-size selection (Gorham & Mackey 2015, Figure 3): first sequence of each shown ε, "
                     "log-posterior contours at max − {0.3, 1, 3, 6}", fontsize=9)
-    figure.tight_layout()
-    path = out / "figure3_sgld_step_size.png"
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
-    return path
+    return save_figure(figure, out, "figure3_sgld_step_size.png")
