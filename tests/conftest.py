@@ -1,8 +1,19 @@
-"""Shared pytest configuration: ``--runslow`` turns on the long statistical tests."""
+"""Shared pytest configuration: ``--runslow`` turns on the long statistical tests.
+
+``tests/`` is put on ``sys.path`` so that test modules (imported with
+``--import-mode=importlib``, hence not as a package) can ``import analytic_models``,
+the shared analytic targets; every xdist worker loads this file first.
+"""
 
 import os
+import pathlib
+import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+_TESTS_DIR = str(pathlib.Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
 
 import pytest
 

@@ -1,68 +1,43 @@
-"""Every acceptance test reproduces a known posterior (the shared check).
+"""Every (proposal, acceptance test) pair reproduces a known posterior: the one registry.
 
-Target: the tempered conjugate Gaussian-mean model, whose posterior is
-known exactly. Tolerances are 4 Monte Carlo standard errors from ArviZ's
-ESS across 8 chains (:func:`tallmcmc.testing.check_posterior_moments`); a
-sampler with a deliberately wrong proposal ratio must fail the same check.
+Each entry of :data:`REGISTRY` runs a sampler on one of the analytic targets of
+``analytic_models`` (conjugate Gaussian-mean models whose tempered posterior is
+known exactly) with :func:`tallmcmc.testing.run_and_check`: mean and variance
+per coordinate within 4 Monte Carlo standard errors, from ArviZ's ESS across
+chains. Every chain starts at an exact posterior draw (or at the posterior
+mean), so no burn-in is discarded. Settings and seeds are fixed per entry.
+
+The entries marked ``wrong`` are deliberately wrong samplers; each must fail
+the same check, on the moment it names, at every coordinate:
+
+* a random walk with a drift that claims to be symmetric (exact and minibatch
+  tests): the mean is off;
+* the Langevin proposal with its proposal ratio dropped: the variance is off;
+* AustereMH with an adaptive design at error bound 0.05: the design chosen for
+  each μ_std errs at the bound's rate at *every* μ_std, so even hopeless
+  downhill moves are accepted about 5 % of the time and the variance comes out
+  about 60 % too large (bound 0.002 passes).
 """
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from analytic_models import CONJUGATE_1D, SMALL_2D, TEMPERED_2D, AnalyticModel
 
 import tallmcmc
-from tallmcmc.examples import gaussian_mean
 from tallmcmc.proposals.base import Proposal, Proposed
-from tallmcmc.testing import check_posterior_moments
+from tallmcmc.testing import run_and_check
 
-NUM_DATA = 10_000
-TEMPERATURE = 100.0
-NUM_CHAINS = 8
-NUM_SAMPLES = 3000
+# --- deliberately wrong proposals ----------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def conjugate():
-    rng = np.random.default_rng(1953)
-    data = rng.normal([0.5, -1.0], 1.0, (NUM_DATA, 2)).astype(np.float32)
-    model = gaussian_mean.model(data, prior_variance=10.0, temperature=TEMPERATURE)
-    mean, variance = gaussian_mean.posterior(data, prior_variance=10.0, temperature=TEMPERATURE)
-    # start every chain at an exact posterior draw: no burn-in to discard
-    starts = (mean + np.sqrt(variance) * rng.standard_normal((NUM_CHAINS, 2))).astype(np.float32)
-    return model, mean, variance, starts
-
-
-def run(model, starts, test, proposal=None, seed=0):
-    proposal = proposal or tallmcmc.random_walk(0.1)
-    return tallmcmc.sample(
-        model, proposal, test, initial_positions=jnp.asarray(starts), num_samples=NUM_SAMPLES,
-        num_chains=NUM_CHAINS, seed=seed, progress=False,
-    )
-
-
-TESTS = {
-    "exact_metropolis": tallmcmc.exact_metropolis,
-    "exact_barker": tallmcmc.exact_barker,
-    "minibatch_barker": lambda: tallmcmc.minibatch_barker(50),
-    "minibatch_barker_geometric": lambda: tallmcmc.minibatch_barker(50, growth="geometric", growth_factor=1.5),
-}
-
-
-@pytest.mark.parametrize("name", list(TESTS))
-def test_reproduces_the_posterior(conjugate, name):
-    model, mean, variance, starts = conjugate
-    result = run(model, starts, TESTS[name]())
-    check = check_posterior_moments(result.positions, mean, variance)
-    assert check.passed, str(check)
-    assert 0.2 < result.acceptance_rate < 0.9
-    if name.startswith("minibatch"):
-        assert result.data_used.mean() < NUM_DATA / 10
-    else:
-        assert np.all(result.data_used == NUM_DATA)
-
-
-def drifting_walk(scale, drift):
+def drifting_walk(scale: float, drift: float) -> Proposal:
     """A random walk with a drift that wrongly claims to be symmetric."""
 
     def propose(key, position, model):
@@ -72,18 +47,144 @@ def drifting_walk(scale, drift):
     return Proposal(propose, "drifting_walk")
 
 
-@pytest.mark.parametrize("name", ["exact_metropolis", "minibatch_barker"])
-def test_wrong_sampler_fails_the_same_check(conjugate, name):
-    model, mean, variance, starts = conjugate
-    result = run(model, starts, TESTS[name](), proposal=drifting_walk(0.1, 0.02))
-    check = check_posterior_moments(result.positions, mean, variance)
-    assert not check.passed, str(check)
+def without_ratio(proposal: Proposal) -> Proposal:
+    """The same proposal with its log proposal ratio replaced by 0 (a wrong MH correction)."""
+
+    def propose(rng_key, position, model):
+        proposed = proposal.propose(rng_key, position, model)
+        return Proposed(proposed.position, jnp.zeros_like(proposed.log_proposal_ratio), proposed.data_used)
+
+    return Proposal(propose, f"{proposal.name} without its ratio")
 
 
-def test_same_seed_same_draws(conjugate):
-    model, _, _, starts = conjugate
-    first = tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(50),
-                            initial_positions=jnp.asarray(starts), num_samples=40, num_chains=NUM_CHAINS, progress=False, num_chunks=1)
-    second = tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(50),
-                             initial_positions=jnp.asarray(starts), num_samples=40, num_chains=NUM_CHAINS, progress=False, num_chunks=1)
-    np.testing.assert_array_equal(first.positions, second.positions)
+# --- the registry ----------------------------------------------------------------
+
+
+def every_step_uses(multiple: int) -> Callable[[np.ndarray, int], bool]:
+    """Cost check: every step touches exactly ``multiple`` × N data points."""
+    return lambda used, num_data: bool(np.all(used == multiple * num_data))
+
+
+def on_average_below(fraction: float) -> Callable[[np.ndarray, int], bool]:
+    """Cost check: steps touch fewer than ``fraction`` × N points on average."""
+    return lambda used, num_data: bool(used.mean() < fraction * num_data)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One sampler on one analytic target, with the settings of its run."""
+
+    model: AnalyticModel
+    proposal: Callable[[AnalyticModel], Proposal]
+    test: Callable[[], tallmcmc.AcceptanceTest]
+    num_chains: int
+    num_samples: int
+    seed: int
+    starts: int | str | None  # see AnalyticModel.starts
+    acceptance: tuple[float, float] | None = None  # bounds on the acceptance rate
+    data_used: Callable[[np.ndarray, int], bool] | None = None
+    wrong: str | None = None  # deliberately wrong: "mean" or "variance" must be off (|z| > 4) everywhere
+    slow: bool = False
+
+
+# minibatch tests: N = 10⁴, d = 2, 8 chains × 3000 steps of a random walk 0.1
+MINIBATCH = dict(
+    model=TEMPERED_2D, proposal=lambda target: tallmcmc.random_walk(0.1), num_chains=8, num_samples=3000, seed=0,
+    starts=None,
+)
+# subsampling baselines: N = 2000, d = 1, 4 chains × 1500 steps of a random walk of 2 posterior sd
+BASELINE = dict(
+    model=CONJUGATE_1D, proposal=lambda target: tallmcmc.random_walk(float(2.0 * np.sqrt(target.variance[0]))),
+    num_chains=4, num_samples=1500, seed=11, starts=3, acceptance=(0.2, 0.9),
+)
+# gradient proposals: N = 100, d = 2, Langevin step ε with ελ = 1.5 (λ the posterior precision)
+GRADIENT = dict(model=SMALL_2D, num_chains=4, num_samples=2000, seed=1, starts="mean")
+
+
+def mala_step(target: AnalyticModel) -> float:
+    precision = target.num_data / target.temperature + 1.0 / target.prior_variance
+    return 1.5 / precision
+
+
+REGISTRY: dict[str, Case] = {
+    "random_walk+exact_metropolis": Case(
+        **MINIBATCH, test=tallmcmc.exact_metropolis, acceptance=(0.2, 0.9), data_used=every_step_uses(1)
+    ),
+    "random_walk+exact_barker": Case(
+        **MINIBATCH, test=tallmcmc.exact_barker, acceptance=(0.2, 0.9), data_used=every_step_uses(1)
+    ),
+    "random_walk+minibatch_barker": Case(
+        **MINIBATCH, test=lambda: tallmcmc.minibatch_barker(50), acceptance=(0.2, 0.9),
+        data_used=on_average_below(0.1),
+    ),
+    "random_walk+minibatch_barker_geometric": Case(
+        **MINIBATCH, test=lambda: tallmcmc.minibatch_barker(50, growth="geometric", growth_factor=1.5),
+        acceptance=(0.2, 0.9), data_used=on_average_below(0.1),
+    ),
+    "random_walk+austere": Case(**BASELINE, test=lambda: tallmcmc.austere(100, 0.001), slow=True),
+    "random_walk+austere_conservative": Case(
+        **BASELINE, test=lambda: tallmcmc.austere_conservative(0.1, (100, 200, 400), (0.005, 0.01, 0.05))
+    ),
+    "random_walk+confidence_sampler": Case(**BASELINE, test=lambda: tallmcmc.confidence_sampler(50), slow=True),
+    "random_walk+austere_adaptive": Case(
+        **{**BASELINE, "seed": 12, "starts": 4},
+        test=lambda: tallmcmc.austere_adaptive(0.002, batch_sizes=(50, 100, 200)), slow=True,
+    ),
+    "langevin+exact_metropolis": Case(
+        **GRADIENT, proposal=lambda target: tallmcmc.langevin(mala_step(target)), test=tallmcmc.exact_metropolis,
+        acceptance=(0.3, 1.0),
+        data_used=every_step_uses(3),  # θ′ on all N points, and the two full gradients of the proposal
+    ),
+    # deliberately wrong samplers: each must fail the same check
+    "wrong:drifting_walk+exact_metropolis": Case(
+        **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)}, test=tallmcmc.exact_metropolis,
+        wrong="mean",
+    ),
+    "wrong:drifting_walk+minibatch_barker": Case(
+        **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)},
+        test=lambda: tallmcmc.minibatch_barker(50), wrong="mean",
+    ),
+    "wrong:langevin_without_ratio+exact_metropolis": Case(
+        **GRADIENT, proposal=lambda target: without_ratio(tallmcmc.langevin(mala_step(target))),
+        test=tallmcmc.exact_metropolis, wrong="variance",
+    ),
+    "wrong:random_walk+austere_adaptive_loose": Case(
+        **{**BASELINE, "seed": 12, "starts": 4, "acceptance": None},
+        test=lambda: tallmcmc.austere_adaptive(0.05, batch_sizes=(50, 100, 200)), wrong="variance", slow=True,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=pytest.mark.slow) if case.slow else name for name, case in REGISTRY.items()]
+)
+def test_posterior_check(name):
+    case = REGISTRY[name]
+    target = case.model
+    result, check = run_and_check(
+        target.model, case.proposal(target), case.test(), target.mean, target.variance,
+        initial_positions=target.starts(case.starts, case.num_chains), num_samples=case.num_samples, seed=case.seed,
+    )
+    if case.wrong is not None:
+        assert not check.passed, str(check)
+        z = check.mean_z if case.wrong == "mean" else check.variance_z
+        assert np.all(np.abs(z) > 4), str(check)
+        return
+    assert check.passed, str(check)
+    if case.acceptance is not None:
+        low, high = case.acceptance
+        assert low < result.acceptance_rate < high, result.acceptance_rate
+    if case.data_used is not None:
+        assert case.data_used(result.data_used, target.num_data), (result.data_used.min(), result.data_used.mean())
+
+
+def test_same_seed_same_draws():
+    starts = jnp.asarray(TEMPERED_2D.starts(None, 8))
+
+    def draws():
+        return tallmcmc.sample(
+            TEMPERED_2D.model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(50), initial_positions=starts,
+            num_samples=40, num_chains=8, progress=False, num_chunks=1,
+        ).positions
+
+    np.testing.assert_array_equal(draws(), draws())

@@ -5,13 +5,24 @@ statistical test uses (the emcee practice): it compares the draws' mean and
 variance per coordinate with the truth, with tolerances set from the Monte
 Carlo standard error, i.e. from the effective sample size across chains
 (ArviZ's rank-normalised bulk ESS), not from a hand-picked number.
+:func:`run_and_check` runs a sampler with :func:`tallmcmc.sample` and applies
+that check to its draws.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tallmcmc.acceptance.base import AcceptanceTest
+    from tallmcmc.model import Model
+    from tallmcmc.proposals.base import Proposal
+    from tallmcmc.sampling import SamplingResult
+
+__all__ = ["MomentCheck", "check_posterior_moments", "run_and_check"]
 
 
 @dataclasses.dataclass
@@ -96,3 +107,72 @@ def check_posterior_moments(
         and np.all(ess >= minimum_effective_sample_size)
     )
     return MomentCheck(mean, variance, true_mean, true_variance, ess, mean_z, variance_z, passed)
+
+
+def run_and_check(
+    model: Model,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    true_mean: np.ndarray,
+    true_variance: np.ndarray,
+    *,
+    initial_positions: Any,
+    num_samples: int,
+    seed: int = 0,
+    num_standard_errors: float = 4.0,
+    minimum_effective_sample_size: float = 100.0,
+) -> tuple[SamplingResult, MomentCheck]:
+    """Run a sampler and compare its draws with a known mean and variance.
+
+    One chain per row of ``initial_positions``, run by :func:`tallmcmc.sample`
+    (no progress bar), then checked by :func:`check_posterior_moments`.
+
+    Parameters
+    ----------
+    model
+        The target (:class:`tallmcmc.Model`).
+    proposal, test
+        The sampler, e.g. ``tallmcmc.random_walk(0.1)`` and
+        ``tallmcmc.minibatch_barker(50)``.
+    true_mean, true_variance
+        The target's marginal means and variances, shape ``(d,)``.
+    initial_positions
+        Array ``(chain, d)``: one start per chain; its length sets the number
+        of chains.
+    num_samples
+        Steps per chain (all kept).
+    seed
+        Seed of :func:`tallmcmc.sample`'s random stream.
+    num_standard_errors, minimum_effective_sample_size
+        As in :func:`check_posterior_moments`.
+
+    Returns
+    -------
+    result : SamplingResult
+        The run, for further checks (acceptance rate, data used).
+    check : MomentCheck
+        The verdict; ``str()`` of it is a readable report.
+    """
+    import jax.numpy as jnp
+
+    from tallmcmc.sampling import sample
+
+    starts = jnp.asarray(initial_positions)
+    result = sample(
+        model,
+        proposal,
+        test,
+        initial_positions=starts,
+        num_samples=num_samples,
+        num_chains=starts.shape[0],
+        seed=seed,
+        progress=False,
+    )
+    check = check_posterior_moments(
+        result.positions,
+        true_mean,
+        true_variance,
+        num_standard_errors=num_standard_errors,
+        minimum_effective_sample_size=minimum_effective_sample_size,
+    )
+    return result, check

@@ -10,8 +10,10 @@
 * Forced to use all N points, each always agrees.
 * The grid search against a hand-worked single-stage case and a direct
   simulation of the walk.
-* The shared posterior check on a conjugate Gaussian model.
 * Bad input fails with an error naming the argument.
+
+Their posterior checks on the conjugate Gaussian model are entries of the one
+registry in ``tests/test_posterior.py``.
 
 The decision's u: every test draws log u from ``jax.random.split(key)[0]``;
 the cases below fix ``log u − offset`` (i.e. μ₀) by choosing the offset from
@@ -224,97 +226,6 @@ def test_adaptive_table_falls_back_to_all_data_near_zero():
     assert gaps[0] == 0.0 and sizes[0] == NUM_DATA  # μ_std → 0: no sequential design meets 5 %
     assert sizes[-1] == 50  # large μ_std: every design stops at its first stage; the smallest is cheapest
     assert np.all((sizes == NUM_DATA) | np.isin(sizes, (50, 100, 200)))
-
-
-# --- the shared posterior check ------------------------------------------------
-
-
-POSTERIOR_NUM_DATA = 2000
-
-
-def conjugate_model(num_data=POSTERIOR_NUM_DATA):
-    rng = np.random.default_rng(1970)
-    data = rng.normal(-0.4, 1.0, num_data).astype(np.float32)
-    prior_variance = 10.0
-
-    def log_likelihood(theta, x):
-        return -0.5 * (x - theta[0]) ** 2
-
-    def log_prior(theta):
-        return -0.5 * jnp.sum(theta**2) / prior_variance
-
-    precision = num_data + 1.0 / prior_variance
-    mean = data.astype(float).sum() / precision
-    return tallmcmc.Model(log_likelihood, log_prior, jnp.asarray(data)), np.array([mean]), np.array([1.0 / precision])
-
-
-def moment_check(draws, mean, variance):
-    try:
-        from tallmcmc.testing import check_posterior_moments
-    except ImportError:  # pragma: no cover - the shared helper not yet there
-        import arviz as az
-
-        draws = np.asarray(draws, float)[..., 0]
-        ess = float(az.ess(draws, method="bulk"))
-        ok = abs(draws.mean() - mean[0]) <= 4 * math.sqrt(variance[0] / ess)
-        ok &= abs(draws.var(ddof=1) - variance[0]) <= 4 * variance[0] * math.sqrt(2 / ess)
-        return ok and ess >= 100, f"ESS {ess:.0f}"
-    check = check_posterior_moments(draws, mean, variance)
-    return check.passed, str(check)
-
-
-# AustereMH with m = 100, ε = 0.01 (worst-case error ≈ 0.15 here) fails this check: its
-# errors near μ_std = 0 favour accepting downhill moves (u is uniform, the error is
-# symmetric in log u), and the variance comes out ≈ 20 % too large. ε = 0.001 passes.
-POSTERIOR_TESTS = {
-    "austere": lambda: tallmcmc.austere(100, 0.001),
-    "austere_conservative": lambda: tallmcmc.austere_conservative(0.1, (100, 200, 400), (0.005, 0.01, 0.05)),
-    "confidence_sampler": lambda: tallmcmc.confidence_sampler(50),
-}
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(name, marks=[] if name == "austere_conservative" else pytest.mark.slow) for name in POSTERIOR_TESTS]
-)
-def test_posterior_moments(name):
-    model, mean, variance = conjugate_model()
-    rng = np.random.default_rng(3)
-    starts = (mean + np.sqrt(variance) * rng.standard_normal((4, 1))).astype(np.float32)
-    result = tallmcmc.sample(
-        model,
-        tallmcmc.random_walk(float(2.0 * np.sqrt(variance[0]))),
-        POSTERIOR_TESTS[name](),
-        initial_positions=jnp.asarray(starts),
-        num_samples=1500,
-        num_chains=4,
-        seed=11,
-        progress=False,
-    )
-    passed, report = moment_check(result.positions, mean, variance)
-    assert passed, report
-    assert 0.2 < result.acceptance_rate < 0.9
-
-
-@pytest.mark.slow
-def test_posterior_moments_adaptive():
-    model, mean, variance = conjugate_model()
-    rng = np.random.default_rng(4)
-    starts = (mean + np.sqrt(variance) * rng.standard_normal((4, 1))).astype(np.float32)
-    result = tallmcmc.sample(
-        model,
-        tallmcmc.random_walk(float(2.0 * np.sqrt(variance[0]))),
-        # with bound 0.05 the variance comes out ≈ 60 % too large: the design chosen for each
-        # μ_std makes errors at the bound's rate at *every* μ_std, so even hopeless downhill
-        # moves are accepted ≈ 5 % of the time; 0.002 passes
-        tallmcmc.austere_adaptive(0.002, batch_sizes=(50, 100, 200)),
-        initial_positions=jnp.asarray(starts),
-        num_samples=1500,
-        num_chains=4,
-        seed=12,
-        progress=False,
-    )
-    passed, report = moment_check(result.positions, mean, variance)
-    assert passed, report
 
 
 # --- bad input -----------------------------------------------------------------

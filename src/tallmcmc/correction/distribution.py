@@ -18,35 +18,16 @@ quality of the construction is :math:`\varepsilon_\sigma = \sup_x |F_\sigma(x)
 - S(x)|`; by Section 5 of the paper the acceptance test then errs by at most
 :math:`\varepsilon_\sigma` per step.
 
-Why no exact :math:`C_\sigma` exists
-------------------------------------
-The characteristic function of the standard logistic law is
-:math:`\pi t / \sinh(\pi t)`, that of :math:`N(0, \sigma^2)` is
-:math:`e^{-\sigma^2 t^2 / 2}`. An exact correction would have characteristic
-function :math:`\pi t\, e^{\sigma^2 t^2/2} / \sinh(\pi t) \approx 2\pi t\,
-e^{\sigma^2 t^2/2 - \pi |t|}`, which is unbounded as :math:`|t| \to \infty`
-for every :math:`\sigma > 0`; the characteristic function of a probability
-measure is bounded by 1, so no probability law (discrete or not) solves the
-equation exactly. For any admissible :math:`C_\sigma`, :math:`|\hat
-C_\sigma(t)| \le 1`, so the convolution's characteristic function is at most
-:math:`e^{-\sigma^2 t^2/2}` and must fall below the logistic one,
-:math:`\pi t / \sinh(\pi t)`, beyond the crossing frequency
-:math:`t^*(\sigma)` where :math:`\sigma^2 t^2 / 2 \approx \pi t - \log(2\pi t)`
-(:math:`t^* \approx 2\pi/\sigma^2` to first order). The mismatch there is of
-the order of the logistic characteristic function at :math:`t^*`, roughly
-:math:`2\pi t^* e^{-\pi t^*}`: the error floor grows very quickly with
-:math:`\sigma` (this crude estimate gives about :math:`10^{-7}` at
-:math:`\sigma = 1`, :math:`3 \cdot 10^{-5}` at :math:`\sigma = 1.2`,
-:math:`10^{-3}` at :math:`\sigma = 1.4`; the L-infinity optimum found by the
-linear program is about half of it: :math:`5.3 \cdot 10^{-8}`, :math:`1.6
-\cdot 10^{-5}`, :math:`4.9 \cdot 10^{-4}`),
-and :math:`\sigma` must stay below the logistic standard deviation
+No probability law makes the convolution exactly logistic, the best
+attainable :math:`\varepsilon_\sigma` grows quickly with :math:`\sigma`, and
+:math:`\sigma` must stay below the logistic standard deviation
 :math:`\pi/\sqrt 3 \approx 1.814` because :math:`\mathrm{Var}(X_{corr}) =
-\pi^2/3 - \sigma^2 > 0`. The optimal values achieved by the non-negative
-solver (:func:`solve_correction`) track these estimates (see the table in
-:func:`correction_distribution`).
+\pi^2/3 - \sigma^2 > 0`; the derivations are in ``docs/correction.md``.
 
-The tables are solved offline by :mod:`tallmcmc.correction.solve`.
+This module is the runtime side: :class:`CorrectionDistribution` (the law, its
+CDF and a JAX sampler), :func:`correction_distribution` (the shipped tables,
+or an on-demand solve) and :func:`max_cdf_error`. The tables are solved
+offline by :mod:`tallmcmc.correction.solve`.
 
 References
 ----------
@@ -382,23 +363,15 @@ def _shipped_tables() -> dict[float, CorrectionDistribution]:
 def correction_distribution(sigma: float = 1.0) -> CorrectionDistribution:
     r"""The correction :math:`C_\sigma` for a Gaussian part of standard deviation ``sigma``.
 
-    Tables for ``sigma`` in {0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4} ship with
-    the package (``tallmcmc/data/correction_tables.npz``, built by
-    ``scripts/build_correction_tables.py`` with :func:`solve_correction`);
-    other values are solved on demand (a few seconds, with a warning) and
-    cached for the session. Shipped errors :math:`\sup_x |F_\sigma - S|`:
-
-    ======  ========  ======  ========
-    sigma   error     sigma   error
-    ======  ========  ======  ========
-    0.8     2.4e-12   1.2     1.6e-5
-    0.9     6.9e-10   1.3     1.1e-4
-    1.0     5.3e-8    1.4     4.9e-4
-    1.1     1.4e-6
-    ======  ========  ======  ========
-
-    (sigma = 0.8 comes from NNLS, the others from the L-infinity LP; at 0.8
-    and 0.9 the solvers' tolerances, not the mathematics, set the error.)
+    Tables for ``sigma`` in :data:`SHIPPED_SIGMAS` (0.8, 0.9, ..., 1.4) ship
+    with the package (``tallmcmc/data/correction_tables.npz``, built by
+    ``scripts/build_correction_tables.py`` with
+    :func:`~tallmcmc.correction.solve.solve_correction`); other values are
+    solved on demand (a few seconds, with a warning) and cached for the
+    session. A table's error :math:`\sup_x |F_\sigma - S|` is its
+    ``max_cdf_error`` and the solver that produced it its ``method``; the
+    error is at most :math:`10^{-6}` at sigma = 1.0, :math:`5 \cdot 10^{-5}`
+    at 1.2 and :math:`10^{-3}` at 1.4 (checked by the tests).
 
     Parameters
     ----------

@@ -10,13 +10,13 @@ y_j)/\sigma)` and :math:`v_i = S(x_i)`. Symmetry (:math:`u` even, so
 The constraint points are refined by an exchange step (add the local maxima
 of the error found on a grid 20 times finer, solve again) so the bound holds
 between grid points too. A non-negative least-squares solve
-(:func:`scipy.optimize.nnls`) is available as ``method="nnls"``; it is within
-a factor 1.4 of the L-infinity optimum, and better than the LP only at
-:math:`\sigma \le 0.8`, where the LP stalls at its solver tolerance
-(:math:`8 \cdot 10^{-11}`); the default ``method="best"`` runs both and keeps
-the smaller measured error. The paper's own construction, ridge
-regression followed by clipping of the negative values, is
-:func:`ridge_correction`; it is kept to reproduce the paper's Table 3 only.
+(:func:`scipy.optimize.nnls`) is available as ``method="nnls"``; the default
+``method="best"`` runs both and keeps the one with the smaller error measured
+by :func:`~tallmcmc.correction.distribution.max_cdf_error`. The derivations
+(symmetry, lattice spacing, range) are in ``docs/correction.md``. The paper's
+own construction, ridge regression followed by clipping of the negative
+values, is used only to reproduce the paper's Table 3
+(:mod:`tallmcmc.reproduce.correction_table`).
 
 References
 ----------
@@ -86,9 +86,7 @@ def solve_correction(
         s.t. :math:`-t \le (M w - v)_i \le t`. ``"nnls"`` minimises the L2
         error with :func:`scipy.optimize.nnls` (the sum-to-one constraint
         appended as a heavily weighted row, then renormalised). ``"best"``
-        (default) runs both and keeps the smaller measured error: the LP wins
-        for sigma >= 0.9; at sigma = 0.8 the LP stalls at its solver
-        tolerance (8e-11) and NNLS reaches 2.4e-12.
+        (default) runs both and keeps the one with the smaller error.
     atom_step : float, optional
         Lattice spacing :math:`h` (default ``min(0.1, sigma/3)``; the
         aliasing error of a lattice, :math:`e^{-\sigma^2 (2\pi/h)^2/2}`, is
@@ -112,13 +110,9 @@ def solve_correction(
 
     Notes
     -----
-    Measured on the shipped values (2 shared CPU cores): the LP reaches
-    5.3e-8 / 1.6e-5 / 4.9e-4 at sigma = 1.0 / 1.2 / 1.4 in about 2 s;
-    NNLS 7.3e-8 / 2.2e-5 / 6.3e-4 in under 0.4 s. Iteratively reweighted NNLS
-    (30 rounds, weights multiplied by the relative residual) approaches the
-    LP (5.4e-8 / 1.64e-5 / 4.88e-4) in 1-5 s and was not kept. The LP optimum
-    is sparse (5 to 50 atom pairs), as vertices of the feasible polytope are,
-    and its error equioscillates (a Chebyshev alternation).
+    The LP optimum is a vertex of the feasible polytope, so few atom pairs
+    carry positive weight, and its error equioscillates (a Chebyshev
+    alternation); see ``docs/correction.md``.
 
     References
     ----------
