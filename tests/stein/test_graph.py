@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sparse
 from scipy.sparse.csgraph import shortest_path
 
-from tallmcmc.stein import GraphSteinResult, graph_stein_discrepancy, spanner
+from tallmcmc.stein import GraphSteinResult, graph_stein_discrepancy, greedy_spanner
 
 
 def l1_distances(points):
@@ -44,7 +44,7 @@ def brute_force_greedy_spanner(points, dilation):
 def test_spanner_has_dilation_property_on_every_pair(dimension, dilation):
     rng = np.random.default_rng(10 * dimension + int(dilation * 2))
     points = rng.standard_normal((80, dimension))
-    edges, lengths = spanner(points, dilation=dilation)
+    edges, lengths = greedy_spanner(points, dilation=dilation)
     distance = l1_distances(points)
     np.testing.assert_allclose(lengths, distance[edges[:, 0], edges[:, 1]])
     paths = graph_distances(len(points), edges, lengths)
@@ -56,7 +56,7 @@ def test_spanner_has_dilation_property_on_every_pair(dimension, dilation):
 def test_spanner_equals_brute_force_greedy(seed):
     rng = np.random.default_rng(seed)
     points = rng.uniform(size=(30, 2))
-    edges, _ = spanner(points, dilation=2.0)
+    edges, _ = greedy_spanner(points, dilation=2.0)
     assert {tuple(edge) for edge in edges} == brute_force_greedy_spanner(points, 2.0)
 
 
@@ -64,22 +64,22 @@ def test_spanner_equals_brute_force_greedy(seed):
 def test_spanner_edge_count_is_linear(n):
     # observed about 1.5 n edges for Gaussian points in d = 2; allow c = 2
     rng = np.random.default_rng(n)
-    edges, _ = spanner(rng.standard_normal((n, 2)), dilation=2.0)
+    edges, _ = greedy_spanner(rng.standard_normal((n, 2)), dilation=2.0)
     assert len(edges) <= 2 * n
     assert len(edges) >= n - 1  # connected
 
 
 def test_spanner_handles_duplicates_and_tiny_inputs():
     points = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 2.0]])
-    edges, lengths = spanner(points)
+    edges, lengths = greedy_spanner(points)
     paths = graph_distances(3, edges, np.where(lengths == 0, 1e-300, lengths))
     assert np.all(np.isfinite(paths))
     assert np.any(lengths == 0)
-    assert spanner(np.zeros((1, 2)))[0].shape == (0, 2)
+    assert greedy_spanner(np.zeros((1, 2)))[0].shape == (0, 2)
     with pytest.raises(ValueError):
-        spanner(np.zeros(5))
+        greedy_spanner(np.zeros(5))
     with pytest.raises(ValueError):
-        spanner(np.zeros((3, 2)), dilation=0.5)
+        greedy_spanner(np.zeros((3, 2)), dilation=0.5)
 
 
 # ---------------------------------------------------------------------------

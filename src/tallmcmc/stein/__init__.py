@@ -12,7 +12,8 @@ from tallmcmc.stein.kernel import (
     kernel_stein_discrepancy_squared,
     stein_kernel_matrix,
 )
-from tallmcmc.stein.spanner import spanner
+from tallmcmc.stein.scores import posterior_scores
+from tallmcmc.stein.spanner import greedy_spanner
 from tallmcmc.stein.univariate import (
     GAUSSIAN_STEIN_FACTORS,
     UNIFORM_STEIN_FACTORS,
@@ -23,7 +24,8 @@ from tallmcmc.stein.univariate import (
 __all__ = [
     "GraphSteinResult",
     "graph_stein_discrepancy",
-    "spanner",
+    "greedy_spanner",
+    "posterior_scores",
     "kernel_stein_discrepancy",
     "kernel_stein_discrepancy_squared",
     "stein_kernel_matrix",

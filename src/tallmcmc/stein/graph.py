@@ -11,7 +11,7 @@ constraints are imposed along the edges of a graph on the points: the sorted
 path for ``d = 1`` (exact), a greedy 2-spanner for ``d >= 2`` (within a
 constant factor of the complete graph), or optionally the complete graph.
 
-See ``/work/shared/stein_formulation.md`` for the programs written out.
+The programs are written out in ``docs/stein.md``.
 
 References
 ----------
@@ -31,8 +31,8 @@ import numpy as np
 import scipy.sparse as sparse
 from scipy.optimize import linprog
 
-from tallmcmc.stein._weights import normalised_weights
-from tallmcmc.stein.spanner import spanner
+from tallmcmc.stein.scores import as_points, as_scores, normalised_weights
+from tallmcmc.stein.spanner import greedy_spanner
 
 __all__ = ["GraphSteinResult", "graph_stein_discrepancy"]
 
@@ -85,19 +85,6 @@ class GraphSteinResult:
 # --------------------------------------------------------------------------
 
 
-def _as_points(points: np.ndarray) -> np.ndarray:
-    array = np.asarray(points, dtype=np.float64)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2:
-        raise ValueError(f"points must be an array of shape (n,) or (n, d), got shape {array.shape}")
-    if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"points must be non-empty, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError("points must be finite (no NaN or inf)")
-    return array
-
-
 def _as_bounds(bound, d: int, name: str, default: float) -> np.ndarray:
     if bound is None:
         return np.full(d, default)
@@ -118,29 +105,6 @@ def _as_stein_factors(stein_factors: Sequence[float]) -> tuple[float, float, flo
     if not np.all(np.isfinite(factors)) or np.any(factors <= 0):
         raise ValueError(f"stein_factors must be finite and positive, got {tuple(factors)}")
     return float(factors[0]), float(factors[1]), float(factors[2])
-
-
-def _evaluate_scores(scores, points: np.ndarray, keep: np.ndarray, n_original: int) -> np.ndarray:
-    d = points.shape[1]
-    if callable(scores):
-        values = np.asarray(scores(points), dtype=np.float64)
-        if values.ndim == 1 and d == 1:
-            values = values[:, None]
-        if values.shape != points.shape:
-            raise ValueError(
-                f"scores callable must map an (n, d) array to an (n, d) array; got shape {values.shape} "
-                f"for input {points.shape}"
-            )
-    else:
-        array = np.asarray(scores, dtype=np.float64)
-        if array.ndim == 1 and d == 1:
-            array = array[:, None]
-        if array.shape != (n_original, d):
-            raise ValueError(f"scores must have shape ({n_original}, {d}) to match points, got {array.shape}")
-        values = array[keep]
-    if not np.all(np.isfinite(values)):
-        raise ValueError("scores must be finite at the sample points")
-    return values
 
 
 # --------------------------------------------------------------------------
@@ -317,8 +281,7 @@ def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str):
     cost_scale = float(np.abs(objective).max())
     if not cost_scale > 0:
         cost_scale = 1.0
-    # HiGHS presolve pays off for the simplex solvers but costs the interior
-    # point solver ~15% here (measured at n = 1000, d = 2); see benchmarks.
+    # presolve off for the interior point solver: faster there (benchmarks/RESULTS.md)
     result = linprog(
         objective / cost_scale,
         A_ub=inequality_matrix,
@@ -433,7 +396,7 @@ def graph_stein_discrepancy(
     (2,)
     """
     start_total = time.perf_counter()
-    raw_points = _as_points(points)
+    raw_points = as_points(points)
     n_original, d = raw_points.shape
     raw_weights = normalised_weights(weights, n_original)
     factors = _as_stein_factors(stein_factors)
@@ -460,7 +423,10 @@ def graph_stein_discrepancy(
     unique_points = np.ascontiguousarray(unique_points[keep_unique])
     unique_weights = unique_weights[keep_unique]
     unique_weights = unique_weights / unique_weights.sum()
-    scores_array = _evaluate_scores(scores, unique_points, first_index[keep_unique], n_original)
+    if callable(scores):  # evaluate the score once per distinct point
+        scores_array = as_scores(scores, unique_points)
+    else:
+        scores_array = as_scores(scores, raw_points)[first_index[keep_unique]]
     n = unique_points.shape[0]
 
     # graph
@@ -470,7 +436,7 @@ def graph_stein_discrepancy(
     elif d == 1:
         edges = _path_edges(unique_points)
     else:
-        edges, _ = spanner(unique_points, dilation=dilation)
+        edges, _ = greedy_spanner(unique_points, dilation=dilation)
     graph_seconds = time.perf_counter() - start
 
     # constraint matrices

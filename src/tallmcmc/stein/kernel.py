@@ -65,7 +65,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.stein._weights import normalised_weights
+from tallmcmc.stein.scores import ScoreArgument, as_points, as_scores, normalised_weights
 
 __all__ = [
     "kernel_stein_discrepancy",
@@ -77,7 +77,6 @@ __all__ = [
 #: ``block_size`` is chosen automatically.
 _AUTOMATIC_BLOCK_ELEMENTS = 2**21
 
-ScoreArgument = np.ndarray | Callable[[np.ndarray], np.ndarray]
 
 
 # --------------------------------------------------------------------------
@@ -165,36 +164,6 @@ def _weighted_double_sum(points, scores, weights, c, beta, bandwidth, *, kernel,
 # --------------------------------------------------------------------------
 # argument checking
 # --------------------------------------------------------------------------
-def _as_points(points) -> np.ndarray:
-    array = np.asarray(points, dtype=float)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"points must have shape (n, d) or (n,) with n, d >= 1; got {np.shape(points)}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError("points contain non-finite values")
-    return array
-
-
-def _as_scores(scores: ScoreArgument, points: np.ndarray) -> np.ndarray:
-    if callable(scores):
-        try:
-            array = np.asarray(scores(points), dtype=float)
-        except Exception:  # a score written for one point at a time
-            array = None
-        if array is None or array.reshape(-1).shape[0] != points.size:
-            array = np.stack([np.asarray(scores(row), dtype=float).reshape(-1) for row in points])
-    else:
-        array = np.asarray(scores, dtype=float)
-    if array.ndim == 1 and points.shape[1] == 1:
-        array = array[:, None]
-    if array.shape != points.shape:
-        raise ValueError(f"scores must have the shape of points {points.shape}; got {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError("scores contain non-finite values")
-    return array
-
-
 def _check_kernel(kernel: str, c: float, beta: float, bandwidth: float, dimension: int) -> None:
     if kernel == "imq":
         if not (np.isfinite(c) and c > 0):
@@ -265,13 +234,13 @@ def stein_kernel_matrix(
     .. [1] J. Gorham and L. Mackey (2017). Measuring sample quality with
        kernels. ICML, PMLR 70, 1292-1301.
     """
-    x = _as_points(points_x)
-    bx = _as_scores(scores_x, x)
+    x = as_points(points_x)
+    bx = as_scores(scores_x, x)
     if points_y is None:
         y, by = x, bx
     else:
-        y = _as_points(points_y)
-        by = _as_scores(scores_y if scores_y is not None else scores_x, y)
+        y = as_points(points_y)
+        by = as_scores(scores_y if scores_y is not None else scores_x, y)
     if y.shape[1] != x.shape[1]:
         raise ValueError("the two point sets must have the same dimension")
     _check_kernel(kernel, c, beta, bandwidth, x.shape[1])
@@ -320,8 +289,8 @@ def kernel_stein_discrepancy_squared(
     .. [2] Q. Liu, J. Lee and M. Jordan (2016). A kernelized Stein discrepancy
        for goodness-of-fit tests. ICML, PMLR 48, 276-284.
     """
-    x = _as_points(points)
-    b = _as_scores(scores, x)
+    x = as_points(points)
+    b = as_scores(scores, x)
     n, d = x.shape
     w = normalised_weights(weights, n)
     _check_kernel(kernel, c, beta, bandwidth, d)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["spanner"]
+__all__ = ["greedy_spanner"]
 
 
 @njit(cache=True)
@@ -107,7 +107,7 @@ def _heap_pop(heap_key, heap_node, size):
 
 
 @njit(cache=True)
-def _greedy_spanner(points, first, second, dist, order, dilation, search_factor):
+def _greedy_spanner_sorted(points, first, second, dist, order, dilation, search_factor):
     """FG-greedy spanner on pre-sorted candidate pairs (see module docstring)."""
     n, d = points.shape
     bound = np.full((n, n), np.inf)
@@ -235,7 +235,7 @@ def _greedy_spanner(points, first, second, dist, order, dilation, search_factor)
     return edges, edge_length[:n_edges].copy()
 
 
-def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+def greedy_spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """Greedy geometric t-spanner of a point set in the L1 metric.
 
     Pairs of points are considered by increasing L1 distance (exact ties in
@@ -294,4 +294,4 @@ def spanner(points: np.ndarray, dilation: float = 2.0) -> tuple[np.ndarray, np.n
     # pruning factor chosen by measurement at n = 1000 (Gaussian points):
     # wide searches pay off in the plane, narrow ones in higher dimension
     search_factor = 2.0 if points.shape[1] <= 2 else 1.0
-    return _greedy_spanner(points, first, second, dist, order, dilation, search_factor)
+    return _greedy_spanner_sorted(points, first, second, dist, order, dilation, search_factor)
