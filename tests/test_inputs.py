@@ -135,3 +135,91 @@ def test_float64_is_supported():
     )
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0 and "ok" in completed.stdout, completed.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- the newcomer's path
+
+
+def test_numpy_data_work_with_the_low_level_kernel():
+    """Model converts NumPy data to JAX arrays, so build_kernel works under jit for every test."""
+    import jax
+
+    data = np.linspace(-1, 1, 200)  # float64 NumPy
+    model = tallmcmc.Model(gaussian_mean.log_likelihood, lambda theta: -0.5 * theta**2, data)
+    for test in (tallmcmc.minibatch_barker(batch_size=50), tallmcmc.exact_barker(), tallmcmc.austere(50, 0.05)):
+        kernel = tallmcmc.build_kernel(model, tallmcmc.random_walk(0.1), test)
+        state, info = jax.jit(kernel.step)(jax.random.key(0), kernel.init(jnp.float32(0.0)))
+        assert np.isfinite(float(state.position)) and int(info.data_used) > 0
+
+
+@pytest.mark.parametrize(
+    "start, expected",
+    [(jnp.zeros(3), r"shape \(\)"), ([0.0], r"shape \(\)"), (jnp.zeros((2, 1)), r"shape \(\)")],
+)
+def test_wrong_start_shape_names_initial_position(start, expected):
+    with pytest.raises(ValueError, match=r"initial_position must be an array of " + expected):
+        run(initial_position=start)
+
+
+def test_wrong_start_shape_for_a_regression_model():
+    from tallmcmc.examples import logistic_regression
+
+    rng = np.random.default_rng(0)
+    model = logistic_regression.model(rng.standard_normal((300, 10)), (rng.random(300) < 0.5).astype(float))
+    for start in (jnp.zeros(2), 0.0, jnp.zeros((10, 1))):
+        with pytest.raises(ValueError, match=r"initial_position must be an array of shape \(10,\)"):
+            run(model, initial_position=start)
+    run(model, initial_position=[0.0] * 10)  # a list of numbers is read as one array
+    with pytest.raises(ValueError, match=r"initial_positions\[1\]"):
+        run(model, initial_positions=jnp.stack([jnp.zeros(10), jnp.full(10, jnp.nan)]), initial_position=None, num_chains=2)
+
+
+def test_wrong_start_without_position_shape_is_a_value_error():
+    """Without Model(position_shape=...), an evaluation failure is still a ValueError naming the start."""
+    import jax
+
+    rng = np.random.default_rng(1)
+    data = {"x": rng.standard_normal((100, 10)), "y": (rng.random(100) < 0.5).astype(float)}
+
+    def log_likelihood(beta, row):
+        z = row["x"] @ beta
+        return row["y"] * jax.nn.log_sigmoid(z) + (1 - row["y"]) * jax.nn.log_sigmoid(-z)
+
+    model = tallmcmc.Model(log_likelihood, lambda beta: -0.5 * jnp.sum(beta**2), data)
+    for start in (jnp.zeros(2), 0.0):
+        with pytest.raises(ValueError, match="could not be evaluated at initial_position"):
+            run(model, initial_position=start)
+
+
+def test_position_shape_for_pytree_positions():
+    model = tallmcmc.Model(
+        lambda p, x: -0.5 * (x - p["mu"]) ** 2 * jnp.exp(-p["log_s"]) - 0.5 * p["log_s"],
+        lambda p: -0.5 * (p["mu"] ** 2 + p["log_s"] ** 2),
+        np.linspace(-1, 1, 50),
+        position_shape={"mu": jnp.zeros(()), "log_s": jnp.zeros(())},
+    )
+    run(model, initial_position={"mu": 0.0, "log_s": 0.0})
+    with pytest.raises(ValueError, match="initial_position must have the structure"):
+        run(model, initial_position={"mu": 0.0})
+    with pytest.raises(ValueError, match="position_shape"):
+        tallmcmc.Model(gaussian_mean.log_likelihood, lambda t: 0.0, np.zeros(5), position_shape=(-1,))
+
+
+@pytest.mark.parametrize("test_name", ["exact_barker", "minibatch_barker"])
+def test_draws_do_not_depend_on_num_chunks(test_name):
+    """Each step's key comes from (seed, chain, step), so chunking the run changes nothing."""
+    test = tallmcmc.exact_barker() if test_name == "exact_barker" else tallmcmc.minibatch_barker(batch_size=20)
+    runs = [
+        tallmcmc.sample(good_model(), tallmcmc.random_walk(0.3), test, initial_position=jnp.float32(0.0),
+                        num_samples=23, num_chains=3, seed=5, progress=False, num_chunks=chunks)
+        for chunks in (1, 7, 23)
+    ]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(runs[0].positions, other.positions)
+        np.testing.assert_array_equal(runs[0].info["data_used"], other.info["data_used"])
+    assert np.unique(runs[0].positions).size > 10  # the chains moved
+
+
+def test_subpackages_are_reachable_from_the_top_level():
+    for name in ("acceptance", "proposals", "correction", "stein"):
+        assert getattr(tallmcmc, name).__name__ == f"tallmcmc.{name}"

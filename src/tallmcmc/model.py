@@ -42,6 +42,18 @@ class Model:
         ``N`` (the number of data points).
     temperature
         ``K > 0``; the likelihood enters as ``p(x_i | θ)^(1/K)``.
+    position_shape
+        Optional: the shape of a position, so that a start of the wrong shape
+        is caught before sampling. A tuple of ints for an array position
+        (``(10,)`` for ten coefficients, ``()`` for a scalar), or an example
+        position (an array or pytree of arrays) whose structure and leaf
+        shapes positions must match. ``None`` (default) skips the check.
+
+    Notes
+    -----
+    Every leaf of ``data`` is converted to a JAX array (``jnp.asarray``, the
+    default float precision), so NumPy data work with every sampler and with
+    :func:`tallmcmc.build_kernel` under ``jit``.
 
     References
     ----------
@@ -53,6 +65,7 @@ class Model:
     log_prior: Callable[[Position], jax.Array]
     data: Data
     temperature: float = 1.0
+    position_shape: Any = None
 
     def __post_init__(self) -> None:
         if not callable(self.log_likelihood):
@@ -63,6 +76,9 @@ class Model:
         if not np.isfinite(temperature) or temperature <= 0:
             raise ValueError(f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}")
         num_data_of(self.data)  # validates the data's shape
+        object.__setattr__(self, "data", jax.tree_util.tree_map(jnp.asarray, self.data))
+        if self.position_shape is not None:
+            expected_position_shapes(self.position_shape)  # validates it
 
     @property
     def num_data(self) -> int:
@@ -118,11 +134,72 @@ def num_data_of(data: Data) -> int:
     return int(num)
 
 
-def check_model(model: Model, position: Position) -> tuple[float, float]:
+def expected_position_shapes(position_shape: Any) -> Any:
+    """``Model.position_shape`` as a pytree of shape tuples (a tuple of ints is one array's shape)."""
+    if isinstance(position_shape, tuple) and all(isinstance(n, (int, np.integer)) for n in position_shape):
+        if any(n < 0 for n in position_shape):
+            raise ValueError(f"position_shape must hold non-negative sizes; got {position_shape}")
+        return tuple(int(n) for n in position_shape)
+    try:
+        return jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)), position_shape)
+    except Exception as error:  # pragma: no cover - tree_map accepts any pytree
+        raise ValueError(
+            "position_shape must be a tuple of ints (an array position's shape) or an example position"
+        ) from error
+
+
+def as_position(value: Position) -> Position:
+    """A start as a pytree of JAX arrays; a (nested) list of plain numbers becomes one array.
+
+    ``[0.0, 0.0]`` is read as an array of two numbers, not as a pytree of two
+    scalars; tuples, dicts and lists holding arrays stay pytrees.
+    """
+    if isinstance(value, list) and all(
+        isinstance(leaf, (int, float, np.integer, np.floating)) and not isinstance(leaf, bool)
+        for leaf in jax.tree_util.tree_leaves(value)
+    ):
+        return jnp.asarray(value)
+    return jax.tree_util.tree_map(jnp.asarray, value)
+
+
+def check_position_shape(model: Model, position: Position, name: str = "initial_position") -> None:
+    """Raise a ``ValueError`` naming ``name`` if ``position`` does not match ``model.position_shape``."""
+    if model.position_shape is None:
+        return
+    expected = expected_position_shapes(model.position_shape)
+    if isinstance(expected, tuple) and all(isinstance(n, int) for n in expected):
+        leaves = jax.tree_util.tree_leaves(position)
+        got = np.shape(leaves[0]) if len(leaves) == 1 and not isinstance(position, (dict, list, tuple)) else None
+        if got != expected:
+            described = f"shape {got}" if got is not None else f"a {type(position).__name__} of {len(leaves)} leaves"
+            raise ValueError(
+                f"{name} must be an array of shape {expected} for this model; got {described}. "
+                f"Pass e.g. jnp.zeros({expected})"
+            )
+        return
+    got_tree = jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)), position)
+    same = jax.tree_util.tree_structure(position) == jax.tree_util.tree_structure(
+        jax.tree_util.tree_map(lambda leaf: 0, model.position_shape)
+    ) and got_tree == expected
+    if not same:
+        raise ValueError(f"{name} must have the structure and shapes {expected} for this model; got {got_tree}")
+
+
+def check_model(model: Model, position: Position, name: str = "initial_position") -> tuple[float, float]:
     """Evaluate the model once at ``position`` and fail loudly on anything wrong.
 
     Runs before any sampling starts (the emcee practice: one check shared by
     every sampler). Touches all ``N`` data points once.
+
+    Parameters
+    ----------
+    model
+        The target.
+    position
+        A start (array or pytree of arrays).
+    name
+        How errors name ``position`` (``"initial_position"``, or
+        ``"initial_positions[3]"`` for one chain's start).
 
     Returns
     -------
@@ -132,37 +209,52 @@ def check_model(model: Model, position: Position) -> tuple[float, float]:
     Raises
     ------
     ValueError
-        If the log-prior or any per-datum log-likelihood is not a finite
-        scalar at ``position``, naming the first offending datum.
+        If ``position`` does not match ``model.position_shape``, if the model
+        cannot be evaluated there (usually a start of the wrong shape), or if
+        the log-prior or any per-datum log-likelihood is not a finite scalar
+        there, naming the first offending datum.
     """
     if not isinstance(model, Model):
         raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
     leaves = jax.tree_util.tree_leaves(position)
     if not leaves:
-        raise ValueError("initial_position is empty: pass an array or a pytree of arrays")
+        raise ValueError(f"{name} is empty: pass an array or a pytree of arrays")
     for leaf in leaves:
         if not np.all(np.isfinite(np.asarray(leaf))):
-            raise ValueError("initial_position contains NaN or inf")
-    log_prior = np.asarray(model.log_prior(position))
+            raise ValueError(f"{name} contains NaN or inf")
+    check_position_shape(model, position, name)
+
+    def evaluate(function, *arguments):
+        try:
+            return np.asarray(function(*arguments))
+        except Exception as error:
+            shapes = jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)), position)
+            raise ValueError(
+                f"the model could not be evaluated at {name} (shape {shapes}): {type(error).__name__}: {error}. "
+                "Check that the start has the shape log_prior and log_likelihood expect "
+                "(Model(position_shape=...) has it checked up front)"
+            ) from error
+
+    log_prior = evaluate(model.log_prior, position)
     if log_prior.shape != ():
         raise ValueError(f"log_prior must return a scalar; it returned shape {log_prior.shape}")
     if not np.isfinite(log_prior):
         raise ValueError(
-            f"log_prior(initial_position) = {float(log_prior)}: start inside the prior's support "
+            f"log_prior({name}) = {float(log_prior)}: start inside the prior's support "
             "where the log-prior is finite"
         )
     first = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[0], model.data)
-    one = np.asarray(model.log_likelihood(position, first))
+    one = evaluate(model.log_likelihood, position, first)
     if one.shape != ():
         raise ValueError(
             f"log_likelihood(position, datum) must return a scalar for one datum; it returned shape {one.shape}. "
             "It receives one row of the data (leading axis removed)"
         )
-    values = np.asarray(jax.jit(model.per_datum_log_likelihood)(position, model.data))
+    values = evaluate(jax.jit(model.per_datum_log_likelihood), position, model.data)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raise ValueError(
-            f"log_likelihood is not finite at initial_position for {bad.size} of {values.size} data points "
+            f"log_likelihood is not finite at {name} for {bad.size} of {values.size} data points "
             f"(first: datum {bad[0]}, value {values[bad[0]]}). Fix the data (NaN/inf rows?) or the "
             "log-likelihood (use log-space formulas such as jax.nn.log_sigmoid / logsumexp)"
         )

@@ -19,7 +19,8 @@ import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
-from tallmcmc.model import Model, Position, check_model
+from tallmcmc._checks import integer_at_least
+from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
 
 
@@ -117,12 +118,6 @@ def _named_variables(positions: Position) -> dict[str, np.ndarray]:
     return {f"theta_{i}": np.asarray(value) for i, value in enumerate(leaves)}
 
 
-def _positive_integer(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    return int(value)
-
-
 def sample(
     model: Model,
     proposal: Proposal,
@@ -162,7 +157,8 @@ def sample(
     num_chunks
         The run is compiled as one ``lax.scan`` over a chunk of steps and run
         ``num_chunks`` times (for the progress bar and to move draws off the
-        device as they come).
+        device as they come). The draws do not depend on it: step ``t`` of
+        chain ``c`` uses the key ``fold_in(fold_in(key(seed), c), t)``.
 
     Returns
     -------
@@ -176,9 +172,9 @@ def sample(
     argument. A step that meets a non-finite Δ rejects and sets
     ``info["non_finite"]``. Interrupting (Ctrl-C) returns the draws made so far.
     """
-    num_samples = _positive_integer(num_samples, "num_samples")
-    num_chains = _positive_integer(num_chains, "num_chains")
-    num_chunks = _positive_integer(num_chunks, "num_chunks")
+    num_samples = integer_at_least(num_samples, "num_samples")
+    num_chains = integer_at_least(num_chains, "num_chains")
+    num_chunks = integer_at_least(num_chunks, "num_chunks")
     if not isinstance(model, Model):
         raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
     if not (isinstance(proposal, Proposal)):
@@ -189,18 +185,19 @@ def sample(
         raise ValueError("give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)")
 
     if initial_position is not None:
-        start = jax.tree_util.tree_map(jnp.asarray, initial_position)
-        check_model(model, start)
+        start = as_position(initial_position)
+        check_model(model, start, "initial_position")
         starts = jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, (num_chains,) + leaf.shape), start)
     else:
-        starts = jax.tree_util.tree_map(jnp.asarray, initial_positions)
+        starts = as_position(initial_positions)
         for leaf in jax.tree_util.tree_leaves(starts):
             if leaf.ndim == 0 or leaf.shape[0] != num_chains:
                 raise ValueError(
-                    f"initial_positions leaves need a leading axis of length num_chains = {num_chains}; got shape {leaf.shape}"
+                    f"initial_positions leaves need a leading axis of length num_chains = {num_chains} "
+                    f"(one start per chain); got shape {leaf.shape}"
                 )
         for chain in range(num_chains):
-            check_model(model, jax.tree_util.tree_map(lambda leaf: leaf[chain], starts))
+            check_model(model, jax.tree_util.tree_map(lambda leaf: leaf[chain], starts), f"initial_positions[{chain}]")
     test.init(model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts))  # settings checked before compiling
 
     def kernel_for(data):
@@ -210,44 +207,47 @@ def sample(
     def initialise(data, positions):
         return jax.vmap(kernel_for(data).init)(positions)
 
-    def run_chunk(data, states, keys):
+    def run_chunk(data, states, chain_keys, step_indices):
         step = jax.vmap(kernel_for(data).step)
 
-        def one(carry, key_row):
-            carry, info = step(key_row, carry)
+        def one(carry, step_index):
+            # each step's key depends only on (seed, chain, step index), never on the chunking
+            keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, step_index)
+            carry, info = step(keys, carry)
             return carry, (carry.position, info)
 
-        return jax.lax.scan(one, states, keys)
+        return jax.lax.scan(one, states, step_indices)
 
     data = model.data
     states = initialise(data, starts)
     chunk = math.ceil(num_samples / num_chunks)
     lengths = [chunk] * (num_samples // chunk) + ([num_samples % chunk] if num_samples % chunk else [])
     compiled: dict[int, Any] = {}
-    key = jax.random.key(seed)
+    chain_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(seed), jnp.arange(num_chains))
     compile_seconds = 0.0
     sampling_seconds = 0.0
     positions_parts: list[Any] = []
     info_parts: list[MHInfo] = []
     description = f"{test.name} x {num_chains} chain(s)"
     bar = _progress_bar(num_samples, progress, description)
+    done = 0
     try:
         for length in lengths:
-            key, chunk_key = jax.random.split(key)
-            keys = jax.random.split(chunk_key, length * num_chains).reshape((length, num_chains))
+            step_indices = jnp.arange(done, done + length, dtype=jnp.uint32)
             if length not in compiled:
                 bar.set_description(f"compiling {test.name}")
                 began = time.perf_counter()
-                compiled[length] = jax.jit(run_chunk).lower(data, states, keys).compile()
+                compiled[length] = jax.jit(run_chunk).lower(data, states, chain_keys, step_indices).compile()
                 compile_seconds += time.perf_counter() - began
                 bar.set_description(description)
             began = time.perf_counter()
-            states, (positions, info) = compiled[length](data, states, keys)
+            states, (positions, info) = compiled[length](data, states, chain_keys, step_indices)
             jax.block_until_ready(states)
             sampling_seconds += time.perf_counter() - began
             positions_parts.append(jax.device_get(positions))
             info_parts.append(jax.device_get(info))
             bar.update(length)
+            done += length
     except KeyboardInterrupt:
         if not info_parts:
             raise

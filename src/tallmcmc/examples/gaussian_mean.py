@@ -37,7 +37,8 @@ def model(
         def log_prior(theta):
             return -0.5 * jnp.sum(theta**2) / prior_variance
 
-    return Model(log_likelihood, log_prior, jnp.asarray(data), temperature)
+    data = jnp.asarray(data)
+    return Model(log_likelihood, log_prior, data, temperature, position_shape=tuple(data.shape[1:]))
 
 
 def posterior(

@@ -72,4 +72,4 @@ def model(covariates: np.ndarray, response: np.ndarray, prior_variance: float = 
         return -0.5 * jnp.sum(coefficients**2) / prior_variance - 0.5 * dimension * math.log(2 * math.pi * prior_variance)
 
     data = {"covariates": jnp.asarray(covariates), "response": jnp.asarray(response)}
-    return Model(log_likelihood, log_prior, data, 1.0)
+    return Model(log_likelihood, log_prior, data, 1.0, position_shape=(dimension,))

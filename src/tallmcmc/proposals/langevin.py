@@ -40,18 +40,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal, Proposed
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
-__all__ = ["full_data_score", "langevin", "posterior_scores", "stochastic_gradient_langevin"]
+__all__ = ["full_data_score", "langevin", "stochastic_gradient_langevin"]
 
 
 def _check_step_size(step_size: float) -> float:
-    value = float(step_size)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"step_size must be a finite number > 0 (the ε of θ′ = θ + (ε/2)g + N(0, εI)); got {step_size!r}")
-    return value
+    return positive_finite(step_size, "step_size", "the ε of θ′ = θ + (ε/2)g + N(0, εI)")
 
 
 def full_data_score(model: Model, position: Position) -> jax.Array:
@@ -124,7 +122,7 @@ def stochastic_gradient_langevin(step_size: float, batch_size: int) -> Proposal:
     .. math:: ĝ(θ) = ∇\\log p_0(θ) + \\frac{N}{bK} \\sum_{i ∈ B} ∇\\log p(x_i|θ)
 
     over a batch ``B`` of ``b`` points drawn without replacement
-    (:mod:`tallmcmc.subsample`).
+    (:mod:`tallmcmc.acceptance.subsample`).
 
     Parameters
     ----------
@@ -152,9 +150,7 @@ def stochastic_gradient_langevin(step_size: float, batch_size: int) -> Proposal:
        Stein's method. NeurIPS 28, Section 5.3.
     """
     step = _check_step_size(step_size)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
-    batch = int(batch_size)
+    batch = integer_at_least(batch_size, "batch_size")
 
     def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
         num_data = model.num_data
