@@ -19,11 +19,14 @@ from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
 from tallmcmc.acceptance.confidence import confidence_sampler
 from tallmcmc.acceptance.exact import always_accept, exact_barker, exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
+from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc.model import Model, check_model
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.langevin import langevin, stochastic_gradient_langevin
+from tallmcmc.proposals.laplace import laplace_covariance, laplace_independence, laplace_random_walk
+from tallmcmc.proposals.proxy import proxy_hamiltonian, proxy_langevin
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.sampling import SamplingResult, sample
 
@@ -45,6 +48,8 @@ __all__ = [
     "austere_conservative",
     "build_kernel",
     "check_model",
+    "ControlVariate",
+    "taylor_control_variate",
     "choose_austere_parameters",
     "confidence_sampler",
     "correction",
@@ -55,6 +60,11 @@ __all__ = [
     "minibatch_barker",
     "proposals",
     "random_walk",
+    "laplace_covariance",
+    "laplace_independence",
+    "laplace_random_walk",
+    "proxy_hamiltonian",
+    "proxy_langevin",
     "sample",
     "stein",
     "stochastic_gradient_langevin",

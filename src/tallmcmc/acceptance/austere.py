@@ -72,6 +72,7 @@ from tallmcmc.acceptance.sequential import (
     run_sequential_test,
     sample_variance,
     sequential_decision,
+    with_control_variate,
 )
 from tallmcmc.model import Model
 
@@ -146,7 +147,9 @@ def _sequential_t_test(
     return state, estimate, variance, jnp.where(state.count >= num_data, 0.0, tail), log_u
 
 
-def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -> AcceptanceTest:
+def austere(
+    batch_size: int, epsilon: float, *, chunk_size: int | None = None, control_variate=None
+) -> AcceptanceTest:
     """The AustereMH sequential t-test with fixed stage size m and threshold ε.
 
     Algorithm 1 of Korattikara et al. (2014), with the details of the module
@@ -164,6 +167,10 @@ def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -
     chunk_size
         Points evaluated per loop iteration (default ``batch_size``; a larger
         chunk is masked to the exact stage sizes).
+    control_variate
+        Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
+        the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
+        (:func:`~tallmcmc.acceptance.sequential.with_control_variate`).
 
     Returns
     -------
@@ -193,7 +200,7 @@ def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None) -
             rng_key, model, position, proposed, log_ratio_offset, cache, batch_size, epsilon_value, chunk_size
         )
 
-    return AcceptanceTest(init, decide, "austere")
+    return with_control_variate(AcceptanceTest(init, decide, "austere"), control_variate)
 
 
 def _fixed_design_decision(
@@ -226,6 +233,7 @@ def austere_conservative(
     gap_weights=None,
     look_spacing: float = 0.1,
     chunk_size: int | None = None,
+    control_variate=None,
 ) -> AcceptanceTest:
     """AustereMH(c): the sequential t-test with (m, ε) from the conservative grid search.
 
@@ -246,6 +254,10 @@ def austere_conservative(
         Passed to :func:`choose_austere_parameters`.
     chunk_size
         Points evaluated per loop iteration (default: the chosen m).
+    control_variate
+        Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
+        the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
+        (:func:`~tallmcmc.acceptance.sequential.with_control_variate`).
 
     Returns
     -------
@@ -297,7 +309,7 @@ def austere_conservative(
             rng_key, model, position, proposed, log_ratio_offset, cache, size, design.epsilon, chunk_size or size
         )
 
-    return AcceptanceTest(init, decide, name)
+    return with_control_variate(AcceptanceTest(init, decide, name), control_variate)
 
 
 def austere_adaptive(
@@ -308,6 +320,7 @@ def austere_adaptive(
     standardized_gaps=None,
     look_spacing: float = 0.1,
     chunk_size: int | None = None,
+    control_variate=None,
 ) -> AcceptanceTest:
     """AustereMH(nc): per-step (m, ε) chosen from the step's own standardized gap.
 
@@ -340,6 +353,10 @@ def austere_adaptive(
     chunk_size
         Points evaluated per loop iteration (default: the smallest batch size;
         stages are honoured exactly whatever it is).
+    control_variate
+        Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
+        the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
+        (:func:`~tallmcmc.acceptance.sequential.with_control_variate`).
 
     Returns
     -------
@@ -415,4 +432,4 @@ def austere_adaptive(
         )
         return Decision(accepted & ~bad, cache, info)
 
-    return AcceptanceTest(init, decide, "austere_adaptive")
+    return with_control_variate(AcceptanceTest(init, decide, "austere_adaptive"), control_variate)

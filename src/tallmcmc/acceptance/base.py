@@ -70,6 +70,7 @@ class AcceptanceTest(NamedTuple):
     init: Callable[[Model, Position], Any]
     decide: Callable[[jax.Array, Model, Position, Position, jax.Array, Any], Decision]
     name: str
+    setup: tuple = ()  # one-off computations it relies on (e.g. a control variate), each with a ``data_used``
 
 
 def info_for(

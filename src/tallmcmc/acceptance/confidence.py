@@ -60,6 +60,7 @@ from tallmcmc.acceptance.sequential import (
     minibatch_test_init,
     run_sequential_test,
     sequential_decision,
+    with_control_variate,
 )
 from tallmcmc.model import Model, Position
 
@@ -74,6 +75,7 @@ def confidence_sampler(
     bound: str | Callable[[Position, Position], jax.Array] = "full_pass",
     *,
     chunk_size: int = 1024,
+    control_variate=None,
 ) -> AcceptanceTest:
     """The MHSubLhd acceptance test (empirical-Bernstein stopping).
 
@@ -94,10 +96,15 @@ def confidence_sampler(
         points each step, counted in ``data_used`` (not in
         ``data_used_by_test``); or a function ``bound(position, proposed) ->
         C`` returning an upper bound on the tempered |lᵢ| for every datum
-        (analytic, no full pass).
+        (analytic, no full pass). With a ``control_variate`` the bound must
+        hold for the residuals |rᵢ| (``"full_pass"`` measures them).
     chunk_size
         Points evaluated per loop iteration; stage sizes are honoured exactly
         whatever it is.
+    control_variate
+        Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
+        the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
+        (:func:`~tallmcmc.acceptance.sequential.with_control_variate`).
 
     Returns
     -------
@@ -182,4 +189,4 @@ def confidence_sampler(
             non_finite=full_pass & ~jnp.isfinite(range_bound),
         )
 
-    return AcceptanceTest(init, decide, "confidence_sampler")
+    return with_control_variate(AcceptanceTest(init, decide, "confidence_sampler"), control_variate)

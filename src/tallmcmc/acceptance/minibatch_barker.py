@@ -55,6 +55,7 @@ from tallmcmc.acceptance.sequential import (
     run_sequential_test,
     sample_variance,
     sequential_decision,
+    with_control_variate,
 )
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.model import Model
@@ -71,6 +72,8 @@ def minibatch_barker(
     growth_factor: float = 2.0,
     moment_sample_size: int | None = None,
     correction: CorrectionDistribution | None = None,
+    *,
+    control_variate=None,
 ) -> AcceptanceTest:
     """The minibatch Barker acceptance test (Algorithm 1 of Seita et al. 2017).
 
@@ -99,6 +102,10 @@ def minibatch_barker(
         The law of X_corr: anything with ``sigma`` and ``sample(rng_key,
         dtype=...)``. Default: the shipped table for ``sigma``
         (:func:`tallmcmc.correction_distribution`).
+    control_variate
+        Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
+        the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
+        (:func:`~tallmcmc.acceptance.sequential.with_control_variate`).
 
     Returns
     -------
@@ -196,4 +203,4 @@ def minibatch_barker(
             state, num_data, estimate, estimate + noise > 0, cache, variance=variance, error_bound=clt_error(state)
         )
 
-    return AcceptanceTest(init, decide, "minibatch_barker")
+    return with_control_variate(AcceptanceTest(init, decide, "minibatch_barker"), control_variate)

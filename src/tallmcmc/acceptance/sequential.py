@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from tallmcmc._checks import integer_at_least
-from tallmcmc.acceptance.base import Decision, info_for, is_bad
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model, Position
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
@@ -220,3 +220,35 @@ def sequential_decision(
         non_finite=bad,
     )
     return Decision(accepted & ~bad, cache, info)
+
+
+def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTest:
+    """``test`` run on control-variate residuals instead of the raw per-datum log ratios.
+
+    The test sees :meth:`ControlVariate.residual_model` in place of the model,
+    so everything it computes from the lᵢ (the estimate, its variance, the
+    finite-population factor, range and error bounds, any full-data fallback)
+    is computed from the residuals rᵢ, and the exact proxy sum
+    (1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)] joins the data-free part of Δ. ``None`` returns
+    ``test`` unchanged.
+    """
+    if control_variate is None:
+        return test
+    from tallmcmc.control_variate import ControlVariate
+
+    if not isinstance(control_variate, ControlVariate):
+        raise TypeError(
+            "control_variate must come from tallmcmc.taylor_control_variate(model, center); "
+            f"got {type(control_variate).__name__}"
+        )
+
+    def init(model: Model, position: Position):
+        control_variate.check_model(model)
+        return test.init(model, position)
+
+    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+        proxy = control_variate.proxy_log_ratio(position, proposed).astype(log_ratio_offset.dtype)
+        residuals = control_variate.residual_model(model)
+        return test.decide(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
+
+    return AcceptanceTest(init, decide, f"{test.name}_cv", setup=test.setup + (control_variate,))

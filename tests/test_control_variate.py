@@ -1,0 +1,199 @@
+"""Taylor control variates: exact bookkeeping, decisions at the Barker rate, and clear refusals."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+
+import tallmcmc
+from tallmcmc.examples import logistic_regression
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    """Untempered logistic regression, N = 20,000, d = 5, with its mode and control variate."""
+    rng = np.random.default_rng(2024)
+    covariates = rng.standard_normal((20_000, 5)).astype(np.float32)
+    truth = rng.standard_normal(5) / 2
+    response = (rng.random(20_000) < 1 / (1 + np.exp(-covariates @ truth))).astype(np.float32)
+    model = logistic_regression.model(covariates, response)
+    objective = jax.jit(jax.value_and_grad(lambda beta: -model.log_density(beta)))
+    fit = scipy.optimize.minimize(
+        lambda beta: tuple(np.asarray(v, np.float64) for v in objective(jnp.asarray(beta, jnp.float32))),
+        np.zeros(5), jac=True, method="L-BFGS-B",
+    )
+    mode = jnp.asarray(fit.x, jnp.float32)
+    return model, mode, tallmcmc.taylor_control_variate(model, mode)
+
+
+def test_proxy_sum_equals_the_sum_of_per_datum_proxies(logistic):
+    model, mode, cv = logistic
+    theta, theta_new = mode + 0.01, mode - 0.02 * jnp.arange(5.0)
+    per_datum = cv.proxy_differences(theta, theta_new, model.data)
+    np.testing.assert_allclose(float(cv.proxy_log_ratio(theta, theta_new)), float(jnp.sum(per_datum)), rtol=2e-3)
+    first = tallmcmc.taylor_control_variate(model, mode, order=1)
+    per_datum = first.proxy_differences(theta, theta_new, model.data)
+    np.testing.assert_allclose(float(first.proxy_log_ratio(theta, theta_new)), float(jnp.sum(per_datum)), rtol=2e-3)
+
+
+def test_residuals_are_far_smaller_than_the_log_ratios(logistic):
+    model, mode, cv = logistic
+    theta, theta_new = mode + 0.005, mode - 0.005
+    ratios = model.log_likelihood_ratios(theta, theta_new, model.data)
+    residuals = cv.residual_model(model).log_likelihood_ratios(theta, theta_new, model.data)
+    assert float(jnp.std(residuals)) < 0.05 * float(jnp.std(ratios))
+
+
+def decision_frequencies(model, mode, test, pairs, num_decisions, drop_proxy=False):
+    """Acceptance frequency of ``test`` over ``num_decisions`` independent decisions per (θ, θ′) pair."""
+    frequencies = []
+    for theta, theta_new in pairs:
+        offset = jnp.asarray(model.log_prior(theta_new) - model.log_prior(theta), jnp.float32)
+        decide = test.decide
+        if drop_proxy:  # the residual estimate alone, without the exact proxy sum
+            cv = test.setup[0]
+            inner = tallmcmc.minibatch_barker(100)
+            decide = lambda key, m, a, b, o, c: inner.decide(key, cv.residual_model(m), a, b, o, c)  # noqa: E731
+        keys = jax.random.split(jax.random.key(17), num_decisions)
+        accepted = jax.jit(jax.vmap(lambda key: decide(key, model, theta, theta_new, offset, ()).accepted))(keys)
+        frequencies.append(float(jnp.mean(accepted)))
+    return np.array(frequencies)
+
+
+def exact_barker_probabilities(model, pairs):
+    deltas = np.array([
+        float(jnp.sum(model.log_likelihood_ratios(a, b, model.data)) + model.log_prior(b) - model.log_prior(a))
+        for a, b in pairs
+    ])
+    return deltas, 1 / (1 + np.exp(-deltas))
+
+
+@pytest.fixture(scope="module")
+def pairs(logistic):
+    """(θ, θ′) pairs near the mode and their reverses, so the exact Δ takes both signs."""
+    model, mode, cv = logistic
+    rng = np.random.default_rng(5)
+    sd = 1 / np.sqrt(np.diag(-np.asarray(cv.hessian_sum)))
+    found = []
+    for scale in (0.3, 0.6, 1.0):
+        theta = mode + jnp.asarray(sd * rng.standard_normal(5), jnp.float32)
+        theta_new = theta + jnp.asarray(scale * sd * rng.standard_normal(5), jnp.float32)
+        found += [(theta, theta_new), (theta_new, theta)]
+    return found
+
+
+def test_control_variate_decisions_follow_the_barker_probability(logistic, pairs):
+    model, mode, cv = logistic
+    test = tallmcmc.minibatch_barker(100, control_variate=cv)
+    num = 20_000
+    deltas, exact = exact_barker_probabilities(model, pairs)
+    assert deltas.min() < -0.5 and deltas.max() > 0.5, deltas  # the pairs cover both sides
+    frequencies = decision_frequencies(model, mode, test, pairs, num)
+    standard_errors = np.sqrt(exact * (1 - exact) / num)
+    assert np.all(np.abs(frequencies - exact) < 4 * standard_errors), (deltas, frequencies, exact)
+
+
+def test_leaving_out_the_proxy_sum_fails_the_same_check(logistic, pairs):
+    model, mode, cv = logistic
+    test = tallmcmc.minibatch_barker(100, control_variate=cv)
+    num = 20_000
+    _, exact = exact_barker_probabilities(model, pairs)
+    frequencies = decision_frequencies(model, mode, test, pairs, num, drop_proxy=True)
+    standard_errors = np.sqrt(exact * (1 - exact) / num)
+    assert np.any(np.abs(frequencies - exact) > 4 * standard_errors)
+
+
+def test_control_variate_run_uses_the_first_minibatch_and_counts_its_setup(logistic):
+    model, mode, cv = logistic
+    covariance = tallmcmc.laplace_covariance(-np.asarray(cv.hessian_sum) + np.eye(5))
+    result = tallmcmc.sample(
+        model, tallmcmc.laplace_random_walk(covariance=covariance), tallmcmc.minibatch_barker(100, control_variate=cv),
+        initial_position=mode, num_samples=200, num_chains=2, progress=False,
+    )
+    assert np.all(result.data_used == 100)
+    assert result.setup_data_used == {"start check": 20_000, cv.name: 20_000}
+    assert result.setup_data_passes == 2.0
+    assert result.total_data_used == 40_000 + 100 * 400
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda cv: tallmcmc.austere(100, 0.01, control_variate=cv),
+        lambda cv: tallmcmc.confidence_sampler(100, control_variate=cv),
+        lambda cv: tallmcmc.austere_conservative(0.2, (100, 200), (0.001, 0.01), control_variate=cv),
+    ],
+)
+def test_every_subsampling_test_accepts_a_control_variate(logistic, factory):
+    model, mode, cv = logistic
+    result = tallmcmc.sample(
+        model, tallmcmc.random_walk(0.002), factory(cv), initial_position=mode, num_samples=50, progress=False,
+    )
+    assert result.test_name.endswith("_cv")
+    assert 0 < result.acceptance_rate <= 1
+
+
+def test_a_control_variate_for_another_model_is_refused(logistic):
+    model, mode, cv = logistic
+    other = logistic_regression.model(np.ones((10, 5), np.float32), np.ones(10, np.float32))
+    with pytest.raises(ValueError, match="control_variate was built for another model"):
+        tallmcmc.sample(other, tallmcmc.random_walk(0.01), tallmcmc.minibatch_barker(5, control_variate=cv),
+                        initial_position=jnp.zeros(5), num_samples=2, progress=False)
+    with pytest.raises(TypeError, match="taylor_control_variate"):
+        tallmcmc.minibatch_barker(50, control_variate="cv")
+
+
+def test_bad_centers_are_reported(logistic):
+    model, mode, cv = logistic
+    with pytest.raises(ValueError, match="order"):
+        tallmcmc.taylor_control_variate(model, mode, order=3)
+    with pytest.raises(ValueError, match="center"):
+        tallmcmc.taylor_control_variate(model, jnp.zeros(3))
+
+
+def test_a_center_far_from_the_mode_warns(logistic):
+    model, mode, _ = logistic
+    far = tallmcmc.taylor_control_variate(model, mode + 3.0)
+    with pytest.warns(RuntimeWarning, match=r"used \d+% of the N data points.*find_mode"):
+        tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.minibatch_barker(100, control_variate=far),
+                        initial_position=mode, num_samples=30, progress=False)
+
+
+def test_non_negative_definite_hessian_sum_is_reported_by_name():
+    model = tallmcmc.Model(lambda theta, x: 0.5 * jnp.sum((x - theta) ** 2), lambda theta: -jnp.sum(theta**2),
+                           np.zeros((50, 2), np.float32))
+    with pytest.warns(RuntimeWarning, match="hessian_sum"):
+        tallmcmc.taylor_control_variate(model, jnp.zeros(2))
+
+
+@pytest.mark.slow
+def test_untempered_logistic_posterior_matches_the_exact_test():
+    """N = 10⁵, d = 10, K = 1: the control-variate minibatch test's means and sds within 4 MCSE of the exact test's."""
+    import arviz as az
+
+    rng = np.random.default_rng(10)
+    covariates = rng.standard_normal((100_000, 10)).astype(np.float32)
+    response = (rng.random(100_000) < 1 / (1 + np.exp(-covariates @ (rng.standard_normal(10) / 2)))).astype(np.float32)
+    model = logistic_regression.model(covariates, response)
+    objective = jax.jit(jax.value_and_grad(lambda beta: -model.log_density(beta)))
+    fit = scipy.optimize.minimize(
+        lambda beta: tuple(np.asarray(v, np.float64) for v in objective(jnp.asarray(beta, jnp.float32))),
+        np.zeros(10), jac=True, method="L-BFGS-B",
+    )
+    mode = jnp.asarray(fit.x, jnp.float32)
+    cv = tallmcmc.taylor_control_variate(model, mode)
+    covariance = tallmcmc.laplace_covariance(-np.asarray(cv.hessian_sum) + np.eye(10))
+    proposal = tallmcmc.laplace_random_walk(covariance=covariance)
+    runs = {
+        name: tallmcmc.sample(model, proposal, test, initial_position=mode, num_samples=6000, num_chains=4,
+                              seed=1, progress=False).positions
+        for name, test in (("exact", tallmcmc.exact_barker()),
+                           ("cv", tallmcmc.minibatch_barker(100, control_variate=cv)))
+    }
+    for j in range(10):
+        se = [np.std(runs[k][..., j]) / np.sqrt(float(az.ess(runs[k][..., j]))) for k in runs]
+        combined = np.hypot(*se)
+        assert abs(runs["cv"][..., j].mean() - runs["exact"][..., j].mean()) < 4 * combined
+        sd_se = [np.std(runs[k][..., j]) / np.sqrt(2 * float(az.ess(runs[k][..., j]))) for k in runs]
+        assert abs(runs["cv"][..., j].std() - runs["exact"][..., j].std()) < 4 * np.hypot(*sd_se)
