@@ -22,6 +22,7 @@ the same check, on the moment it names, at every coordinate:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -65,6 +66,11 @@ def every_step_uses(multiple: int) -> Callable[[np.ndarray, int], bool]:
     return lambda used, num_data: bool(np.all(used == multiple * num_data))
 
 
+def every_step_uses_points(points: int) -> Callable[[np.ndarray, int], bool]:
+    """Cost check: every step touches exactly ``points`` data points (the first minibatch)."""
+    return lambda used, num_data: bool(np.all(used == points))
+
+
 def on_average_below(fraction: float) -> Callable[[np.ndarray, int], bool]:
     """Cost check: steps touch fewer than ``fraction`` × N points on average."""
     return lambda used, num_data: bool(used.mean() < fraction * num_data)
@@ -101,6 +107,24 @@ BASELINE = dict(
 GRADIENT = dict(model=SMALL_2D, num_chains=4, num_samples=2000, seed=1, starts="mean")
 
 
+@functools.cache
+def control_variate(target: AnalyticModel) -> tallmcmc.ControlVariate:
+    """The Taylor control variate of ``target`` at its posterior mean (built once per process)."""
+    return tallmcmc.taylor_control_variate(target.model, jnp.asarray(target.mean, jnp.float32))
+
+
+def laplace(target: AnalyticModel) -> np.ndarray:
+    return np.diag(target.variance)
+
+
+# proposals that know the posterior's shape: N = 10⁴, d = 2, K = 100; 4 chains × 2000 steps
+SHAPED = dict(model=TEMPERED_2D, num_chains=4, num_samples=2000, seed=3, starts=None)
+
+
+def cv_barker() -> tallmcmc.AcceptanceTest:
+    return tallmcmc.minibatch_barker(50, control_variate=control_variate(TEMPERED_2D))
+
+
 def mala_step(target: AnalyticModel) -> float:
     precision = target.num_data / target.temperature + 1.0 / target.prior_variance
     return 1.5 / precision
@@ -135,7 +159,36 @@ REGISTRY: dict[str, Case] = {
         acceptance=(0.3, 1.0),
         data_used=every_step_uses(3),  # θ′ on all N points, and the two full gradients of the proposal
     ),
+    "laplace_random_walk+exact_metropolis": Case(
+        **SHAPED, proposal=lambda t: tallmcmc.laplace_random_walk(covariance=laplace(t)), test=tallmcmc.exact_metropolis,
+        acceptance=(0.2, 0.6),
+    ),
+    "laplace_random_walk+minibatch_barker_cv": Case(
+        **SHAPED, proposal=lambda t: tallmcmc.laplace_random_walk(covariance=laplace(t)), test=cv_barker,
+        data_used=every_step_uses_points(50),
+    ),
+    "laplace_independence_t+minibatch_barker_cv": Case(
+        **SHAPED, proposal=lambda t: tallmcmc.laplace_independence(
+            mean=t.mean, covariance=laplace(t), degrees_of_freedom=5), test=cv_barker,
+    ),
+    "proxy_langevin+minibatch_barker_cv": Case(
+        **SHAPED, proposal=lambda t: tallmcmc.proxy_langevin(control_variate(t), 0.8, preconditioner=laplace(t)),
+        test=cv_barker,
+    ),
+    "proxy_hamiltonian+exact_metropolis": Case(
+        **SHAPED, proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
+        test=tallmcmc.exact_metropolis, acceptance=(0.8, 1.0),
+    ),
+    "proxy_hamiltonian+minibatch_barker_cv": Case(
+        **SHAPED, proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
+        test=cv_barker,
+    ),
     # deliberately wrong samplers: each must fail the same check
+    "wrong:proxy_hamiltonian_without_ratio+exact_metropolis": Case(
+        **SHAPED, proposal=lambda t: without_ratio(
+            tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t))),
+        test=tallmcmc.exact_metropolis, wrong="variance",
+    ),
     "wrong:drifting_walk+exact_metropolis": Case(
         **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)}, test=tallmcmc.exact_metropolis,
         wrong="mean",

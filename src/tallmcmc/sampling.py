@@ -19,7 +19,7 @@ import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
-from tallmcmc._checks import integer_at_least
+from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
 
@@ -42,6 +42,16 @@ class SamplingResult:
         The chains' last :class:`~tallmcmc.kernel.MHState` (leading axis chain).
     test_name, proposal_name
         What produced the draws.
+    setup_data_used
+        Data points touched once before sampling, by source: ``"start check"``
+        (one pass per distinct start), and each one-off computation the proposal
+        and test rely on (a mode, a control variate), counted once each.
+    warmup_positions, warmup_info
+        The warm-up draws and their step statistics (``None`` without warm-up),
+        kept apart from the draws above.
+    step_size_factor
+        Per chain, the factor warm-up applied to the proposal's step size
+        (``None`` without adaptation).
     """
 
     positions: Position
@@ -52,6 +62,21 @@ class SamplingResult:
     final_state: MHState
     test_name: str = ""
     proposal_name: str = ""
+    setup_data_used: dict[str, int] = dataclasses.field(default_factory=dict)
+    warmup_positions: Position = None
+    warmup_info: dict[str, np.ndarray] | None = None
+    step_size_factor: np.ndarray | None = None
+
+    @property
+    def setup_data_passes(self) -> float:
+        """One-off data use before sampling (mode, control variate, start checks), in passes over N."""
+        return sum(self.setup_data_used.values()) / self.num_data
+
+    @property
+    def total_data_used(self) -> int:
+        """Everything touched: setup passes, warm-up steps and kept steps, all chains."""
+        warmup = 0 if self.warmup_info is None else int(np.sum(self.warmup_info["data_used"]))
+        return sum(self.setup_data_used.values()) + warmup + int(np.sum(self.data_used))
 
     @property
     def accepted(self) -> np.ndarray:
@@ -96,7 +121,16 @@ class SamplingResult:
 
         posterior = _named_variables(self.positions)
         sample_stats = {key: np.asarray(value) for key, value in self.info.items()}
-        return az.from_dict(posterior=posterior, sample_stats=sample_stats, attrs=self._attrs())
+        if self.warmup_info is None:
+            return az.from_dict(posterior=posterior, sample_stats=sample_stats, attrs=self._attrs())
+        return az.from_dict(
+            posterior=posterior,
+            sample_stats=sample_stats,
+            warmup_posterior=_named_variables(self.warmup_positions),
+            warmup_sample_stats={key: np.asarray(value) for key, value in self.warmup_info.items()},
+            save_warmup=True,
+            attrs=self._attrs(),
+        )
 
     def _attrs(self) -> dict[str, Any]:
         return {
@@ -104,6 +138,7 @@ class SamplingResult:
             "proposal": self.proposal_name,
             "num_data": self.num_data,
             "sampling_seconds": self.sampling_seconds,
+            "setup_data_passes": self.setup_data_passes,
         }
 
 
@@ -130,6 +165,8 @@ def sample(
     *,
     initial_positions: Position = None,
     num_chunks: int = 20,
+    num_warmup: int = 0,
+    target_acceptance: float | None = None,
 ) -> SamplingResult:
     """Run ``num_chains`` Markov chains of ``num_samples`` steps each.
 
@@ -154,6 +191,24 @@ def sample(
     initial_positions
         Instead of ``initial_position``: a pytree whose leaves have a leading
         axis of length ``num_chains``, one start per chain.
+    num_warmup
+        Warm-up steps per chain before the kept draws. If the proposal's step
+        size can be tuned (``proposal.tune``: random walks, Langevin, proxy
+        proposals), warm-up adapts a per-chain factor on it by dual averaging
+        (Hoffman & Gelman 2014, Algorithm 5) towards ``target_acceptance``,
+        and the kept draws use the factor's running average; otherwise it is a
+        plain burn-in. Warm-up draws are returned apart
+        (``result.warmup_positions``, ArviZ ``warmup_posterior``) and their
+        data use is counted.
+    target_acceptance
+        Default: the proposal's optimal Metropolis acceptance rate
+        (``proposal.metropolis_target``: 0.234 for random walks, 0.574 for
+        Langevin, 0.65 for Hamiltonian moves) under a Metropolis-type test,
+        and under a Barker-type test 0.158/0.234 ≈ 0.68 of it, capped at
+        0.35: Barker's optimal random-walk rate is 0.158 (Agrawal et al.
+        2021), and its acceptance probability 1/(1 + e^{−Δ}) tends to ½, not
+        1, as the step shrinks, so a target near ½ would drive the step to 0.
+        The factor and the cap are heuristics for non-random-walk proposals.
     num_chunks
         The run is compiled as one ``lax.scan`` over a chunk of steps and run
         ``num_chunks`` times (for the progress bar and to move draws off the
@@ -199,31 +254,59 @@ def sample(
         for chain in range(num_chains):
             check_model(model, jax.tree_util.tree_map(lambda leaf: leaf[chain], starts), f"initial_positions[{chain}]")
     test.init(model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts))  # settings checked before compiling
+    num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
+    target = _target_acceptance(target_acceptance, proposal, test)
+    distinct_starts = 1 if initial_position is not None else num_chains
+    setup_data_used = {"start check": distinct_starts * model.num_data, **_setup_costs(proposal, test)}
 
-    def kernel_for(data):
-        return build_kernel(model.with_data(data), proposal, test)
+    adapt = num_warmup > 0 and proposal.tune is not None
+
+    def kernel_for(data, factor=None):
+        tuned = proposal if factor is None else proposal.tune(factor)
+        return build_kernel(model.with_data(data), tuned, test)
 
     @jax.jit
     def initialise(data, positions):
         return jax.vmap(kernel_for(data).init)(positions)
 
-    def run_chunk(data, states, chain_keys, step_indices):
-        step = jax.vmap(kernel_for(data).step)
+    def run_chunk(data, states, chain_keys, step_indices, factors):
+        def chain_step(key, state, factor):
+            return kernel_for(data, factor).step(key, state)
+
+        step = jax.vmap(chain_step, in_axes=(0, 0, 0 if factors is not None else None))
 
         def one(carry, step_index):
             # each step's key depends only on (seed, chain, step index), never on the chunking
             keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, step_index)
-            carry, info = step(keys, carry)
+            carry, info = step(keys, carry, factors)
             return carry, (carry.position, info)
 
         return jax.lax.scan(one, states, step_indices)
 
     data = model.data
     states = initialise(data, starts)
+    base_key = jax.random.key(seed)
+    chain_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(num_chains))
+    warmup_positions = warmup_info = factors = None
+    if num_warmup:
+        warmup_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
+            jax.random.fold_in(base_key, _WARMUP_STREAM), jnp.arange(num_chains)
+        )
+        if progress:
+            print(f"warm-up: {num_warmup} steps{' adapting the step size' if adapt else ''} ...", flush=True)
+        if adapt:
+            states, factors, (warm_positions, warm_info) = _adaptive_warmup(
+                kernel_for, data, states, warmup_keys, num_warmup, target
+            )
+        else:
+            states, (warm_positions, warm_info) = jax.jit(
+                lambda d, st, k: run_chunk(d, st, k, jnp.arange(num_warmup, dtype=jnp.uint32), None)
+            )(data, states, warmup_keys)
+        warmup_positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(np.asarray(leaf), 0, 1), warm_positions)
+        warmup_info = {name: np.swapaxes(np.asarray(getattr(warm_info, name)), 0, 1) for name in MHInfo._fields}
     chunk = math.ceil(num_samples / num_chunks)
     lengths = [chunk] * (num_samples // chunk) + ([num_samples % chunk] if num_samples % chunk else [])
     compiled: dict[int, Any] = {}
-    chain_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(seed), jnp.arange(num_chains))
     compile_seconds = 0.0
     sampling_seconds = 0.0
     positions_parts: list[Any] = []
@@ -237,11 +320,11 @@ def sample(
             if length not in compiled:
                 bar.set_description(f"compiling {test.name}")
                 began = time.perf_counter()
-                compiled[length] = jax.jit(run_chunk).lower(data, states, chain_keys, step_indices).compile()
+                compiled[length] = jax.jit(run_chunk).lower(data, states, chain_keys, step_indices, factors).compile()
                 compile_seconds += time.perf_counter() - began
                 bar.set_description(description)
             began = time.perf_counter()
-            states, (positions, info) = compiled[length](data, states, chain_keys, step_indices)
+            states, (positions, info) = compiled[length](data, states, chain_keys, step_indices, factors)
             jax.block_until_ready(states)
             sampling_seconds += time.perf_counter() - began
             positions_parts.append(jax.device_get(positions))
@@ -272,6 +355,15 @@ def sample(
             RuntimeWarning,
             stacklevel=2,
         )
+    fraction = float(info["data_used_by_test"].mean()) / model.num_data
+    if test.setup and fraction > 0.25:
+        warnings.warn(
+            f"the test runs on control-variate residuals but used {100 * fraction:.0f}% of the N data points per step "
+            "on average: the residuals are large, so the control variate's centre is probably far from the mode "
+            "(or the steps are long). Build it at tallmcmc.find_mode(model, start).position",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return SamplingResult(
         positions=positions,
         info=info,
@@ -281,7 +373,70 @@ def sample(
         final_state=states,
         test_name=test.name,
         proposal_name=proposal.name,
+        setup_data_used=setup_data_used,
+        warmup_positions=warmup_positions,
+        warmup_info=warmup_info,
+        step_size_factor=None if factors is None else np.asarray(factors),
     )
+
+
+_WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
+
+
+def _target_acceptance(target: float | None, proposal: Proposal, test: AcceptanceTest) -> float:
+    if target is not None:
+        return open_unit_interval(target, "target_acceptance", "the acceptance rate warm-up aims at")
+    if "barker" not in test.name:
+        return proposal.metropolis_target
+    return min(proposal.metropolis_target * 0.158 / 0.234, 0.35)  # Barker's acceptance is below ½ however small the step
+
+
+def _setup_costs(proposal: Proposal, test: AcceptanceTest) -> dict[str, int]:
+    """One-off data use of the objects the proposal and test rely on, each counted once."""
+    costs: dict[str, int] = {}
+    seen: set[int] = set()
+    for source in (*proposal.setup, *test.setup):
+        if id(source) in seen:
+            continue
+        seen.add(id(source))
+        label = getattr(source, "name", type(source).__name__)
+        costs[label] = costs.get(label, 0) + int(source.data_used)
+    return costs
+
+
+def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, target: float):
+    """Dual averaging of log(step-size factor) per chain (Hoffman & Gelman 2014, Algorithm 5).
+
+    The statistic is the acceptance indicator of each step. Returns the
+    states after warm-up, the per-chain factor exp(x̄) (the running average),
+    and the warm-up draws and infos.
+    """
+    gamma, t0, kappa = 0.05, 10.0, 0.75
+    mu = jnp.log(10.0)  # bias towards larger steps than the factory's, as in NUTS
+
+    def one(data, carry, t):
+        states, log_factor, log_factor_bar, h_bar = carry
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
+        step = jax.vmap(lambda key, state, log_f: kernel_for(data, jnp.exp(log_f)).step(key, state))
+        states, info = step(keys, states, log_factor)
+        count = t.astype(log_factor.dtype) + 1.0
+        weight = 1.0 / (count + t0)
+        h_bar = (1.0 - weight) * h_bar + weight * (target - info.accepted.astype(log_factor.dtype))
+        log_factor = mu - jnp.sqrt(count) / gamma * h_bar
+        eta = count ** (-kappa)
+        log_factor_bar = eta * log_factor + (1.0 - eta) * log_factor_bar
+        return (states, log_factor, log_factor_bar, h_bar), (states.position, info)
+
+    num_chains = chain_keys.shape[0]
+    zeros = jnp.zeros((num_chains,), jnp.float32)
+
+    @jax.jit
+    def run(data, states):
+        steps = jnp.arange(num_warmup, dtype=jnp.uint32)
+        return jax.lax.scan(lambda carry, t: one(data, carry, t), (states, zeros, zeros, zeros), steps)
+
+    (states, _, log_factor_bar, _), outputs = run(data, states)
+    return states, jnp.exp(log_factor_bar), outputs
 
 
 class _NoBar:

@@ -34,3 +34,22 @@ class Proposal(NamedTuple):
 
     propose: Callable[[jax.Array, Position, Model], Proposed]
     name: str = "proposal"
+    setup: tuple = ()  # one-off computations it relies on (a mode, a control variate), each with a ``data_used``
+    tune: Callable[[jax.Array], Proposal] | None = None  # the same proposal with its step size times a (traced) factor
+    metropolis_target: float = 0.234  # acceptance rate warm-up aims at under a Metropolis-type test
+
+
+def tunable(make: Callable[[Any], Callable], name: str, *, setup: tuple = (), metropolis_target: float = 0.234) -> Proposal:
+    """A :class:`Proposal` whose step size warm-up can adapt.
+
+    ``make(factor)`` returns a ``propose`` function whose step size is the
+    factory's times ``factor`` (a possibly traced scalar); ``make(None)`` the
+    untouched one.
+    """
+    return Proposal(
+        make(None),
+        name,
+        setup,
+        tune=lambda factor: Proposal(make(factor), name, setup, metropolis_target=metropolis_target),
+        metropolis_target=metropolis_target,
+    )

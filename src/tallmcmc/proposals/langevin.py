@@ -42,7 +42,7 @@ from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc.model import Model, Position
-from tallmcmc.proposals.base import Proposal, Proposed
+from tallmcmc.proposals.base import Proposal, Proposed, tunable
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
 __all__ = ["full_data_score", "langevin", "stochastic_gradient_langevin"]
@@ -98,20 +98,25 @@ def langevin(step_size: float) -> Proposal:
     """
     step = _check_step_size(step_size)
 
-    def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
-        flat, unravel = ravel_pytree(position)
-        epsilon = jnp.asarray(step, flat.dtype)
-        gradient = full_data_score(model, position).astype(flat.dtype)
-        noise = jax.random.normal(rng_key, flat.shape, flat.dtype)
-        proposed_flat = flat + 0.5 * epsilon * gradient + jnp.sqrt(epsilon) * noise
-        proposed = unravel(proposed_flat)
-        proposed_gradient = full_data_score(model, proposed).astype(flat.dtype)
-        forward = proposed_flat - flat - 0.5 * epsilon * gradient  # = √ε ξ
-        backward = flat - proposed_flat - 0.5 * epsilon * proposed_gradient
-        log_ratio = (jnp.sum(forward**2) - jnp.sum(backward**2)) / (2.0 * epsilon)
-        return Proposed(proposed, log_ratio, jnp.asarray(2 * model.num_data, jnp.int32))
+    def make(multiplier):
+        def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
+            flat, unravel = ravel_pytree(position)
+            epsilon = jnp.asarray(step, flat.dtype)
+            if multiplier is not None:
+                epsilon = epsilon * multiplier
+            gradient = full_data_score(model, position).astype(flat.dtype)
+            noise = jax.random.normal(rng_key, flat.shape, flat.dtype)
+            proposed_flat = flat + 0.5 * epsilon * gradient + jnp.sqrt(epsilon) * noise
+            proposed = unravel(proposed_flat)
+            proposed_gradient = full_data_score(model, proposed).astype(flat.dtype)
+            forward = proposed_flat - flat - 0.5 * epsilon * gradient  # = √ε ξ
+            backward = flat - proposed_flat - 0.5 * epsilon * proposed_gradient
+            log_ratio = (jnp.sum(forward**2) - jnp.sum(backward**2)) / (2.0 * epsilon)
+            return Proposed(proposed, log_ratio, jnp.asarray(2 * model.num_data, jnp.int32))
 
-    return Proposal(propose, f"langevin(step_size={step:g})")
+        return propose
+
+    return tunable(make, f"langevin(step_size={step:g})", metropolis_target=0.574)
 
 
 def stochastic_gradient_langevin(step_size: float, batch_size: int) -> Proposal:

@@ -10,7 +10,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc.model import Model, Position
-from tallmcmc.proposals.base import Proposal, Proposed
+from tallmcmc.proposals.base import Proposal, Proposed, tunable
 
 
 def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
@@ -64,22 +64,27 @@ def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
         except np.linalg.LinAlgError as error:
             raise ValueError("covariance must be positive definite (its Cholesky factorisation failed)") from error
 
-    def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
-        flat, unravel = ravel_pytree(position)
-        noise = jax.random.normal(rng_key, flat.shape, flat.dtype)
-        if factor is None:
-            if scale_array.ndim == 1 and scale_array.shape[0] != flat.shape[0]:
-                raise ValueError(
-                    f"scale has {scale_array.shape[0]} entries but the position has {flat.shape[0]} coordinates"
-                )
-            step = jnp.asarray(scale_array, flat.dtype) * noise
-        else:
-            if factor.shape[0] != flat.shape[0]:
-                raise ValueError(
-                    f"covariance is {factor.shape[0]}x{factor.shape[0]} but the position has {flat.shape[0]} coordinates"
-                )
-            step = jnp.asarray(factor, flat.dtype) @ noise
-        zero = jnp.zeros((), flat.dtype)
-        return Proposed(unravel(flat + step), zero, jnp.zeros((), jnp.int32))
+    def make(multiplier):
+        def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
+            flat, unravel = ravel_pytree(position)
+            noise = jax.random.normal(rng_key, flat.shape, flat.dtype)
+            if factor is None:
+                if scale_array.ndim == 1 and scale_array.shape[0] != flat.shape[0]:
+                    raise ValueError(
+                        f"scale has {scale_array.shape[0]} entries but the position has {flat.shape[0]} coordinates"
+                    )
+                step = jnp.asarray(scale_array, flat.dtype) * noise
+            else:
+                if factor.shape[0] != flat.shape[0]:
+                    raise ValueError(
+                        f"covariance is {factor.shape[0]}x{factor.shape[0]} but the position has {flat.shape[0]} coordinates"
+                    )
+                step = jnp.asarray(factor, flat.dtype) @ noise
+            if multiplier is not None:
+                step = step * multiplier
+            zero = jnp.zeros((), flat.dtype)
+            return Proposed(unravel(flat + step), zero, jnp.zeros((), jnp.int32))
 
-    return Proposal(propose, "random_walk")
+        return propose
+
+    return tunable(make, "random_walk")
