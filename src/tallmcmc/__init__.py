@@ -22,6 +22,7 @@ from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
+from tallmcmc.mode import ModeResult, find_mode
 from tallmcmc.model import Model, check_model
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.langevin import langevin, stochastic_gradient_langevin
@@ -48,6 +49,8 @@ __all__ = [
     "austere_conservative",
     "build_kernel",
     "check_model",
+    "ModeResult",
+    "find_mode",
     "ControlVariate",
     "taylor_control_variate",
     "choose_austere_parameters",
