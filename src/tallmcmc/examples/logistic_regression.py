@@ -27,7 +27,7 @@ import numpy as np
 
 from tallmcmc.model import Model
 
-__all__ = ["log_likelihood", "model"]
+__all__ = ["log_likelihood", "model", "sample_tall", "simulate"]
 
 
 def log_likelihood(coefficients: jax.Array, datum: dict) -> jax.Array:
@@ -73,3 +73,57 @@ def model(covariates: np.ndarray, response: np.ndarray, prior_variance: float = 
 
     data = {"covariates": jnp.asarray(covariates), "response": jnp.asarray(response)}
     return Model(log_likelihood, log_prior, data, 1.0, position_shape=(dimension,))
+
+
+def simulate(num_data: int, dimension: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic data: xᵢ ~ N(0, I_d) in float32, β* ~ N(0, I/4), yᵢ ~ Bernoulli(σ(xᵢᵀβ*)), from ``seed``."""
+    rng = np.random.default_rng(seed)
+    covariates = rng.standard_normal((num_data, dimension), dtype=np.float32)
+    truth = rng.standard_normal(dimension) / 2
+    response = (rng.random(num_data) < 1 / (1 + np.exp(-(covariates @ truth)))).astype(np.float32)
+    return covariates, response
+
+
+def sample_tall(
+    covariates: np.ndarray,
+    response: np.ndarray,
+    *,
+    num_samples: int = 2000,
+    num_chains: int = 4,
+    batch_size: int = 100,
+    prior_variance: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+):
+    """The whole tall-data recipe in one call: mode → control variate → proxy proposal → minibatch test.
+
+    1. :func:`tallmcmc.find_mode` (full-data L-BFGS-B and the Hessian there);
+    2. :func:`tallmcmc.taylor_control_variate` at the mode (one pass);
+    3. :func:`tallmcmc.proxy_hamiltonian` preconditioned by the Laplace covariance
+       (data-free per step, exact proposal ratio);
+    4. :func:`tallmcmc.minibatch_barker` on the control-variate residuals,
+       (ε·L = 1.5 ≈ π/2: with the Laplace preconditioner the proxy dynamics
+       have period ≈ 2π, so each proposal lands about a quarter-turn away).
+
+    Returns
+    -------
+    (SamplingResult, ModeResult, ControlVariate)
+        ``result.setup_data_used`` holds the one-off passes (mode, control
+        variate, start check); ``result.data_used`` the per-step cost.
+    """
+    import tallmcmc
+
+    target = model(covariates, response, prior_variance)
+    dimension = target.position_shape[0]
+    mode = tallmcmc.find_mode(target, jnp.zeros(dimension, jnp.float32))
+    control_variate = tallmcmc.taylor_control_variate(target, mode.position)
+    proposal = tallmcmc.proxy_hamiltonian(
+        control_variate, step_size=0.5, num_steps=3, preconditioner=tallmcmc.laplace_covariance(mode)
+    )
+    test = tallmcmc.minibatch_barker(batch_size, control_variate=control_variate)
+    result = tallmcmc.sample(
+        target, proposal, test, initial_position=mode.position, num_samples=num_samples, num_chains=num_chains,
+        seed=seed, progress=progress,
+    )
+    result.setup_data_used.setdefault(mode.name, mode.data_used)
+    return result, mode, control_variate
