@@ -180,9 +180,12 @@ def test_mnist_100k_cache_round_trip(tmp_path, monkeypatch):
 
     # a damaged cache file is regenerated, and the result is the same
     monkeypatch.setenv("TALLMCMC_CACHE", str(tmp_path / "cache"))
-    files[0].write_bytes(b"not an npz")
-    x3, _ = load_mnist_100k(num_deformed=60, seed=2, progress=False)
-    np.testing.assert_array_equal(x3, x)
+    good = files[0].read_bytes()
+    for damaged in (b"not an npz", good[: len(good) // 2]):
+        files[0].write_bytes(damaged)
+        x3, _ = load_mnist_100k(num_deformed=60, seed=2, progress=False)
+        np.testing.assert_array_equal(x3, x)
+        assert files[0].read_bytes() == good
 
 
 def test_mnist_100k_paper_count_without_cache(tmp_path, monkeypatch):

@@ -52,6 +52,7 @@ import json
 import lzma
 import os
 import tempfile
+import zipfile
 from importlib import resources
 from pathlib import Path
 
@@ -237,7 +238,7 @@ def _read_cache(path: Path, key: str, num_deformed: int) -> tuple[np.ndarray, np
             if str(archive["key"]) != key:
                 return None
             images, sources = archive["images"], archive["sources"]
-    except (OSError, KeyError, ValueError, EOFError):
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
         return None
     if images.shape != (num_deformed, 28, 28) or images.dtype != np.uint8 or sources.shape != (num_deformed,):
         return None
