@@ -31,8 +31,8 @@ Output: an uncompressed ``.npz`` (arrays ``train_images`` (13007, 28, 28)
 uint8, ``train_digits`` (13007,) uint8 of 1 or 7, ``train_index`` (13007,)
 uint16, the position in the 60,000 MNIST training images, and the same three
 ``test_*`` arrays for the 2,163 test images), compressed with xz (LZMA preset
-9e).  xz of the raw bytes is 1.35 MB; ``numpy.savez_compressed`` (zlib) would
-be 1.78 MB.
+9e): 1,380,188 bytes.  For comparison, the bare image bytes (11.9 MB raw) are
+1.35 MB with xz, 1.41 MB with bzip2 and 1.78 MB with ``numpy.savez_compressed``.
 """
 
 from __future__ import annotations
