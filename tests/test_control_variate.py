@@ -197,3 +197,111 @@ def test_untempered_logistic_posterior_matches_the_exact_test():
         assert abs(runs["cv"][..., j].mean() - runs["exact"][..., j].mean()) < 4 * combined
         sd_se = [np.std(runs[k][..., j]) / np.sqrt(2 * float(az.ess(runs[k][..., j]))) for k in runs]
         assert abs(runs["cv"][..., j].std() - runs["exact"][..., j].std()) < 4 * np.hypot(*sd_se)
+
+
+# --------------------------------------------------------------------------- shared curvature (large d)
+SHARED = ("shared", "diagonal", "low_rank")
+
+
+@pytest.fixture(scope="module")
+def shared_cvs(logistic):
+    """The three shared-curvature control variates of the logistic fixture, built in chunks of 7000 rows."""
+    model, mode, _ = logistic
+    return {
+        curvature: tallmcmc.taylor_control_variate(
+            model, mode, curvature=curvature, rank=2 if curvature == "low_rank" else None, batch_size=7000
+        )
+        for curvature in SHARED
+    }
+
+
+@pytest.mark.parametrize("curvature", SHARED)
+def test_shared_curvature_proxy_sum_equals_the_sum_of_per_datum_proxies(logistic, shared_cvs, curvature):
+    model, mode, _ = logistic
+    cv = shared_cvs[curvature]
+    theta, theta_new = mode + 0.01, mode - 0.02 * jnp.arange(5.0)
+    total = float(cv.proxy_log_ratio(theta, theta_new))
+    np.testing.assert_allclose(total, float(jnp.sum(cv.proxy_differences(theta, theta_new, model.data))), rtol=2e-3)
+    difference = float(cv.proxy_log_likelihood(theta_new)) - float(cv.proxy_log_likelihood(theta))
+    np.testing.assert_allclose(total, difference, rtol=2e-3)
+
+
+def test_shared_curvatures_are_the_summed_hessian_or_its_approximations(logistic, shared_cvs):
+    model, _, cv = logistic
+    hessian = np.asarray(cv.hessian_sum, np.float64)
+    np.testing.assert_allclose(shared_cvs["shared"].hessian_matrix(), hessian, rtol=1e-6)
+    np.testing.assert_allclose(shared_cvs["diagonal"].hessian_matrix(), np.diag(np.diag(hessian)), rtol=1e-4)
+    # d = 5 ≤ rank + oversampling: the range finder spans everything, so the eigenpairs are H̄'s own
+    low = shared_cvs["low_rank"]
+    basis, values = np.asarray(low.hessian_basis, np.float64), np.asarray(low.hessian_eigenvalues, np.float64)
+    np.testing.assert_allclose(np.sort(values), np.linalg.eigvalsh(hessian)[:2], rtol=1e-4)
+    np.testing.assert_allclose(hessian @ basis, basis * values, rtol=0, atol=1e-4 * np.abs(values).max())
+    curvature = low.hessian_matrix()
+    np.testing.assert_allclose(curvature @ basis, basis * values, rtol=0, atol=1e-4 * np.abs(values).max())
+    assert np.linalg.eigvalsh(curvature).max() < 0
+    assert [shared_cvs[c].data_used for c in SHARED] == [20_000, 20_000, 60_000]  # low rank: three passes
+    assert shared_cvs["shared"].hessian_basis is None and shared_cvs["diagonal"].hessian_sum is None
+
+
+def test_shared_curvature_residuals_spread_exactly_like_first_order(logistic, shared_cvs, pairs):
+    """A shared curvature adds the same ūᵀAδ/N to every residual: the spread is order 1's, far above per-datum's."""
+    model, mode, cv = logistic
+    first = tallmcmc.taylor_control_variate(model, mode, order=1)
+    for theta, theta_new in pairs:
+        variance = {
+            name: float(jnp.var(c.residual_model(model).log_likelihood_ratios(theta, theta_new, model.data)))
+            for name, c in [("per_datum", cv), ("first", first), *shared_cvs.items()]
+        }
+        for curvature in SHARED:
+            np.testing.assert_allclose(variance[curvature], variance["first"], rtol=1e-3)
+        assert variance["per_datum"] < 0.01 * variance["first"], variance
+
+
+@pytest.mark.parametrize("curvature", ["diagonal", "low_rank"])
+def test_shared_curvature_decisions_follow_the_barker_probability(logistic, shared_cvs, pairs, curvature):
+    model, mode, _ = logistic
+    test = tallmcmc.minibatch_barker(100, control_variate=shared_cvs[curvature])
+    num = 20_000
+    deltas, exact = exact_barker_probabilities(model, pairs)
+    frequencies = decision_frequencies(model, mode, test, pairs, num)
+    standard_errors = np.sqrt(exact * (1 - exact) / num)
+    assert np.all(np.abs(frequencies - exact) < 4 * standard_errors), (deltas, frequencies, exact)
+
+
+def test_a_diagonal_control_variate_drives_a_proxy_hamiltonian_run(logistic, shared_cvs):
+    model, mode, _ = logistic
+    cv = shared_cvs["diagonal"]
+    preconditioner = tallmcmc.laplace_covariance(-cv.hessian_matrix() + np.eye(5))
+    result = tallmcmc.sample(
+        model, tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=preconditioner),
+        tallmcmc.minibatch_barker(100, control_variate=cv), initial_position=mode, num_samples=50, progress=False,
+    )
+    assert result.setup_data_used[cv.name] == 20_000 and cv.name.endswith("(order 2, diagonal curvature)")
+    assert result.acceptance_rate > 0.2
+
+
+def test_bad_curvature_arguments_are_refused_by_name(logistic):
+    model, mode, _ = logistic
+    build = tallmcmc.taylor_control_variate
+    with pytest.raises(ValueError, match="curvature must be one of 'per_datum', 'shared', 'diagonal', 'low_rank'"):
+        build(model, mode, curvature="full")
+    with pytest.raises(ValueError, match="curvature='diagonal' needs order=2"):
+        build(model, mode, order=1, curvature="diagonal")
+    for bad in (None, 0, 2.5):
+        with pytest.raises(ValueError, match="rank must be a positive integer"):
+            build(model, mode, curvature="low_rank", rank=bad)
+    with pytest.raises(ValueError, match="rank must be smaller than d = 5"):
+        build(model, mode, curvature="low_rank", rank=5)
+    with pytest.raises(ValueError, match="rank is for curvature='low_rank' only"):
+        build(model, mode, curvature="diagonal", rank=2)
+    with pytest.raises(ValueError, match="first-order control variate has no curvature"):
+        build(model, mode, order=1).hessian_matrix()
+
+
+@pytest.mark.parametrize("curvature", ["diagonal", "low_rank"])
+def test_shared_curvature_away_from_a_mode_warns(curvature):
+    model = tallmcmc.Model(lambda theta, x: 0.5 * jnp.sum((x - theta) ** 2), lambda theta: -jnp.sum(theta**2),
+                           np.zeros((50, 3), np.float32))
+    with pytest.warns(RuntimeWarning, match="hessian_sum"):
+        tallmcmc.taylor_control_variate(model, jnp.zeros(3), curvature=curvature,
+                                        rank=1 if curvature == "low_rank" else None)

@@ -28,6 +28,18 @@ exactly. Every per-datum residual needs :math:`g_i` and
 pass (``jax.jvp`` of ``jax.grad``), never a d × d matrix per datum. See
 ``docs/control_variates.md`` for the derivation and the variance argument.
 
+With ``curvature`` other than ``"per_datum"`` every datum shares one
+curvature instead: :math:`q_i(\theta) = g_i^\top u + \tfrac12 u^\top (A/N) u`
+with :math:`A` the summed Hessian itself (``"shared"``), its diagonal
+(``"diagonal"``) or its k most negative eigenpairs plus a diagonal in their
+orthogonal complement (``"low_rank"``).
+The proxy sum :math:`G^\top\delta + \bar u^\top A\delta` is still exact and
+data-free, so the decisions stay exact for any :math:`A`; each residual needs
+only :math:`g_i^\top\delta` (one gradient per datum) and storage is O(d) or
+O(dk). The shared term is the same for every datum, so the residuals' spread
+is that of ``order=1``: :math:`A` only shifts their mean and shapes the proxy
+posterior of the proxy proposals.
+
 This is the device of Bardenet, Doucet & Holmes (2017), Quiroz et al.
 (2019) and Cornish et al. (2019); NumPyro's ``HMCECS`` uses the same
 second-order proxy.
@@ -44,10 +56,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc._checks import optional_integer_at_least
+from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc.model import Model, Position, check_model
 
-__all__ = ["ControlVariate", "ResidualModel", "taylor_control_variate"]
+__all__ = ["CURVATURES", "ControlVariate", "ResidualModel", "taylor_control_variate"]
+
+#: The ``curvature`` options of :func:`taylor_control_variate` (second order).
+CURVATURES = ("per_datum", "shared", "diagonal", "low_rank")
+_OVERSAMPLING = 10  # extra random directions of the randomized range finder (Halko et al. 2011, §4.2)
+_POWER_ITERATIONS = 1  # power iterations of the range finder (Halko et al. 2011, Algorithm 4.4)
+_DIRECTION_BLOCK = 32  # Hessian-vector products per compiled call when summing the Hessian's diagonal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,15 +79,35 @@ class ControlVariate:
     gradient_sum
         G = Σᵢ ∇ log p(xᵢ|θ̂), untempered, flat shape (d,).
     hessian_sum
-        H̄ = Σᵢ ∇² log p(xᵢ|θ̂), untempered, shape (d, d); ``None`` for first order.
+        H̄ = Σᵢ ∇² log p(xᵢ|θ̂), untempered, shape (d, d), for the
+        ``"per_datum"`` and ``"shared"`` curvatures; ``None`` for first order
+        and for the ``"diagonal"`` and ``"low_rank"`` curvatures.
     order
         1 or 2.
     num_data, temperature
         Of the model it was built for (used to refuse another model).
     data_used
-        Data points touched to build it (one pass: N).
+        Data points touched to build it: N per pass over the data (one pass,
+        three for ``"low_rank"``).
     log_likelihood
         The model's per-datum log-likelihood (used to refuse another model).
+    curvature
+        One of :data:`CURVATURES`: ``"per_datum"`` (each datum's own Hessian
+        Hᵢ, the default) or a curvature A/N shared by every datum, with A
+        ``hessian_sum`` (``"shared"``), ``diag(hessian_diagonal)``
+        (``"diagonal"``) or ``V diag(λ) Vᵀ + P diag(hessian_diagonal) P``
+        with P = I − V Vᵀ (``"low_rank"``, V = ``hessian_basis``,
+        λ = ``hessian_eigenvalues``): the k eigen-directions exactly, a
+        diagonal in their orthogonal complement.
+    hessian_diagonal
+        (d,): for ``"diagonal"`` the diagonal of H̄; for ``"low_rank"`` what
+        the rank-k part leaves of it, ``diag(H̄) − diag(V diag(λ) Vᵀ)``,
+        capped at 0 (so A is negative semi-definite whenever λ ≤ 0). ``None``
+        otherwise.
+    hessian_basis, hessian_eigenvalues
+        (d, k) orthonormal columns and (k,) values: the k most negative
+        eigenpairs of H̄, from a randomized eigendecomposition
+        (``"low_rank"`` only; ``None`` otherwise).
     """
 
     center: Position
@@ -80,9 +118,16 @@ class ControlVariate:
     temperature: float
     data_used: int
     log_likelihood: Any
+    curvature: str = "per_datum"
+    hessian_diagonal: jax.Array | None = None
+    hessian_basis: jax.Array | None = None
+    hessian_eigenvalues: jax.Array | None = None
 
     @property
     def name(self) -> str:
+        """Key of its setup cost in ``SamplingResult.setup_data_used``."""
+        if self.order == 2 and self.curvature != "per_datum":
+            return f"taylor control variate (order 2, {self.curvature} curvature)"
         return f"taylor control variate (order {self.order})"
 
     # ------------------------------------------------------------------ checks
@@ -103,8 +148,37 @@ class ControlVariate:
         flat, unravel = ravel_pytree(self.center)
         return flat.astype(dtype), unravel
 
+    def hessian_times(self, vector: jax.Array) -> jax.Array:
+        """A v for the summed curvature A of the proxy (H̄, or its diagonal or low-rank approximation).
+
+        O(d²) for ``"per_datum"`` and ``"shared"``, O(d) for ``"diagonal"``,
+        O(dk) for ``"low_rank"``; data-free. Second order only.
+        """
+        dtype = vector.dtype
+        if self.hessian_sum is not None:
+            return self.hessian_sum.astype(dtype) @ vector
+        diagonal = self.hessian_diagonal.astype(dtype)
+        if self.hessian_basis is None:
+            return diagonal * vector
+        basis = self.hessian_basis.astype(dtype)  # A = V Λ Vᵀ + P D P, P = I − V Vᵀ
+        along = basis.T @ vector
+        across = diagonal * (vector - basis @ along)
+        return basis @ (self.hessian_eigenvalues.astype(dtype) * along) + across - basis @ (basis.T @ across)
+
+    def hessian_matrix(self) -> np.ndarray:
+        """The summed curvature A of the proxy as a dense (d, d) float64 matrix (O(d²) memory: for inspection).
+
+        H̄ itself for ``"per_datum"`` and ``"shared"``; its diagonal or
+        low-rank approximation otherwise. Second order only.
+        """
+        if self.order != 2:
+            raise ValueError("a first-order control variate has no curvature; build it with order=2")
+        identity = jnp.eye(self.gradient_sum.shape[0], dtype=self.gradient_sum.dtype)
+        columns = np.asarray(jax.vmap(self.hessian_times)(identity), np.float64)
+        return 0.5 * (columns + columns.T)
+
     def proxy_log_ratio(self, position: Position, proposed: Position) -> jax.Array:
-        """(1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)], exact, in O(d²) and without data."""
+        """(1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)], exact and without data (O(d²), O(d) or O(dk): see :meth:`hessian_times`)."""
         theta, _ = ravel_pytree(position)
         theta_new, _ = ravel_pytree(proposed)
         center, _ = self._flat_center(theta.dtype)
@@ -112,7 +186,7 @@ class ControlVariate:
         value = jnp.dot(self.gradient_sum.astype(theta.dtype), delta)
         if self.order == 2:
             midpoint_offset = 0.5 * (theta + theta_new) - center  # ½(u + u′)
-            value = value + midpoint_offset @ (self.hessian_sum.astype(theta.dtype) @ delta)
+            value = value + midpoint_offset @ self.hessian_times(delta)
         return value / self.temperature
 
     def proxy_log_likelihood(self, position: Position) -> jax.Array:
@@ -122,11 +196,16 @@ class ControlVariate:
         u = theta - center
         value = jnp.dot(self.gradient_sum.astype(theta.dtype), u)
         if self.order == 2:
-            value = value + 0.5 * u @ (self.hessian_sum.astype(theta.dtype) @ u)
+            value = value + 0.5 * u @ self.hessian_times(u)
         return value / self.temperature
 
     def proxy_differences(self, position: Position, proposed: Position, data) -> jax.Array:
-        """Per-datum qᵢ(θ′) − qᵢ(θ), untempered, for a batch of data (one jvp of the gradient per datum)."""
+        """Per-datum qᵢ(θ′) − qᵢ(θ), untempered, for a batch of data.
+
+        ``"per_datum"`` curvature: gᵢᵀδ + ūᵀHᵢδ from one jvp of the gradient
+        per datum. First order and shared curvatures: gᵢᵀδ from one gradient
+        per datum, plus the same ūᵀAδ/N for every datum (ū = ½(u + u′)).
+        """
         theta, _ = ravel_pytree(position)
         theta_new, _ = ravel_pytree(proposed)
         center, unravel = self._flat_center(theta.dtype)
@@ -138,12 +217,15 @@ class ControlVariate:
             def gradient(flat):
                 return ravel_pytree(jax.grad(lambda p: log_likelihood(p, datum))(unravel(flat)))[0]
 
-            if self.order == 1:
+            if self.order == 1 or self.curvature != "per_datum":
                 return jnp.dot(gradient(center), delta)
             g, h_delta = jax.jvp(gradient, (center,), (delta,))
             return jnp.dot(g, delta) + jnp.dot(midpoint_offset, h_delta)
 
-        return jax.vmap(one)(data)
+        differences = jax.vmap(one)(data)
+        if self.order == 2 and self.curvature != "per_datum":
+            differences = differences + midpoint_offset @ self.hessian_times(delta) / self.num_data
+        return differences
 
     def residual_model(self, model: Model) -> ResidualModel:
         """The model whose per-datum log ratios are the residuals rᵢ (used by the subsampling tests)."""
@@ -179,9 +261,11 @@ def taylor_control_variate(
     center: Position,
     *,
     order: int = 2,
+    curvature: str = "per_datum",
+    rank: int | None = None,
     batch_size: int | None = None,
 ) -> ControlVariate:
-    """Build a Taylor control variate of ``model`` around ``center`` (one pass over the data).
+    """Build a Taylor control variate of ``model`` around ``center`` (one pass over the data; three for low rank).
 
     Parameters
     ----------
@@ -192,11 +276,32 @@ def taylor_control_variate(
         (``tallmcmc.find_mode(model, start).position``). The residuals are
         small only near it.
     order
-        2 (default): gradient and Hessian sums; residuals of order ‖u‖²‖δ‖.
-        1: gradient sum only (no d × d matrix: for large d); residuals of
-        order ‖u‖‖δ‖, so a larger minibatch is needed.
+        2 (default): gradient sum and curvature; 1: gradient sum only, no
+        curvature (residuals of order ‖u‖‖δ‖, so a larger minibatch is needed).
+    curvature
+        Second order only; one of :data:`CURVATURES`.
+
+        * ``"per_datum"`` (default): each datum's own Hessian Hᵢ in its proxy;
+          stores H̄ (d × d, O(d²) per step); residuals of order ‖u‖²‖δ‖; one
+          jvp of the gradient per datum drawn.
+        * ``"shared"``: every datum's proxy uses H̄/N; stores H̄ (d × d).
+        * ``"diagonal"``: every datum's proxy uses diag(H̄)/N; stores O(d).
+        * ``"low_rank"``: every datum's proxy uses (V diag(λ) Vᵀ + P D P)/N
+          with the ``rank`` most negative eigenpairs (V, λ) of H̄,
+          P = I − V Vᵀ and D what they leave of H̄'s diagonal; stores
+          O(d·rank).
+
+        With a shared curvature each residual needs one gradient per datum
+        drawn and the residuals' spread is exactly that of ``order=1`` (the
+        shared term is the same for every datum): the decisions stay exact,
+        the curvature shifts the residuals' mean and makes the proxy
+        posterior of :func:`tallmcmc.proxy_langevin` and
+        :func:`tallmcmc.proxy_hamiltonian` a proper Gaussian-like density. See
+        ``docs/control_variates.md``.
+    rank
+        k, for ``curvature="low_rank"`` only: 1 ≤ k < d.
     batch_size
-        Data rows processed together in the setup pass (memory bound);
+        Data rows processed together in each setup pass (memory bound);
         ``None`` processes all rows at once.
 
     Returns
@@ -209,64 +314,193 @@ def taylor_control_variate(
     Raises
     ------
     ValueError
-        If ``order`` is not 1 or 2, or ``center`` does not fit the model.
+        If ``order`` is not 1 or 2, ``curvature`` is unknown or given with
+        ``order=1``, ``rank`` is missing, out of range or given without
+        ``curvature="low_rank"``, or ``center`` does not fit the model.
 
     Warns
     -----
     RuntimeWarning
         If the summed Hessian is not negative semi-definite at ``center`` (the
         control variate stays exact, but ``center`` is not near a mode).
+
+    Notes
+    -----
+    Setup cost, counted in ``data_used`` as N per pass over the data:
+    ``"per_datum"``, ``"shared"`` and ``"diagonal"`` make one pass (the
+    Hessian sum, or its diagonal from d Hessian-vector products per chunk of
+    rows in blocks of 32, never a d × d matrix); ``"low_rank"`` makes three:
+    the gradient, the diagonal and H̄Ω for a Gaussian Ω with k + 10 columns
+    (seed 0, so builds are reproducible), one power iteration, and the
+    projection QᵀH̄Q of the randomized eigendecomposition (Halko, Martinsson
+    & Tropp 2011, Algorithms 4.4 and 5.3).
     """
     if order not in (1, 2):
         raise ValueError(f"order must be 1 (gradient only) or 2 (gradient and Hessian); got {order!r}")
+    if curvature not in CURVATURES:
+        raise ValueError(f"curvature must be one of {', '.join(repr(c) for c in CURVATURES)}; got {curvature!r}")
+    if order == 1 and curvature != "per_datum":
+        raise ValueError(
+            f"curvature={curvature!r} needs order=2 (a first-order proxy has no curvature): pass order=2 or drop "
+            "curvature"
+        )
+    if curvature == "low_rank":
+        rank = integer_at_least(rank, "rank", why="the number of eigenpairs of curvature='low_rank'")
+    elif rank is not None:
+        raise ValueError(f"rank is for curvature='low_rank' only; got rank={rank!r} with curvature={curvature!r}")
     batch_size = optional_integer_at_least(batch_size, "batch_size")
     center = jax.tree_util.tree_map(jnp.asarray, center)
     check_model(model, center, "center")
     flat_center, unravel = ravel_pytree(center)
+    dimension = flat_center.shape[0]
+    if curvature == "low_rank" and rank >= dimension:
+        raise ValueError(
+            f"rank must be smaller than d = {dimension} (the number of parameters); got rank={rank}. "
+            "For the whole summed Hessian use curvature='shared'"
+        )
     num_data = model.num_data
-
-    def chunk_sums(data):
-        def total(flat):
-            return jnp.sum(model.per_datum_log_likelihood(unravel(flat), data))
-
-        gradient = jax.grad(total)(flat_center)
-        hessian = jax.hessian(total)(flat_center) if order == 2 else None
-        return gradient, hessian
-
-    chunk_sums = jax.jit(chunk_sums)
-    size = num_data if batch_size is None else min(batch_size, num_data)
-    gradient_sum = np.zeros(flat_center.shape, np.float64)
-    hessian_sum = np.zeros(flat_center.shape * 2, np.float64) if order == 2 else None
-    for start in range(0, num_data, size):
-        rows = jax.tree_util.tree_map(lambda leaf: leaf[start : start + size], model.data)
-        gradient, hessian = chunk_sums(rows)
-        gradient_sum += np.asarray(gradient, np.float64)
-        if order == 2:
-            hessian_sum += np.asarray(hessian, np.float64)
-    if order == 2:
+    passes = _SetupPasses(model, flat_center, unravel, batch_size)
+    largest = -np.inf  # largest eigenvalue (or diagonal entry) of H̄ seen: > 0 means not near a mode
+    hessian_sum = hessian_diagonal = hessian_basis = hessian_eigenvalues = None
+    if order == 1:
+        gradient_sum, _ = passes.gradient_and_hessian(hessian=False)
+    elif curvature in ("per_datum", "shared"):
+        gradient_sum, hessian_sum = passes.gradient_and_hessian(hessian=True)
         hessian_sum = 0.5 * (hessian_sum + hessian_sum.T)
-        largest = float(np.linalg.eigvalsh(hessian_sum).max())
-        if largest > 1e-6 * max(1.0, float(np.abs(hessian_sum).max())):
-            warnings.warn(
-                f"hessian_sum, the summed log-likelihood Hessian at center, is not negative semi-definite (largest "
-                f"eigenvalue {largest:.3g}): center is probably not near a mode, the residuals may be large and a "
-                "proxy proposal built on it may be improper. Use tallmcmc.find_mode(model, start).position",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-    if not np.all(np.isfinite(gradient_sum)) or (order == 2 and not np.all(np.isfinite(hessian_sum))):
+        if np.all(np.isfinite(hessian_sum)):
+            largest = float(np.linalg.eigvalsh(hessian_sum).max())
+        scale = float(np.abs(hessian_sum).max())
+    elif curvature == "diagonal":
+        gradient_sum, hessian_diagonal, _ = passes.gradient_diagonal_and_products(None)
+        largest = float(hessian_diagonal.max())
+        scale = float(np.abs(hessian_diagonal).max())
+    else:
+        gradient_sum, diagonal, hessian_basis, hessian_eigenvalues = _randomized_eigenpairs(passes, rank)
+        hessian_diagonal = np.minimum(diagonal - np.einsum("jk,k,jk->j", hessian_basis, hessian_eigenvalues,
+                                                           hessian_basis), 0.0)
+        largest = float(max(diagonal.max(), hessian_eigenvalues.max()))
+        scale = float(max(np.abs(diagonal).max(), np.abs(hessian_eigenvalues).max()))
+    curvature_parts = [part for part in (hessian_sum, hessian_diagonal, hessian_basis, hessian_eigenvalues)
+                       if part is not None]
+    if not np.all(np.isfinite(gradient_sum)) or not all(np.all(np.isfinite(part)) for part in curvature_parts):
         raise ValueError("the gradient or Hessian sum at center is not finite; pick a center inside the support")
+    if order == 2 and largest > 1e-6 * max(1.0, scale):
+        warnings.warn(
+            f"hessian_sum, the summed log-likelihood Hessian at center, is not negative semi-definite (largest "
+            f"eigenvalue or diagonal entry {largest:.3g}): center is probably not near a mode, the residuals may be "
+            "large and a proxy proposal built on it may be improper. Use tallmcmc.find_mode(model, start).position",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     dtype = flat_center.dtype
+
+    def stored(array):
+        return None if array is None else jnp.asarray(array, dtype)
+
     return ControlVariate(
         center=center,
-        gradient_sum=jnp.asarray(gradient_sum, dtype),
-        hessian_sum=None if hessian_sum is None else jnp.asarray(hessian_sum, dtype),
+        gradient_sum=stored(gradient_sum),
+        hessian_sum=stored(hessian_sum),
         order=order,
         num_data=num_data,
         temperature=float(model.temperature),
-        data_used=num_data,
+        data_used=passes.count * num_data,
         log_likelihood=model.log_likelihood,
+        curvature=curvature,
+        hessian_diagonal=stored(hessian_diagonal),
+        hessian_basis=stored(hessian_basis),
+        hessian_eigenvalues=stored(hessian_eigenvalues),
     )
+
+
+class _SetupPasses:
+    """Passes over the data in chunks of rows, summed in float64; ``count`` says how many were made."""
+
+    def __init__(self, model: Model, flat_center: jax.Array, unravel, batch_size: int | None):
+        self.model = model
+        self.center = flat_center
+        self.size = model.num_data if batch_size is None else min(batch_size, model.num_data)
+        self.count = 0
+
+        def total(flat, rows):
+            return jnp.sum(model.per_datum_log_likelihood(unravel(flat), rows))
+
+        def hessian_products(rows, directions):  # (m, d) directions -> (m, d) rows of H_chunk v
+            def product(direction):
+                return jax.jvp(lambda flat: jax.grad(total)(flat, rows), (flat_center,), (direction,))[1]
+
+            return jax.vmap(product)(directions)
+
+        self._gradient = jax.jit(lambda rows: jax.grad(total)(flat_center, rows))
+        self._hessian = jax.jit(lambda rows: jax.hessian(total)(flat_center, rows))
+        self._products = jax.jit(hessian_products)
+
+    def _chunks(self):
+        self.count += 1
+        data, size = self.model.data, self.size
+        for start in range(0, self.model.num_data, size):
+            yield jax.tree_util.tree_map(lambda leaf: leaf[start : start + size], data)
+
+    def gradient_and_hessian(self, hessian: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """One pass: G and, if ``hessian``, H̄ (d × d)."""
+        dimension = self.center.shape[0]
+        gradient_sum = np.zeros(dimension, np.float64)
+        hessian_sum = np.zeros((dimension, dimension), np.float64) if hessian else None
+        for rows in self._chunks():
+            gradient_sum += np.asarray(self._gradient(rows), np.float64)
+            if hessian:
+                hessian_sum += np.asarray(self._hessian(rows), np.float64)
+        return gradient_sum, hessian_sum
+
+    def gradient_diagonal_and_products(self, directions: np.ndarray | None):
+        """One pass: G, diag(H̄) from d Hessian-vector products per chunk, and H̄ W for ``directions`` W (d, m)."""
+        dimension = self.center.shape[0]
+        dtype = self.center.dtype
+        gradient_sum = np.zeros(dimension, np.float64)
+        diagonal = np.zeros(dimension, np.float64)
+        products = None if directions is None else np.zeros(directions.shape, np.float64)
+        block = min(_DIRECTION_BLOCK, dimension)
+        for rows in self._chunks():
+            gradient_sum += np.asarray(self._gradient(rows), np.float64)
+            for first in range(0, dimension, block):
+                basis = np.zeros((block, dimension), dtype)  # padded with zero rows: one compiled shape
+                count = min(block, dimension - first)
+                basis[np.arange(count), first + np.arange(count)] = 1
+                hessian_rows = np.asarray(self._products(rows, jnp.asarray(basis)), np.float64)
+                diagonal[first : first + count] += hessian_rows[np.arange(count), first + np.arange(count)]
+            if directions is not None:
+                products += self.products_in_chunk(rows, directions)
+        return gradient_sum, diagonal, products
+
+    def products_in_chunk(self, rows, directions: np.ndarray) -> np.ndarray:
+        return np.asarray(self._products(rows, jnp.asarray(directions.T, self.center.dtype)), np.float64).T
+
+    def products(self, directions: np.ndarray) -> np.ndarray:
+        """One pass: H̄ W for ``directions`` W (d, m)."""
+        total = np.zeros(directions.shape, np.float64)
+        for rows in self._chunks():
+            total += self.products_in_chunk(rows, directions)
+        return total
+
+
+def _randomized_eigenpairs(passes: _SetupPasses, rank: int):
+    """G, diag(H̄) and the ``rank`` eigenpairs of H̄ most negative, in three passes (Halko et al. 2011).
+
+    Works on M = −H̄ (positive semi-definite near a mode): range Y = MΩ with
+    k + 10 Gaussian columns (pass 1, with G and the diagonal), one power
+    iteration Y = MQ (pass 2), then the eigendecomposition of QᵀMQ (pass 3).
+    """
+    dimension = passes.center.shape[0]
+    columns = min(rank + _OVERSAMPLING, dimension)
+    test_matrix = np.random.default_rng(0).standard_normal((dimension, columns))
+    gradient_sum, diagonal, products = passes.gradient_diagonal_and_products(test_matrix)
+    basis, _ = np.linalg.qr(-products)
+    for _ in range(_POWER_ITERATIONS):
+        basis, _ = np.linalg.qr(-passes.products(basis))
+    projected = basis.T @ -passes.products(basis)
+    values, vectors = np.linalg.eigh(0.5 * (projected + projected.T))
+    keep = np.argsort(values)[::-1][:rank]  # largest of M: most negative of H̄
+    return gradient_sum, diagonal, basis @ vectors[:, keep], -values[keep]
 
 
 def warn_if_far_from_mode(control_variate: ControlVariate, spread: float, sigma: float) -> None:
