@@ -1,100 +1,368 @@
-"""Untempered logistic regression: exact vs naive vs control-variate minibatch Barker (issue 8).
+"""Untempered logistic regression: exact vs naive vs control-variate minibatch Barker, and NumPyro (issue 8).
 
-Data: ``tallmcmc.examples.logistic_regression.simulate(N, d, seed=0)`` (xᵢ ~ N(0, I) float32,
-β* ~ N(0, I/4), yᵢ ~ Bernoulli(σ(xᵢᵀβ*))), prior N(0, I), K = 1, 4 chains started at the mode.
+Data: ``tallmcmc.examples.logistic_regression.simulate(N, d, seed)``: xᵢ ~ N(0, I_d) float32,
+β* ~ N(0, I/4), yᵢ ~ Bernoulli(σ(xᵢᵀβ*)) (numpy ``default_rng(seed)``). Prior β ~ N(0, I), Bernoulli-logit
+likelihood, K = 1 (untempered), 4 chains. tallmcmc chains start at the mode (no warm-up); NumPyro chains start at
+the mode too (``init_to_value``) and run their own warm-up (step size, diagonal mass matrix).
 
-Reference posterior: the Laplace independence proposal with the exact Metropolis test
-(``--reference-draws`` per chain), or NumPyro NUTS when ``--nuts`` and numpyro is installed
-(``pip install -e '.[bench]'``). Every method is charged its setup passes (mode, control
-variate, start check) in "ESS per 10⁶ points".
+Methods (same data, same prior):
 
-    python benchmarks/bench_logistic.py --sizes 100000 1000000 --dimension 10 --draws 2000
+* tallmcmc: exact Barker (full data) with the Laplace random walk, the Laplace independence t₅ proposal and the
+  proxy-HMC proposal (ε 0.5, L 3, Laplace preconditioner); naive minibatch Barker (b = 100) with the Laplace random
+  walk; control-variate (second-order Taylor at the mode) minibatch Barker with the same three proposals.
+* NumPyro NUTS (full data) and ``HMCECS(NUTS(model), num_blocks=B, proxy=HMCECS.taylor_proxy({"beta": mode}))``
+  with ``numpyro.plate("N", N, subsample_size=m)`` (``pip install -e '.[bench]'``).
+
+Data counted (points touched per chain-step, and one-off passes over N):
+
+* tallmcmc: ``SamplingResult.data_used`` (the test's minibatches, full passes for the exact test) and
+  ``setup_data_used`` (mode search incl. its start check, Hessian and Newton polish; the control variate; the
+  sampler's start check).
+* NUTS: N × ``num_steps`` (leapfrog steps, one full-data gradient each) per step; warm-up likewise; 1 pass at init.
+* HMCECS (numpyro/infer/hmc_gibbs.py, contrib/ecs_proxies.py, read in numpyro 0.22): per step, the block update
+  evaluates value, gradient and Hessian of the new block's m/B log-likelihoods at the reference point, the
+  Gibbs (pseudo-marginal) test evaluates the estimator at the m subsample points, an accepted block refreshes
+  value and gradient on the m points, then NUTS takes ``num_steps`` leapfrog steps on the m points:
+  m/B + m + m·P(accept block) + m·num_steps. One-off: the mode (given as reference, same passes as ours), 3 passes
+  in ``taylor_proxy`` (full-data log-likelihood sum, its gradient, its Hessian by forward-over-reverse), the
+  initial subsample's Taylor terms (3m) and the init gradient (m) per chain.
+
+Reference posterior: a long NumPyro NUTS run (``--reference nuts``) or exact-Metropolis independence sampler with
+the Gaussian Laplace proposal (``--reference independence``), cached in ``--cache-dir`` keyed by N, d, seed and length.
+Errors: max over coordinates of |mean − reference mean| / reference sd, and / MCSE where
+MCSE² = MCSE²(method) + MCSE²(reference), MCSE = sd / √(ArviZ "mean" ESS).
+ESS: ArviZ bulk ESS, minimum over the d coordinates. "ESS/s": sampling phase only, compilation excluded;
+NumPyro also with its warm-up charged at the sampling rate per leapfrog step ("w/ warm-up").
+"ESS per 10⁶ points": ESS over every point touched (setup, warm-up, sampling; all chains).
+
+    python benchmarks/bench_logistic.py --sizes 100000 --dimension 10 --draws 2000
+    python benchmarks/bench_logistic.py --sizes 10000000 --draws-exact 100 --skip-naive --skip-nuts \
+        --reference independence --reference-draws 150
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import pathlib
 import time
 
 import arviz as az
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import logistic_regression
 
+CHAINS = 4
+_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                   "/jax/core/compile/backend_compile_duration")
+_clocks: list[dict] = []
 
-def summarise(name, result, reference, seconds_extra=0.0):
-    draws = np.asarray(result.positions)
+
+def _on_duration(event, duration, **_):
+    if event in _COMPILE_EVENTS:
+        for clock in _clocks:
+            clock["seconds"] += duration
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+class compile_clock:
+    """Seconds JAX spends tracing, lowering and compiling inside a ``with`` block."""
+
+    def __enter__(self):
+        self.clock = {"seconds": 0.0}
+        _clocks.append(self.clock)
+        return self.clock
+
+    def __exit__(self, *exc):
+        _clocks.remove(self.clock)
+
+
+def coordinate_stats(draws):
+    """Bulk ESS and MCSE of the mean (sd / √mean-ESS) per coordinate; draws (chain, draw, d)."""
+    draws = np.asarray(draws, dtype=np.float64)
     ess = np.array([float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1])])
-    seconds = result.sampling_seconds + seconds_extra
-    total = result.total_data_used
-    error = np.max(np.abs(draws.mean((0, 1)) - reference[0]) / reference[1])
-    mcse = np.max(np.abs(draws.mean((0, 1)) - reference[0]) / (draws.std((0, 1)) / np.sqrt(ess)))
-    sd_ratio = draws.std((0, 1)) / reference[1]
-    return dict(method=name, per_step=float(result.data_used.mean()), setup_passes=result.setup_data_passes,
-                accept=result.acceptance_rate, ess_min=ess.min(), ess_per_s=ess.min() / seconds,
-                ess_per_million=ess.min() / total * 1e6, max_err_sd=error, max_err_mcse=mcse,
-                sd_ratio_range=(sd_ratio.min(), sd_ratio.max()), seconds=seconds)
+    ess_mean = np.array([float(az.ess(draws[..., j], method="mean")) for j in range(draws.shape[-1])])
+    mcse = draws.std((0, 1), ddof=1) / np.sqrt(ess_mean)
+    return ess, mcse
+
+
+def summarise(name, draws, reference, *, seconds, per_step, setup_points, total_points, num_data,
+              accept=float("nan"), seconds_with_warmup=None, ms_per_step=None, note=""):
+    draws = np.asarray(draws, dtype=np.float64)
+    ess, mcse = coordinate_stats(draws)
+    mean = draws.mean((0, 1))
+    gap = np.abs(mean - reference["mean"])
+    ratio = draws.std((0, 1)) / reference["sd"]
+    row = dict(method=name, per_step=float(per_step), setup_passes=setup_points / num_data, accept=float(accept),
+               ess_min=float(ess.min()), seconds=float(seconds), ess_per_s=float(ess.min() / seconds),
+               ess_per_million=float(ess.min() / total_points * 1e6),
+               max_err_sd=float(np.max(gap / reference["sd"])),
+               max_err_mcse=float(np.max(gap / np.sqrt(mcse**2 + reference["mcse"] ** 2))),
+               sd_ratio=[float(ratio.min()), float(ratio.max())],
+               draws_per_chain=int(draws.shape[1]), ms_per_step=ms_per_step, note=note)
+    if seconds_with_warmup is not None:
+        row["ess_per_s_warmup"] = float(ess.min() / seconds_with_warmup)
+    return row
+
+
+# ----------------------------------------------------------------------------------------------- NumPyro
+
+
+def numpyro_model(covariates, response, subsample_size=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([covariates.shape[1]]).to_event(1))
+    with numpyro.plate("N", covariates.shape[0], subsample_size=subsample_size):
+        x = numpyro.subsample(covariates, event_dim=1)
+        y = numpyro.subsample(response, event_dim=0)
+        numpyro.sample("obs", dist.Bernoulli(logits=x @ beta), obs=y)
+
+
+def run_numpyro(kind, covariates, response, start, *, num_warmup, num_samples, seed, chain_method="vectorized",
+                subsample_size=1000, num_blocks=100):
+    """NUTS or HMCECS; returns draws (chain, draw, d) and the counts. Compilation is kept out of the timings:
+    the seconds JAX reports spending on tracing, lowering and compiling
+    (``jax.monitoring`` duration events) during each call are subtracted from its wall time."""
+    from numpyro.infer import HMCECS, MCMC, NUTS, init_to_value
+
+    num_data = covariates.shape[0]
+    inner = NUTS(numpyro_model, init_strategy=init_to_value(values={"beta": start}))
+    if kind == "nuts":
+        kernel, kwargs, fields = inner, {}, ("num_steps",)
+    else:
+        kernel = HMCECS(inner, num_blocks=num_blocks, proxy=HMCECS.taylor_proxy({"beta": start}))
+        kwargs, fields = {"subsample_size": subsample_size}, ("hmc_state.num_steps", "accept_prob")
+        chain_method = "sequential"  # HMCECS.init does not take a batch of keys (numpyro 0.22)
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=CHAINS, chain_method=chain_method,
+                progress_bar=False)
+    with compile_clock() as clock:
+        began = time.perf_counter()
+        mcmc.warmup(jax.random.key(seed), covariates, response, extra_fields=fields, collect_warmup=True, **kwargs)
+        jax.block_until_ready(mcmc.last_state)
+        warmup_wall = time.perf_counter() - began
+    warmup_compile = clock["seconds"]
+    warm = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    mcmc.post_warmup_state = mcmc.last_state
+    with compile_clock() as clock:
+        began = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key, covariates, response, extra_fields=fields, **kwargs)
+        jax.block_until_ready(mcmc.last_state)
+        wall = time.perf_counter() - began
+    compile_run = clock["seconds"]
+    seconds = wall - compile_run
+    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)["beta"])
+    steps, warm_steps = extra[fields[0]], warm[fields[0]]
+    if kind == "nuts":
+        per_step = num_data * steps.mean()
+        warmup_points = num_data * warm_steps.sum()
+        setup_points = num_data  # init potential + gradient at the (common) start
+        accept = float("nan")
+    else:
+        m, block = subsample_size, (subsample_size - 1) // num_blocks + 1
+        gibbs = extra["accept_prob"]
+        per_step = block + m + m * gibbs.mean() + m * steps.mean()
+        warmup_points = (block + m + m * warm["accept_prob"] + m * warm_steps).sum()
+        setup_points = 3 * num_data + CHAINS * (3 * m + m)
+        accept = float(gibbs.mean())
+    seconds_with_warmup = seconds + warmup_wall - warmup_compile
+    return dict(draws=draws, seconds=seconds, per_step=float(per_step), warmup_points=float(warmup_points),
+                setup_points=float(setup_points), sample_points=float(per_step * steps.size), accept=accept,
+                seconds_with_warmup=seconds_with_warmup, warmup_wall=warmup_wall, compile_run=compile_run,
+                warmup_compile=warmup_compile,
+                num_steps=float(steps.mean()), warmup_num_steps=float(warm_steps.mean()),
+                max_steps=int(steps.max()), ms_per_step=1e3 * seconds / num_samples)
+
+
+# ----------------------------------------------------------------------------------------------- reference
+
+
+def reference_posterior(kind, model, mode, covariates, response, *, draws, warmup, seed, cache_dir, chain_method):
+    num_data, d = covariates.shape
+    path = pathlib.Path(cache_dir).expanduser() / f"reference_{kind}_N{num_data}_d{d}_seed{seed}_{draws}x{CHAINS}_w{warmup}.npz"
+    if path.exists():
+        saved = np.load(path)
+        out = {k: saved[k] for k in saved.files}
+        out["cached"] = True
+        return out, path
+    began = time.perf_counter()
+    if kind == "nuts":
+        run = run_numpyro("nuts", covariates, response, mode.position, num_warmup=warmup, num_samples=draws,
+                          seed=seed + 1000, chain_method=chain_method)
+        samples, seconds = run["draws"], run["seconds"] + run["warmup_wall"] + run["compile_run"]
+    else:
+        result = tallmcmc.sample(model, tallmcmc.laplace_independence(mode), tallmcmc.exact_metropolis(), initial_position=mode.position, num_samples=draws,
+                                 num_chains=CHAINS, progress=False, seed=seed + 1000)
+        samples, seconds = np.asarray(result.positions), result.sampling_seconds + result.compile_seconds
+    ess, mcse = coordinate_stats(samples)
+    out = dict(mean=samples.mean((0, 1)), sd=samples.std((0, 1)), mcse=mcse, ess=ess,
+               seconds=np.float64(time.perf_counter() - began), sampling_seconds=np.float64(seconds))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **out)
+    out["cached"] = False
+    return out, path
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def print_table(rows, num_data, d):
+    exact = {r["proposal"]: r["ess_per_s"] for r in rows if r["method"].startswith("exact Barker")}
+    hmcecs = next((r["ess_per_s"] for r in rows if r["method"].startswith("NumPyro HMCECS")), None)
+    print(f"\n| method | points/step | setup passes | accept | draws/chain | ESS min | ESS/s | × exact (same proposal) "
+          f"| × HMCECS | ESS/s w/ warm-up | ESS per 10⁶ points | max err/sd | max err/MCSE | sd / reference | ms/step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for r in rows:
+        base = exact.get(r.get("proposal"))
+        times_exact = f"{r['ess_per_s'] / base:.1f}" if base and r.get("proposal") and not r["method"].startswith("exact") else ""
+        times_hmcecs = f"{r['ess_per_s'] / hmcecs:.2f}" if hmcecs else ""
+        warm = f"{r['ess_per_s_warmup']:.3g}" if "ess_per_s_warmup" in r else ""
+        accept = "" if np.isnan(r["accept"]) else f"{r['accept']:.2f}"
+        print(f"| {r['method']} | {r['per_step']:,.0f} | {r['setup_passes']:.1f} | {accept} | {r['draws_per_chain']} | "
+              f"{r['ess_min']:.0f} | {r['ess_per_s']:.3g} | {times_exact} | {times_hmcecs} | {warm} | "
+              f"{r['ess_per_million']:.3g} | {r['max_err_sd']:.3f} | {r['max_err_mcse']:.2f} | "
+              f"{r['sd_ratio'][0]:.3f}–{r['sd_ratio'][1]:.3f} | {r['ms_per_step']:.3g} |")
+    for r in rows:
+        if r.get("note"):
+            print(f"  {r['method']}: {r['note']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     parser.add_argument("--dimension", type=int, default=10)
-    parser.add_argument("--draws", type=int, default=2000, help="kept draws per chain")
-    parser.add_argument("--reference-draws", type=int, default=5000)
-    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0, help="data seed")
+    parser.add_argument("--draws", type=int, default=2000, help="kept draws per chain (control-variate tests)")
+    parser.add_argument("--draws-exact", type=int, default=None, help="draws per chain for the exact test")
+    parser.add_argument("--draws-naive", type=int, default=None, help="draws per chain for the naive test")
     parser.add_argument("--skip-naive", action="store_true", help="skip the naive minibatch test (slow at large N)")
+    parser.add_argument("--exact-proposals", nargs="*", default=["RW", "t5", "HMC"], choices=["RW", "t5", "HMC"],
+                        help="proposals run with the exact (full-data) Barker test")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--reference", choices=["nuts", "independence"], default="nuts")
+    parser.add_argument("--reference-draws", type=int, default=2000)
+    parser.add_argument("--reference-warmup", type=int, default=1000)
+    parser.add_argument("--skip-nuts", action="store_true")
+    parser.add_argument("--skip-hmcecs", action="store_true")
+    parser.add_argument("--nuts-draws", type=int, default=1000)
+    parser.add_argument("--nuts-warmup", type=int, default=500)
+    parser.add_argument("--chain-method", nargs="+", default=["vectorized"], choices=["vectorized", "sequential"],
+                        help="NUTS chain method(s); HMCECS always runs sequentially")
+    parser.add_argument("--hmcecs-draws", type=int, default=1000)
+    parser.add_argument("--hmcecs-warmup", type=int, default=500)
+    parser.add_argument("--hmcecs-subsample", type=int, default=1000)
+    parser.add_argument("--hmcecs-blocks", type=int, default=100)
+    parser.add_argument("--cache-dir", default="~/.cache/tallmcmc/bench")
+    parser.add_argument("--json", default=None, help="write the rows here (default: <cache-dir>/results_N<N>_d<d>.json)")
     args = parser.parse_args()
     d = args.dimension
-    for num_data in args.sizes:
-        covariates, response = logistic_regression.simulate(num_data, d, seed=0)
-        model = logistic_regression.model(covariates, response)
-        began = time.perf_counter()
-        mode = tallmcmc.find_mode(model, jnp.zeros(d, jnp.float32))
-        cv = tallmcmc.taylor_control_variate(model, mode.position)
-        setup_seconds = time.perf_counter() - began
-        covariance = tallmcmc.laplace_covariance(mode)
-        start = mode.position
-        options = dict(initial_position=start, num_chains=4, progress=False, seed=1)
-        reference_run = tallmcmc.sample(model, tallmcmc.laplace_independence(mode), tallmcmc.exact_metropolis(),
-                                        num_samples=args.reference_draws, **options)
-        reference = (np.asarray(reference_run.positions).mean((0, 1)), np.asarray(reference_run.positions).std((0, 1)))
-        runs = {
-            "exact Barker + Laplace RW": (tallmcmc.laplace_random_walk(mode), tallmcmc.exact_barker()),
-            "naive minibatch Barker + Laplace RW": (tallmcmc.laplace_random_walk(mode),
-                                                    tallmcmc.minibatch_barker(args.batch_size)),
-            "CV minibatch Barker + Laplace RW": (tallmcmc.laplace_random_walk(mode),
-                                                 tallmcmc.minibatch_barker(args.batch_size, control_variate=cv)),
-            "CV minibatch Barker + independence (t5)": (
-                tallmcmc.laplace_independence(mode, degrees_of_freedom=5),
-                tallmcmc.minibatch_barker(args.batch_size, control_variate=cv)),
-            "CV minibatch Barker + proxy HMC (0.5 x 3)": (
-                tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=covariance),
-                tallmcmc.minibatch_barker(args.batch_size, control_variate=cv)),
-        }
-        if args.skip_naive:
-            runs.pop("naive minibatch Barker + Laplace RW")
-        print(f"\nN = {num_data:,}, d = {d}: mode {mode.data_passes:.0f} passes, {mode.iterations} iterations; "
-              f"setup {setup_seconds:.1f} s; reference: {args.reference_draws} x 4 independence-Metropolis draws")
-        rows = []
-        for name, (proposal, test) in runs.items():
-            result = tallmcmc.sample(model, proposal, test, num_samples=args.draws, **options)
-            result.setup_data_used.setdefault(mode.name, mode.data_used)
-            rows.append(summarise(name, result, reference))
-        base = rows[0]["ess_per_s"]
-        print(f"{'method':42s} {'pts/step':>9s} {'setup':>6s} {'acc':>5s} {'ESSmin':>7s} {'ESS/s':>9s} {'xexact':>7s} "
-              f"{'ESS/1e6pts':>10s} {'err/sd':>7s} {'err/MCSE':>8s} {'sd ratio':>12s}")
-        for row in rows:
-            print(f"{row['method']:42s} {row['per_step']:9.0f} {row['setup_passes']:6.1f} {row['accept']:5.2f} "
-                  f"{row['ess_min']:7.0f} {row['ess_per_s']:9.1f} {row['ess_per_s'] / base:7.1f} "
-                  f"{row['ess_per_million']:10.2f} {row['max_err_sd']:7.3f} {row['max_err_mcse']:8.2f} "
-                  f"{row['sd_ratio_range'][0]:.3f}-{row['sd_ratio_range'][1]:.3f}")
     try:
         import numpyro  # noqa: F401
+        have_numpyro = True
     except ImportError:
-        print("\nNumPyro NUTS / HMCECS: not run (pip install -e '.[bench]' to add them)")
+        have_numpyro = False
+        print("NumPyro NUTS / HMCECS: not run (pip install -e '.[bench]' to add them)")
+    if args.reference == "nuts" and not have_numpyro:
+        args.reference = "independence"
+    for num_data in args.sizes:
+        covariates, response = logistic_regression.simulate(num_data, d, seed=args.seed)
+        model = logistic_regression.model(covariates, response)
+        covariates_j, response_j = jnp.asarray(covariates), jnp.asarray(response)
+        began = time.perf_counter()
+        mode = tallmcmc.find_mode(model, jnp.zeros(d, jnp.float32))
+        mode_seconds = time.perf_counter() - began
+        began = time.perf_counter()
+        cv = tallmcmc.taylor_control_variate(model, mode.position)
+        cv_seconds = time.perf_counter() - began
+        covariance = tallmcmc.laplace_covariance(mode)
+        print(f"\nN = {num_data:,}, d = {d}: mode {mode.data_passes:.0f} passes, {mode.iterations} iterations, "
+              f"{mode_seconds:.1f} s; control variate {cv_seconds:.1f} s (both incl. compilation)", flush=True)
+        reference, path = reference_posterior(
+            args.reference, model, mode, covariates_j, response_j, draws=args.reference_draws,
+            warmup=args.reference_warmup, seed=args.seed, cache_dir=args.cache_dir, chain_method=args.chain_method[0])
+        print(f"reference: {args.reference}, {args.reference_draws} x {CHAINS}"
+              + (f" after {args.reference_warmup} warm-up" if args.reference == "nuts" else "")
+              + f"; min ESS {reference['ess'].min():.0f}; {float(reference['seconds']):.0f} s"
+              + (" (cached: " + str(path) + ")" if reference["cached"] else f" (saved: {path})"), flush=True)
+        options = dict(initial_position=mode.position, num_chains=CHAINS, progress=False, seed=1)
+        independence = tallmcmc.laplace_independence(mode, degrees_of_freedom=5)
+        hamiltonian = tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=covariance)
+        walk = tallmcmc.laplace_random_walk(mode)
+        minibatch = tallmcmc.minibatch_barker(args.batch_size, control_variate=cv)
+        runs = [
+            ("exact Barker + Laplace RW", "RW", walk, tallmcmc.exact_barker(), args.draws_exact),
+            ("exact Barker + independence t₅", "t5", independence, tallmcmc.exact_barker(), args.draws_exact),
+            ("exact Barker + proxy HMC (ε 0.5, L 3)", "HMC", hamiltonian, tallmcmc.exact_barker(), args.draws_exact),
+            ("naive minibatch Barker + Laplace RW", "RW", walk, tallmcmc.minibatch_barker(args.batch_size),
+             args.draws_naive),
+            ("CV minibatch Barker + Laplace RW", "RW", walk, minibatch, None),
+            ("CV minibatch Barker + independence t₅", "t5", independence, minibatch, None),
+            ("CV minibatch Barker + proxy HMC (ε 0.5, L 3)", "HMC", hamiltonian, minibatch, None),
+        ]
+        if args.skip_naive:
+            runs = [run for run in runs if not run[0].startswith("naive")]
+        runs = [run for run in runs if not run[0].startswith("exact") or run[1] in args.exact_proposals]
+        rows = []
+        for name, proposal_key, proposal, test, draws in runs:
+            result = tallmcmc.sample(model, proposal, test, num_samples=draws or args.draws, **options)
+            result.setup_data_used.setdefault(mode.name, mode.data_used)
+            row = summarise(name, result.positions, reference, seconds=result.sampling_seconds,
+                            per_step=result.data_used.mean(), setup_points=sum(result.setup_data_used.values()),
+                            total_points=result.total_data_used, num_data=num_data, accept=result.acceptance_rate,
+                            ms_per_step=1e3 * result.seconds_per_step)
+            row["proposal"] = proposal_key
+            rows.append(row)
+            print(f"  {name}: {row['ess_per_s']:.3g} ESS/s, {row['per_step']:,.0f} points/step, "
+                  f"{row['ms_per_step']:.3g} ms/step, err/MCSE {row['max_err_mcse']:.2f}", flush=True)
+        if have_numpyro and not args.skip_nuts:
+            for method in args.chain_method:
+                run = run_numpyro("nuts", covariates_j, response_j, mode.position, num_warmup=args.nuts_warmup,
+                                  num_samples=args.nuts_draws, seed=args.seed + 7, chain_method=method)
+                note = (f"{method} chains; mean num_steps {run['num_steps']:.2f} (warm-up {run['warmup_num_steps']:.2f}), "
+                        f"max {run['max_steps']}; warm-up {args.nuts_warmup}: {run['warmup_wall'] - run['warmup_compile']:.1f} s "
+                        f"(+ {run['warmup_compile']:.1f} s compilation, removed; sampling: {run['compile_run']:.1f} s "
+                        f"removed); starts at the mode (mode not charged)")
+                rows.append(summarise(f"NumPyro NUTS ({method})", run["draws"], reference, seconds=run["seconds"],
+                                      per_step=run["per_step"], setup_points=run["setup_points"],
+                                      total_points=run["setup_points"] + run["warmup_points"] + run["sample_points"],
+                                      num_data=num_data, seconds_with_warmup=run["seconds_with_warmup"],
+                                      ms_per_step=run["ms_per_step"], note=note))
+                print(f"  NUTS ({method}): {rows[-1]['ess_per_s']:.3g} ESS/s; {note}", flush=True)
+        if have_numpyro and not args.skip_hmcecs:
+            run = run_numpyro("hmcecs", covariates_j, response_j, mode.position, num_warmup=args.hmcecs_warmup,
+                              num_samples=args.hmcecs_draws, seed=args.seed + 11,
+                              subsample_size=args.hmcecs_subsample, num_blocks=args.hmcecs_blocks)
+            note = (f"m = {args.hmcecs_subsample}, {args.hmcecs_blocks} blocks, Taylor proxy (degree 2) at our mode, "
+                    f"sequential chains; mean num_steps {run['num_steps']:.2f} (warm-up {run['warmup_num_steps']:.2f}), "
+                    f"max {run['max_steps']}; 'accept' = mean block-update acceptance probability; warm-up "
+                    f"{args.hmcecs_warmup} incl. proxy setup: {run['warmup_wall'] - run['warmup_compile']:.1f} s "
+                    f"(+ {run['warmup_compile']:.1f} s compilation, removed; sampling: {run['compile_run']:.1f} s removed)")
+            setup = run["setup_points"] + mode.data_used
+            rows.append(summarise("NumPyro HMCECS + Taylor proxy", run["draws"], reference, seconds=run["seconds"],
+                                  per_step=run["per_step"], setup_points=setup,
+                                  total_points=setup + run["warmup_points"] + run["sample_points"],
+                                  num_data=num_data, accept=run["accept"], seconds_with_warmup=run["seconds_with_warmup"],
+                                  ms_per_step=run["ms_per_step"], note=note))
+            print(f"  HMCECS: {rows[-1]['ess_per_s']:.3g} ESS/s; {note}", flush=True)
+        print(f"\nN = {num_data:,}, d = {d}; reference {args.reference} ({args.reference_draws} x {CHAINS}); "
+              f"ms/step = wall per step of all {CHAINS} chains together (tallmcmc vmaps them; NumPyro per its chain method)")
+        print_table(rows, num_data, d)
+        cv_rows = [r for r in rows if r["method"].startswith("CV")]
+        print("CV minibatch Barker, points/step and ms/step: "
+              + "; ".join(f"{r['proposal']} {r['per_step']:.0f} pts, {r['ms_per_step']:.3g} ms" for r in cv_rows))
+        out = pathlib.Path(args.json or pathlib.Path(args.cache_dir).expanduser() / f"results_N{num_data}_d{d}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(dict(num_data=num_data, dimension=d, reference=args.reference,
+                                       reference_draws=args.reference_draws, load=os.getloadavg(), rows=rows),
+                                  indent=1, default=float))
+        print(f"rows written to {out}")
 
 
 if __name__ == "__main__":
