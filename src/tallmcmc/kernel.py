@@ -79,7 +79,7 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kern
         new_state = MHState(
             jax.tree_util.tree_map(choose, proposed.position, state.position),
             choose(log_prior, state.log_prior),
-            jax.tree_util.tree_map(choose, decision.cache, state.cache),
+            decision.cache if test.keeps_cache_on_reject else jax.tree_util.tree_map(choose, decision.cache, state.cache),
         )
         test_info = decision.info._replace(
             data_used=decision.info.data_used + proposed.data_used,

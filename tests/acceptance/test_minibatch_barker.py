@@ -110,10 +110,12 @@ def test_delta_bound_makes_the_minibatch_grow(location_model):
         decision = jax.jit(jax.vmap(lambda k: test.decide(k, model, jnp.float32(0.3), jnp.float32(0.6), jnp.float32(0.0), ())))(keys)
         return float(jnp.mean(decision.info.data_used)), np.asarray(decision.info.error_bound)
 
-    plain, _ = mean_size(tallmcmc.minibatch_barker(50))
-    bounded, errors = mean_size(tallmcmc.minibatch_barker(50, delta=0.2))
+    plain, plain_errors = mean_size(tallmcmc.minibatch_barker(50))
+    # s² ≈ 0.18 here: Novak's bound (6.4 E|Z|³ + 2 E|Z|)/√b ≈ 1.6 is vacuous, the smoothing bound ≈ 0.04 is not
+    assert np.median(plain_errors) < 0.1
+    bounded, errors = mean_size(tallmcmc.minibatch_barker(50, delta=0.02))
     assert bounded > 2 * plain
-    assert np.all(errors <= 0.2)
+    assert np.all(errors <= 0.02)
 
 
 def test_falls_back_to_exact_barker_when_variance_never_drops():

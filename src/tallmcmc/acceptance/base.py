@@ -71,6 +71,10 @@ class AcceptanceTest(NamedTuple):
     decide: Callable[[jax.Array, Model, Position, Position, jax.Array, Any], Decision]
     name: str
     setup: tuple = ()  # one-off computations it relies on (e.g. a control variate), each with a ``data_used``
+    #: False: ``Decision.cache`` describes the proposed position and is kept only if it is accepted
+    #: (the full-data tests' per-datum cache). True: it is the test's own running state (what the
+    #: chain has learned so far, e.g. the minibatch Barker test's :class:`TailPool`) and is kept always.
+    keeps_cache_on_reject: bool = False
 
 
 def info_for(

@@ -43,6 +43,7 @@ References
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -62,6 +63,56 @@ from tallmcmc.model import Model
 
 GROWTH_RULES = ("linear", "geometric")
 LOGISTIC_STANDARD_DEVIATION = math.pi / math.sqrt(3.0)
+_SQRT_TWO_PI = math.sqrt(2.0 * math.pi)
+#: The tail guard stands down when the first-stage Var(Δ*), averaged over the chain's steps, is
+#: below this fraction of σ²: then even heavy points the minibatch missed move Δ* by little.
+SMALL_NOISE = 0.1
+
+
+class TailPool(NamedTuple):
+    """What a chain's earlier steps saw of the tails of the lᵢ: the test's cache.
+
+    ``fourth`` is Σ z⁴ over the standardised log ratios z of earlier steps'
+    moment samples and ``count`` how many there were, so ``fourth / count``
+    estimates the kurtosis of the per-datum log ratios. ``first_variance``
+    sums the estimated Var(Δ*) of each step's *first* stage (a fixed size, so
+    its average over ``steps`` is unbiased for the typical noise, heavy points
+    included). It is kept whether or not a step accepts
+    (``AcceptanceTest.keeps_cache_on_reject``).
+    """
+
+    fourth: jax.Array
+    count: jax.Array
+    first_variance: jax.Array
+    steps: jax.Array
+
+    @classmethod
+    def empty(cls, dtype) -> TailPool:
+        zero = jnp.zeros((), dtype)
+        return cls(zero, zero, zero, zero)
+
+
+def smoothed_error_bound(variance, absolute_third, batch_size, sigma_squared):
+    r"""Bound on |P(accept) − Barker| from the smoothing by the added N(0, σ² − s²).
+
+    With Δ* = Δ + E, s² = Var(E) and τ² = σ² − s², the test accepts with
+    E g(Δ + E), g(y) = P(y + X_nc + X_corr > 0), X_nc ~ N(0, τ²). g is
+    Lipschitz with constant at most the largest density of X_nc + X_corr,
+    which is at most 1/(τ√(2π)); with G ~ N(0, s²), E g(Δ + G) is the Barker
+    probability (up to the error of C_σ), so
+
+    .. math:: |P(\text{accept}) - (1 + e^{-Δ})^{-1}| \le \frac{W_1(E, G)}{τ\sqrt{2π}}
+              \le \frac{s\, E|Z|^3}{\sqrt{b}\, τ \sqrt{2π}},
+
+    the second step by the Wasserstein Berry–Esseen bound for a standardised
+    sum of b independent terms, W₁ ≤ E|Z|³/√b (Goldstein 2010), Z the
+    standardised lᵢ. It shrinks like s/σ when s ≪ σ and is vacuous as s → σ,
+    where the Novak bound of Corollary 1 takes over (the test reports the
+    smaller). Derivation: ``docs/minibatch_error.md``.
+    """
+    tau = jnp.sqrt(jnp.maximum(sigma_squared - variance, 0.0))
+    bound = jnp.sqrt(jnp.maximum(variance, 0.0)) * absolute_third / (jnp.sqrt(batch_size) * tau * _SQRT_TWO_PI)
+    return jnp.where(tau > 0, bound, jnp.inf)
 
 
 def minibatch_barker(
@@ -73,6 +124,7 @@ def minibatch_barker(
     moment_sample_size: int | None = None,
     correction: CorrectionDistribution | None = None,
     *,
+    variance_rse: float | None = 0.35,
     control_variate=None,
 ) -> AcceptanceTest:
     """The minibatch Barker acceptance test (Algorithm 1 of Seita et al. 2017).
@@ -102,6 +154,20 @@ def minibatch_barker(
         The law of X_corr: anything with ``sigma`` and ``sample(rng_key,
         dtype=...)``. Default: the shipped table for ``sigma``
         (:func:`tallmcmc.correction_distribution`).
+    variance_rse
+        Tail guard (not in the paper): the minibatch may stop only once
+        b ≥ (κ̂ − 1)/``variance_rse``², the size at which the relative
+        standard error of the variance estimate, √((κ − 1)/b), is at most
+        ``variance_rse``; κ̂ is the kurtosis of the lᵢ pooled over this
+        step's moment sample and those of the chain's earlier steps (the
+        test's cache, :class:`TailPool`). Light tails (κ ≈ 3) ask for
+        b ≥ 17, so the paper's minibatch sizes are unchanged; heavy-tailed
+        lᵢ (a few points carrying most of Δ) make it grow the minibatch
+        instead of stopping on a sample that missed them, which is what
+        biases Algorithm 1 there (``docs/minibatch_error.md``). The guard
+        stands down while the first-stage Var(Δ*), averaged over the chain's
+        steps, is below ``SMALL_NOISE`` σ² = 0.1 σ² (control-variate
+        residuals: heavy-tailed but tiny). ``None`` is Algorithm 1 as printed.
     control_variate
         Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
         the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
@@ -129,6 +195,11 @@ def minibatch_barker(
         raise ValueError(f"growth must be one of {GROWTH_RULES}; got {growth!r}")
     if growth == "geometric" and not float(growth_factor) > 1:
         raise ValueError(f"growth_factor must be > 1 for geometric growth; got {growth_factor!r}")
+    if variance_rse is not None and not (0.0 < float(variance_rse) < math.inf):
+        raise ValueError(
+            f"variance_rse must be a positive number (the allowed relative standard error of the variance "
+            f"estimate; 0.35 is the default) or None to switch the tail guard off; got {variance_rse!r}"
+        )
     if moment_sample_size is not None and moment_sample_size < 2:
         raise ValueError(f"moment_sample_size must be >= 2; got {moment_sample_size!r}")
     if correction is None:
@@ -142,13 +213,20 @@ def minibatch_barker(
         )
     sigma_squared = sigma**2
 
-    init = minibatch_test_init(batch_size)
+    check_init = minibatch_test_init(batch_size)
+
+    def init(model: Model, position) -> TailPool:
+        check_init(model, position)
+        return TailPool.empty(jnp.result_type(*jax.tree_util.tree_leaves(position), float))
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         num_data = model.num_data
         dtype = log_ratio_offset.dtype
         buffer_size = min(num_data, moment_sample_size or 20 * batch_size)
         order_key, normal_key, correction_key, logistic_key = jax.random.split(rng_key, 4)
+        pool = cache if isinstance(cache, TailPool) else TailPool.empty(dtype)
+        pool = TailPool(*(field.astype(dtype) for field in pool))
+        first_size = min(batch_size, num_data)
 
         def moments(state):
             # Var(Δ*) = N² Var(l)/b · (1 − b/N)  (without replacement)
@@ -156,19 +234,44 @@ def minibatch_barker(
             variance = float(num_data) ** 2 * sample_variance(state) / b * (1 - b / num_data)
             return b, variance
 
-        def clt_error(state):
+        def standardized(state):
+            """The buffered lᵢ standardised by the minibatch's mean and spread, and how many there are."""
             b = state.count.astype(dtype)
             used = jnp.minimum(state.count, buffer_size)
             mask = jnp.arange(state.buffer.shape[0]) < used
             spread = jnp.sqrt(state.sum_squares / b)
             z = jnp.where(mask, (state.buffer - state.mean) / jnp.where(spread > 0, spread, 1), 0)
+            return z, used.astype(dtype), spread > 0
+
+        def clt_error(state):
+            b, variance = moments(state)
+            z, used, spread = standardized(state)
             absolute_first = jnp.sum(jnp.abs(z)) / used
             absolute_third = jnp.sum(jnp.abs(z) ** 3) / used
-            return jnp.where(spread > 0, (6.4 * absolute_third + 2.0 * absolute_first) / jnp.sqrt(b), 0.0)
+            novak = (6.4 * absolute_third + 2.0 * absolute_first) / jnp.sqrt(b)
+            smoothing = smoothed_error_bound(variance, absolute_third, b, sigma_squared)
+            return jnp.where(spread & (state.count < num_data), jnp.minimum(novak, smoothing), 0.0)
+
+        def pooled_kurtosis(state):
+            z, used, _ = standardized(state)
+            return (pool.fourth + jnp.sum(z**4)) / jnp.maximum(pool.count + used, 1.0)
+
+        def first_stage_variance(state):
+            # the first stage's points are the buffer's first ``first_size`` values
+            values = state.buffer[:first_size]
+            return float(num_data) ** 2 * jnp.var(values, ddof=1) / first_size * (1 - first_size / num_data)
+
+        def tails_matter(state):
+            """Whether the typical first-stage noise, pooled over steps, is not far below σ²."""
+            typical = (pool.first_variance + first_stage_variance(state)) / (pool.steps + 1.0)
+            return typical > SMALL_NOISE * sigma_squared
 
         def stop(state):
             _, variance = moments(state)
             small = variance < sigma_squared
+            if variance_rse is not None:
+                trusted = state.count.astype(dtype) >= (pooled_kurtosis(state) - 1.0) / variance_rse**2
+                small = small & (trusted | ~tails_matter(state))
             if delta is not None:
                 small = small & (clt_error(state) <= delta)
             return small
@@ -199,8 +302,18 @@ def minibatch_barker(
         )
         # all N points seen: Δ* is exact, and the exact Barker test draws the logistic itself
         noise = jnp.where(state.count >= num_data, jax.random.logistic(logistic_key, dtype=dtype), noise)
+        z, used, _ = standardized(state)
+        learned = (state.count >= max(first_size, 2)) & jnp.all(jnp.isfinite(z))
+        pool = TailPool(
+            pool.fourth + jnp.where(learned, jnp.sum(z**4), 0.0),
+            pool.count + jnp.where(learned, used, 0.0),
+            pool.first_variance + jnp.where(learned, first_stage_variance(state), 0.0),
+            pool.steps + learned.astype(dtype),
+        )
         return sequential_decision(
-            state, num_data, estimate, estimate + noise > 0, cache, variance=variance, error_bound=clt_error(state)
+            state, num_data, estimate, estimate + noise > 0, pool, variance=variance, error_bound=clt_error(state)
         )
 
-    return with_control_variate(AcceptanceTest(init, decide, "minibatch_barker"), control_variate)
+    return with_control_variate(
+        AcceptanceTest(init, decide, "minibatch_barker", keeps_cache_on_reject=True), control_variate
+    )

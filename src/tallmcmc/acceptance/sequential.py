@@ -251,4 +251,4 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
         residuals = control_variate.residual_model(model)
         return test.decide(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
 
-    return AcceptanceTest(init, decide, f"{test.name}_cv", setup=test.setup + (control_variate,))
+    return test._replace(init=init, decide=decide, name=f"{test.name}_cv", setup=test.setup + (control_variate,))

@@ -1,0 +1,140 @@
+"""The minibatch Barker test where its normal approximation is weakest: heavy-tailed log ratios.
+
+On :mod:`tallmcmc.examples.weighted_mean` (1% of the points carry about half of
+Δ and most of its variance) Algorithm 1 as printed stops on minibatches that
+missed the heavy points, so its decisions drift towards ½; the tail guard
+(``variance_rse``) must bring them within 4 binomial standard errors of the
+Barker probability, and the printed algorithm must fail the same check.
+"""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tallmcmc
+from tallmcmc.examples import gaussian_mean, weighted_mean
+
+REPETITIONS = 20_000
+TEMPERATURE = 20.0
+STEP = 0.01
+TARGET_DELTAS = (-4.0, -1.0, 1.0, 4.0)
+WARMUP_DECISIONS = 300
+
+
+@pytest.fixture(scope="module")
+def heavy():
+    data = weighted_mean.simulate()
+    mean, _ = weighted_mean.posterior(data, TEMPERATURE)
+    total_weight = float(np.sum(data[:, 1], dtype=np.float64))
+    pairs = []
+    for target in TARGET_DELTAS:  # Δ ≈ W·δ·(x̄_w − θ̄)/K, so θ̄ = x̄_w − Δ K/(W δ)
+        midpoint = mean - target * TEMPERATURE / (total_weight * STEP)
+        theta, proposed = np.float32(midpoint - STEP / 2), np.float32(midpoint + STEP / 2)
+        pairs.append((theta, proposed, weighted_mean.log_ratio(data, float(theta), float(proposed), TEMPERATURE)))
+    return weighted_mean.model(data, TEMPERATURE), pairs
+
+
+def decisions(model, test, theta, proposed):
+    """20,000 decisions at (θ, θ′), from the cache a chain would have after 300 steps there."""
+    theta, proposed = jnp.float32(theta), jnp.float32(proposed)
+
+    @jax.jit
+    def warmed(theta, proposed):
+        def one(cache, key):
+            return test.decide(key, model, theta, proposed, jnp.float32(0.0), cache).cache, None
+
+        keys = jax.random.split(jax.random.key(3), WARMUP_DECISIONS)
+        return jax.lax.scan(one, test.init(model, theta), keys)[0]
+
+    decide = jax.jit(jax.vmap(lambda key, cache: test.decide(key, model, theta, proposed, jnp.float32(0.0), cache), (0, None)))
+    return decide(jax.random.split(jax.random.key(7), REPETITIONS), warmed(theta, proposed))
+
+
+def mismatch(model, test, pairs):
+    z, used = [], []
+    for theta, proposed, delta in pairs:
+        decision = decisions(model, test, theta, proposed)
+        probability = 1.0 / (1.0 + np.exp(-delta))
+        frequency = float(jnp.mean(decision.accepted))
+        z.append((frequency - probability) / np.sqrt(probability * (1 - probability) / REPETITIONS))
+        used.append(float(jnp.mean(decision.info.data_used)))
+    return np.array(z), np.array(used)
+
+
+def test_the_heavy_model_is_heavy(heavy):
+    model, pairs = heavy
+    assert [round(delta) for *_, delta in pairs] == [-4, -1, 1, 4]
+    data = np.asarray(model.data, np.float64)
+    theta, proposed, _ = pairs[-1]
+    x, w = data.T
+    l = w * (-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2)
+    centred = l - l.mean()
+    assert np.mean(centred**4) / np.var(l) ** 2 > 50  # kurtosis
+    assert (w > 1).mean() < 0.012
+
+
+def test_algorithm_1_as_printed_drifts_towards_one_half(heavy):
+    model, pairs = heavy
+    z, used = mismatch(model, tallmcmc.minibatch_barker(100, variance_rse=None), pairs)
+    assert np.max(np.abs(z)) > 4, z
+    assert z[0] > 4 and z[-1] < -4  # too many acceptances where Δ < 0, too few where Δ > 0
+    assert np.all(used < 1000)
+
+
+def test_tail_guard_restores_the_barker_probability(heavy):
+    model, pairs = heavy
+    z, used = mismatch(model, tallmcmc.minibatch_barker(100), pairs)
+    assert np.all(np.abs(z) < 4), z
+    assert np.all(used < model.num_data / 10)  # it still subsamples: ~400-1,000 of 20,000 points
+
+
+def test_tail_guard_changes_nothing_on_light_tails():
+    data = np.random.default_rng(5).normal(0.0, 1.0, 50_000).astype(np.float32)
+    model = gaussian_mean.model(data, prior_variance=None, temperature=1000.0)
+    runs = [
+        tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.minibatch_barker(50, variance_rse=rse),
+                        initial_position=jnp.float32(0.0), num_samples=300, progress=False, seed=2)
+        for rse in (None, 0.35)
+    ]
+    np.testing.assert_array_equal(runs[0].positions, runs[1].positions)
+    kurtosis = runs[1].final_state.cache.fourth / runs[1].final_state.cache.count
+    assert 2.0 < float(kurtosis[0]) < 4.5  # Gaussian lᵢ: the pooled estimate is near 3
+
+
+def test_smoothing_error_bound_holds_and_shrinks_with_s_over_sigma():
+    # skewed lᵢ (exponential data) and small minibatches: a measurable departure from Barker
+    data = np.random.default_rng(11).exponential(1.0, 20_000).astype(np.float32)
+    x = data.astype(np.float64)
+    # N²·Var(lᵢ)/b = 10⁸/(K² b): s² ≈ 0.8 at (2500, 20), 0.2 at (5000, 20), 0.03 at (4000, 200)
+    for temperature, batch in ((2500.0, 20), (5000.0, 20), (4000.0, 200)):
+        model = gaussian_mean.model(data, prior_variance=None, temperature=temperature)
+        test = tallmcmc.minibatch_barker(batch, variance_rse=None)
+        theta = float(x.mean()) + 2.0 * temperature / (len(x) * 0.5) - 0.25  # Δ ≈ −2 for a step of 0.5
+        proposed = theta + 0.5
+        delta = float(np.sum(-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2) / temperature)
+        keys = jax.random.split(jax.random.key(9), REPETITIONS)
+        decision = jax.jit(jax.vmap(
+            lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ())
+        ))(keys)
+        probability = 1.0 / (1.0 + np.exp(-delta))
+        error = abs(float(jnp.mean(decision.accepted)) - probability)
+        bound = float(jnp.mean(decision.info.error_bound))
+        assert error <= bound + 4 * np.sqrt(probability * (1 - probability) / REPETITIONS), (temperature, batch, error, bound)
+        if batch == 200:  # s² ≪ σ²: the bound is informative where Novak's is not
+            variance = float(jnp.mean(decision.info.variance))
+            assert variance < 0.05 and bound < 0.02, (variance, bound)
+
+
+def test_sample_warns_when_most_error_bounds_are_vacuous():
+    data = np.random.default_rng(11).lognormal(0.0, 1.5, 20_000).astype(np.float32)
+    model = gaussian_mean.model(data, prior_variance=None, temperature=1000.0)
+    options = dict(initial_position=jnp.float32(data.mean()), num_samples=500, progress=False)
+    with pytest.warns(RuntimeWarning, match="error bound was >= 0.25 on .* control variate"):
+        tallmcmc.sample(model, tallmcmc.random_walk(0.3), tallmcmc.minibatch_barker(10, variance_rse=None), **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # light-tailed terms: no warning
+        light = gaussian_mean.model(np.random.default_rng(1).normal(0, 1, 20_000).astype(np.float32), None, 1000.0)
+        tallmcmc.sample(light, tallmcmc.random_walk(0.3), tallmcmc.minibatch_barker(50), **options)
