@@ -12,6 +12,7 @@ that names the argument and the fix.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -88,6 +89,16 @@ class Model:
     def with_data(self, data: Data) -> Model:
         """The same model over other arrays of the same structure (used under ``jit``)."""
         return dataclasses.replace(self, data=data)
+
+    def with_temperature(self, temperature) -> Model:
+        """The same model at temperature ``temperature``, which may be a traced value.
+
+        Used by temperature schedules (``sample(..., temperature_schedule=...)``),
+        whose values are checked before sampling; nothing is validated here.
+        """
+        tempered = copy.copy(self)
+        object.__setattr__(tempered, "temperature", temperature)
+        return tempered
 
     def per_datum_log_likelihood(self, position: Position, data: Data | None = None) -> jax.Array:
         """Untempered ``log p(x_i | position)`` for every datum (shape ``(N,)``)."""

@@ -37,9 +37,19 @@ class Proposal(NamedTuple):
     setup: tuple = ()  # one-off computations it relies on (a mode, a control variate), each with a ``data_used``
     tune: Callable[[jax.Array], Proposal] | None = None  # the same proposal with its step size times a (traced) factor
     metropolis_target: float = 0.234  # acceptance rate warm-up aims at under a Metropolis-type test
+    #: ``with_covariance(cov)``: the same kind of move shaped by a (d, d) covariance estimate of the
+    #: target (a random walk with covariance 2.38²/d · cov); used by ``sample(adapt_covariance=True)``.
+    with_covariance: Callable[[np.ndarray], Proposal] | None = None
 
 
-def tunable(make: Callable[[Any], Callable], name: str, *, setup: tuple = (), metropolis_target: float = 0.234) -> Proposal:
+def tunable(
+    make: Callable[[Any], Callable],
+    name: str,
+    *,
+    setup: tuple = (),
+    metropolis_target: float = 0.234,
+    with_covariance: Callable[[np.ndarray], Proposal] | None = None,
+) -> Proposal:
     """A :class:`Proposal` whose step size warm-up can adapt.
 
     ``make(factor)`` returns a ``propose`` function whose step size is the
@@ -52,4 +62,5 @@ def tunable(make: Callable[[Any], Callable], name: str, *, setup: tuple = (), me
         setup,
         tune=lambda factor: Proposal(make(factor), name, setup, metropolis_target=metropolis_target),
         metropolis_target=metropolis_target,
+        with_covariance=with_covariance,
     )

@@ -121,7 +121,12 @@ def laplace_random_walk(mode: Any = None, *, covariance: Any = None, scale: floa
 
         return propose
 
-    return tunable(make, "laplace_random_walk", setup=_setup_of(mode))
+    return tunable(
+        make,
+        "laplace_random_walk",
+        setup=_setup_of(mode),
+        with_covariance=lambda estimate: laplace_random_walk(covariance=estimate, scale=scale),
+    )
 
 
 def laplace_independence(

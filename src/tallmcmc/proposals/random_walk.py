@@ -87,4 +87,10 @@ def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
 
         return propose
 
-    return tunable(make, "random_walk")
+    return tunable(make, "random_walk", with_covariance=_shaped_random_walk)
+
+
+def _shaped_random_walk(covariance: np.ndarray) -> Proposal:
+    from tallmcmc.proposals.laplace import laplace_random_walk
+
+    return laplace_random_walk(covariance=covariance)
