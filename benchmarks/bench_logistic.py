@@ -221,8 +221,8 @@ def print_table(rows, num_data, d):
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in rows:
         base = exact.get(r.get("proposal"))
-        times_exact = f"{r['ess_per_s'] / base:.1f}" if base and r.get("proposal") and not r["method"].startswith("exact") else ""
-        times_hmcecs = f"{r['ess_per_s'] / hmcecs:.2f}" if hmcecs else ""
+        times_exact = f"{r['ess_per_s'] / base:.3g}" if base and r.get("proposal") and not r["method"].startswith("exact") else ""
+        times_hmcecs = f"{r['ess_per_s'] / hmcecs:.3g}" if hmcecs else ""
         warm = f"{r['ess_per_s_warmup']:.3g}" if "ess_per_s_warmup" in r else ""
         accept = "" if np.isnan(r["accept"]) else f"{r['accept']:.2f}"
         print(f"| {r['method']} | {r['per_step']:,.0f} | {r['setup_passes']:.1f} | {accept} | {r['draws_per_chain']} | "
