@@ -27,7 +27,9 @@ EXPERIMENTS = sorted(reproduce.experiments())
 
 def test_every_experiment_is_a_subcommand():
     assert sorted(_experiment_parsers()) == EXPERIMENTS
-    assert len(EXPERIMENTS) == 9
+    # every paper experiment has one (the MNIST posterior study beside the paper's MNIST run may join them)
+    assert {"correction-table", "gmm", "mnist", "stein-austerity", "stein-compare", "stein-gaussian-vs-t",
+            "stein-rates", "stein-samplers", "stein-sgld", "worst-case"} <= set(EXPERIMENTS)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
