@@ -16,11 +16,16 @@ Table 5's settings are the defaults (``--data 13k`` | ``100k``):
   draws the step as σ·N(0, I), and the minibatch sizes of Table 2 and
   Figure 6 go with that reading, so ``--step-size`` is a standard deviation;
 * 5000 samples × 10 trials (13k), 3000 × 5 (100k);
-* MHminibatch: m = 100, growing by 100, σ = 1;
+* MHminibatch: m = 100, growing by 100, σ = 1, Algorithm 1 as printed: the
+  library's tail guard (``variance_rse``, not in the paper) is off unless
+  ``--tail-guard`` is given. On this model the lᵢ are heavy-tailed (the few
+  badly classified points carry most of the spread), and the guard
+  quintuples the minibatch (see docs/REPRODUCTIONS.md);
 * AustereMH(c): (m, ε) from the conservative grid search at worst-case
-  error bound 0.1 (the paper's search gave m = 450, ε = 0.01; ours gives the
-  same at N = 13,007; the design is a CLT computation and touches no data);
-* AustereMH(nc): error bound 0.05 at the step's own standardized gap, which
+  error bound 0.1 (13k) / 0.2 (100k) (the paper's search gave m = 450 /
+  300, ε = 0.01; the design is a CLT computation and touches no data);
+* AustereMH(nc): error bound 0.05 (13k) / 0.1 (100k) at the step's own
+  standardized gap, which
   needs μ and σ_l from a full pass over the data every step
   (:func:`tallmcmc.austere_adaptive`);
 * MHSubLhd: first batch 100, γ = 2, p = 2, δ = 0.01, with the empirical
@@ -110,12 +115,14 @@ PAPER_TABLE_2 = {
 }
 #: Table 5's per-data-set settings.
 PAPER_SETTINGS = {
-    "13k": {"samples": 5000, "trials": 10, "step_size": 0.05},
-    "100k": {"samples": 3000, "trials": 5, "step_size": 0.01},
+    "13k": {"samples": 5000, "trials": 10, "step_size": 0.05, "austere_error_bound": 0.1,
+            "austere_nc_error_bound": 0.05},
+    "100k": {"samples": 3000, "trials": 5, "step_size": 0.01, "austere_error_bound": 0.2,
+             "austere_nc_error_bound": 0.1},
 }
 #: Appendix C.3 / Figure 6: MHminibatch's mean minibatch size on 100k per step size.
 PAPER_FIGURE_6 = {0.005: 116.1, 0.05: 2215.6}
-PAPER_AUSTERE_DESIGN = {"batch_size": 450, "epsilon": 0.01}
+PAPER_AUSTERE_DESIGN = {"13k": {"batch_size": 450, "epsilon": 0.01}, "100k": {"batch_size": 300, "epsilon": 0.01}}
 CHAIN_SEED = 2017
 
 
@@ -132,10 +139,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=100.0, help="K (paper: 100)")
     parser.add_argument("--batch-size", type=int, default=100,
                         help="m of MHminibatch (and its increment) and MHSubLhd's first batch (paper: 100)")
-    parser.add_argument("--austere-error-bound", type=float, default=0.1,
-                        help="AustereMH(c)'s worst-case error bound for its (m, ε) grid search (paper: 0.1)")
-    parser.add_argument("--austere-nc-error-bound", type=float, default=0.05,
-                        help="AustereMH(nc)'s error bound at each step's standardized gap (paper: 0.05)")
+    parser.add_argument(
+        "--tail-guard", type=float, default=None, metavar="RSE",
+        help="MHminibatch's tail guard variance_rse (a tallmcmc addition, not in the paper; the library's default is "
+             "0.35). Default: off, Algorithm 1 as printed, as the paper ran it",
+    )
+    parser.add_argument("--austere-error-bound", type=float, default=None,
+                        help="AustereMH(c)'s worst-case error bound for its (m, ε) grid search (default: the paper's, "
+                             "0.1 for 13k and 0.2 for 100k)")
+    parser.add_argument("--austere-nc-error-bound", type=float, default=None,
+                        help="AustereMH(nc)'s error bound at each step's standardized gap (default: the paper's, 0.05 "
+                             "for 13k and 0.1 for 100k)")
     parser.add_argument("--confidence-gamma", type=float, default=2.0, help="MHSubLhd's growth factor γ (paper: 2)")
     parser.add_argument("--confidence-p", type=float, default=2.0, help="MHSubLhd's p (paper: 2)")
     parser.add_argument("--confidence-delta", type=float, default=0.01, help="MHSubLhd's δ (paper: 0.01)")
@@ -145,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         + ", ".join(f"{key} ({DISPLAY_NAMES[key]})" for key in METHOD_KEYS),
     )
     parser.add_argument(
-        "--method-trials", nargs="+", default=[], metavar="KEY=T",
+        "--method-trials", nargs="+", default=None, metavar="KEY=T",
         help="fewer (or more) trials for named methods, e.g. confidence_sampler=3 (the full-pass methods dominate "
              "the run time)",
     )
@@ -160,6 +174,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anneal-temperature", type=float, default=1.0, help="Figure 3 (right): K after the drop")
     parser.add_argument("--anneal-step-factor", type=float, default=0.1,
                         help="Figure 3 (right): factor on the step size after the drop (the paper does not state it)")
+    parser.add_argument("--anneal-trials", type=int, default=None,
+                        help="Figure 3 (right): trials of the annealed run (default: --trials)")
     parser.add_argument("--no-anneal", action="store_true", help="skip Figure 3's annealed MHminibatch run")
     parser.add_argument("--sweep-step-sizes", type=float, nargs="+", default=[0.005, 0.01, 0.05],
                         help="Figure 6: MHminibatch step sizes (one trial each, --samples samples)")
@@ -199,7 +215,7 @@ def build_model(x_train, y_train, temperature: float) -> tallmcmc.Model:
 def build_test(key: str, args: argparse.Namespace, num_data: int) -> tallmcmc.AcceptanceTest:
     """The test ``key`` at the paper's MNIST settings (Table 5)."""
     if key == "minibatch_barker":
-        return tallmcmc.minibatch_barker(args.batch_size)
+        return tallmcmc.minibatch_barker(args.batch_size, variance_rse=args.tail_guard)
     if key == "austere_adaptive":
         return tallmcmc.austere_adaptive(args.austere_nc_error_bound)
     if key == "austere_conservative":
@@ -316,8 +332,12 @@ def run(args: argparse.Namespace) -> int:
     samples = args.samples or paper["samples"]
     trials_default = args.trials or paper["trials"]
     step_size = args.step_size or paper["step_size"]
+    if args.austere_error_bound is None:
+        args.austere_error_bound = paper["austere_error_bound"]
+    if args.austere_nc_error_bound is None:
+        args.austere_nc_error_bound = paper["austere_nc_error_bound"]
     keys = selected(args.methods, METHOD_KEYS)
-    trials_of = parse_method_trials(args.method_trials, keys, trials_default)
+    trials_of = parse_method_trials(args.method_trials or [], keys, trials_default)
 
     began = time.perf_counter()
     x_train, y_train, x_test, y_test = load_data(args.data, args.num_train, args.num_test, not args.no_progress)
@@ -346,6 +366,8 @@ def run(args: argparse.Namespace) -> int:
         cumulative = np.cumsum(sizes, axis=1)[:, evaluate]
         cumulative_all = (np.cumsum(used, axis=1) + num_data)[:, evaluate]  # + the trial's start check
         tail = max(1, evaluate.size // 10)
+        bounds = np.asarray(result.info["error_bound"], float)
+        subsampled = ~np.asarray(result.info["used_full_data"]) & (bounds > 0)
         per_trial = [
             {
                 "minibatch_size": float(sizes[c].mean()),
@@ -356,6 +378,8 @@ def run(args: argparse.Namespace) -> int:
                 "final_test_log_likelihood": float(log_lik[c, -tail:].mean()),
                 "total_test_points": float(sizes[c].sum()),
                 "total_data_points": float(used[c].sum() + num_data),
+                # the test's own per-step error bound (MHminibatch: Corollary 1's estimate) on subsampled steps
+                "median_error_bound": float(np.median(bounds[c][subsampled[c]])) if subsampled[c].any() else 0.0,
             }
             for c in range(trials)
         ]
@@ -387,7 +411,7 @@ def run(args: argparse.Namespace) -> int:
     anneal = None
     if not args.no_anneal:
         began = time.perf_counter()
-        trials = trials_default
+        trials = args.anneal_trials or trials_default
         positions, sizes, mechanism = run_annealed(model, step_size, build_test("minibatch_barker", args, num_data),
                                                   start, args, samples, trials)
         accuracy, log_lik = held_out_metrics(positions[:, evaluate], x_test, y_test)
@@ -431,7 +455,7 @@ def run(args: argparse.Namespace) -> int:
             "data": args.data, "num_data": num_data, "num_test": int(x_test.shape[0]), "dimension": dimension,
             "temperature": args.temperature, "samples": samples, "trials": trials_of, "step_size": step_size,
             "step_size_meaning": "standard deviation per coordinate (the paper's code; its text says covariance σI)",
-            "batch_size": args.batch_size, "austere_error_bound": args.austere_error_bound,
+            "batch_size": args.batch_size, "tail_guard": args.tail_guard, "austere_error_bound": args.austere_error_bound,
             "austere_nc_error_bound": args.austere_nc_error_bound, "confidence_gamma": args.confidence_gamma,
             "confidence_p": args.confidence_p, "confidence_delta": args.confidence_delta, "prior": "flat (uniform)",
             "start": "theta = 0", "seed": args.seed, "evaluated_draws_per_trial": int(evaluate.size),
@@ -441,7 +465,7 @@ def run(args: argparse.Namespace) -> int:
         "step_size_sweep": None if sweep is None else {
             str(size): {k: v for k, v in entry.items() if k != "sizes"} for size, entry in sweep.items()},
         "paper": {"table_2": PAPER_TABLE_2[args.data], "figure_6": PAPER_FIGURE_6,
-                  "austere_conservative_design": PAPER_AUSTERE_DESIGN, "settings": paper},
+                  "austere_conservative_design": PAPER_AUSTERE_DESIGN[args.data], "settings": paper},
         "curves": {key: {"cumulative_test_points_mean": c["cumulative"].mean(axis=0),
                          "accuracy_mean": c["accuracy"].mean(axis=0),
                          "test_log_likelihood_mean": c["log_likelihood"].mean(axis=0)} for key, c in curves.items()},
@@ -459,7 +483,7 @@ def summarise(per_trial: list[dict]) -> dict:
     """Means and sample standard deviations over trials of the per-trial statistics."""
     out = {}
     for name in ("minibatch_size", "data_used", "acceptance_rate", "full_data_fraction", "final_accuracy",
-                 "final_test_log_likelihood"):
+                 "final_test_log_likelihood", "median_error_bound"):
         values = np.array([t[name] for t in per_trial], float)
         out[f"mean_{name}" if name in ("minibatch_size", "data_used") else name] = float(values.mean())
         out[f"std_{name}"] = float(values.std(ddof=1)) if values.size > 1 else 0.0
