@@ -20,7 +20,8 @@ Table 5's settings are the defaults (``--data 13k`` | ``100k``):
   library's tail guard (``variance_rse``, not in the paper) is off unless
   ``--tail-guard`` is given. On this model the lᵢ are heavy-tailed (the few
   badly classified points carry most of the spread), and the guard
-  quintuples the minibatch (see docs/REPRODUCTIONS.md);
+  multiplies the mean minibatch by about six (716 against 122 on 13k, see
+  docs/REPRODUCTIONS.md);
 * AustereMH(c): (m, ε) from the conservative grid search at worst-case
   error bound 0.1 (13k) / 0.2 (100k) (the paper's search gave m = 450 /
   300, ε = 0.01; the design is a CLT computation and touches no data);
@@ -53,6 +54,11 @@ K = ``--anneal-temperature`` with the step multiplied by
 ``--anneal-step-factor`` (the paper does not state the smaller step).
 Figures 4/5 are log-log histograms of the minibatch sizes of one trial per
 method; Figure 6 repeats MHminibatch at the step sizes of ``--sweep-step-sizes``.
+
+Run time on the project's 2-core machine (shared, load 7-10): the 13k
+default with ``--method-trials confidence_sampler=3`` took 31.5 min (15 min
+of CPU); MHminibatch's 10 × 5000 samples take 20 s, the full-pass and
+large-minibatch baselines the rest (docs/REPRODUCTIONS.md).
 
 References
 ----------
