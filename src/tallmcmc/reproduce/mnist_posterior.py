@@ -35,8 +35,8 @@ Our samplers, all started at the mode, no warm-up, ``--chains`` chains
 (``vmap``), b = ``--batch-size``:
 
 * ``exact-rw``: exact Barker test + Laplace random walk (2.38/√d · L ξ);
-* ``exact-hmc``: exact Barker test + proxy HMC (ε 0.5, L 3, Laplace
-  preconditioner);
+* ``exact-hmc``: exact Barker test + proxy HMC (ε 0.5, L 3 by default:
+  ``--hmc-step-size``, ``--hmc-steps``; Laplace preconditioner);
 * ``naive-rw``: minibatch Barker without control variate (tail guard on,
   ``variance_rse = 0.35``) + Laplace random walk;
 * ``naive-rw-noguard``: the same with ``variance_rse=None`` (Algorithm 1 as
@@ -126,6 +126,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=100, help="minibatch Barker's first batch and increment")
     parser.add_argument("--methods", nargs="*", choices=tuple(METHODS), default=None, metavar="KEY",
                         help="our methods to run (default: all but cv-rw-noguard): " + ", ".join(METHODS))
+    parser.add_argument("--hmc-step-size", type=float, default=HMC_STEP, help="proxy HMC's leapfrog step ε")
+    parser.add_argument("--hmc-steps", type=int, default=HMC_STEPS, help="proxy HMC's leapfrog steps L")
     parser.add_argument("--skip-nuts", action="store_true", help="no NUTS reference (errors against none)")
     parser.add_argument("--nuts-draws", type=int, default=1000, help="NUTS draws per chain")
     parser.add_argument("--nuts-warmup", type=int, default=1000, help="NUTS warm-up steps per chain")
@@ -426,7 +428,7 @@ def run(args: argparse.Namespace) -> int:
     # our samplers
     setup = {mode.name: mode.data_used}
     walk = tallmcmc.laplace_random_walk(mode)
-    hamiltonian = tallmcmc.proxy_hamiltonian(cv, HMC_STEP, HMC_STEPS, preconditioner=covariance)
+    hamiltonian = tallmcmc.proxy_hamiltonian(cv, args.hmc_step_size, args.hmc_steps, preconditioner=covariance)
     independence = tallmcmc.laplace_independence(mode, degrees_of_freedom=5)
     recipes = {
         "exact-rw": (walk, tallmcmc.exact_barker()),
