@@ -85,3 +85,17 @@ def test_mnist_13k_minibatch_barker_mean_minibatch_size(tmp_path):
     assert 125.4 - 3 * 9.2 < stats["mean_minibatch_size"] < 125.4 + 3 * 9.2
     assert stats["full_data_fraction"] == 0.0
     assert stats["final_accuracy"] > 0.96
+
+
+def test_posterior_flag_runs_the_posterior_experiment_with_the_shared_options(tmp_path, monkeypatch):
+    from tallmcmc import cli
+    from tallmcmc.reproduce import mnist_posterior
+
+    seen = {}
+    monkeypatch.setattr(mnist_posterior, "run", lambda args: seen.setdefault("args", args) and 0)
+    status = cli.main(["reproduce", "mnist", "--posterior", "--features", "raw", "--num-train", "200",
+                       "--out", str(tmp_path)])
+    assert status == 0
+    args = seen["args"]
+    assert (args.features, args.num_train, str(args.out)) == ("raw", 200, str(tmp_path))
+    assert args.nuts_draws == 1000  # the posterior experiment's own defaults for everything else

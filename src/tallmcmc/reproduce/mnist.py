@@ -135,6 +135,15 @@ CHAIN_SEED = 2017
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
     parser.add_argument("--data", choices=("13k", "100k"), default="13k", help="MNIST-13k or MNIST-100k")
+    parser.add_argument(
+        "--posterior", action="store_true",
+        help="instead of the paper's tempered run: the untempered posterior (K = 1, prior N(0, I), MNIST-13k) of "
+             "our samplers against a NumPyro NUTS reference, i.e. `tallmcmc reproduce mnist-posterior` with its "
+             "defaults and this command's --features, --num-train, --num-test, --batch-size (that command has "
+             "every option)",
+    )
+    parser.add_argument("--features", choices=("pca50", "raw"), default="pca50",
+                        help="with --posterior: the first 50 principal components (default) or the 784 pixels")
     parser.add_argument("--trials", type=int, default=None,
                         help="independent chains per method (default: the paper's, 10 for 13k and 5 for 100k)")
     parser.add_argument("--samples", type=int, default=None,
@@ -279,6 +288,22 @@ def schedules_supported() -> bool:
     return "temperature_schedule" in parameters and "step_size_schedule" in parameters
 
 
+def _run_posterior(args: argparse.Namespace) -> int:
+    """``--posterior``: the mnist-posterior experiment with its defaults and the options both commands share."""
+    from tallmcmc.reproduce import mnist_posterior
+
+    parser = argparse.ArgumentParser()
+    mnist_posterior.add_arguments(parser)
+    posterior_args = parser.parse_args([])
+    for name in ("features", "num_train", "num_test", "batch_size"):
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(posterior_args, name, value)
+    if args.out != Path("runs") / NAME:  # an --out given on the command line is honoured
+        posterior_args.out = args.out
+    return mnist_posterior.run(posterior_args)
+
+
 def run_annealed(model, step_size, test, start, args, samples: int, trials: int):
     """MHminibatch with K = model.temperature for ``--anneal-after`` samples, then the annealed K and step.
 
@@ -331,7 +356,12 @@ def parse_method_trials(entries, keys, default: int) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chosen tests, print Table 2 beside the paper's, write summary.json and Figures 3-6."""
+    """Run the chosen tests, print Table 2 beside the paper's, write summary.json and Figures 3-6.
+
+    With ``--posterior``, run :mod:`tallmcmc.reproduce.mnist_posterior` instead.
+    """
+    if args.posterior:
+        return _run_posterior(args)
     began_all = time.perf_counter()
     out = output_folder(args.out)
     paper = PAPER_SETTINGS[args.data]
