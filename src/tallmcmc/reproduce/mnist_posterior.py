@@ -68,6 +68,16 @@ first-order one (which has the spread of every shared-curvature option). The
 minibatch Barker test needs N²·Var(rᵢ)/b ≲ σ² = 1, so N²·Var(rᵢ) is about
 the minibatch it ends with; the second-order residual is O(‖u‖²‖δ‖) with
 ‖u‖², ‖δ‖² ~ d/N, so this spread grows like d³/N.
+
+References
+----------
+.. [1] Seita, D., Pan, X., Chen, H. and Canny, J. (2017). An efficient
+   minibatch acceptance test for Metropolis-Hastings. UAI 2017, Section 6.2
+   and Appendix C.3 (the data and the model, tempered there).
+.. [2] Hoffman, M. D. and Gelman, A. (2014). The No-U-Turn sampler. JMLR 15
+   (the reference, as implemented by NumPyro: Phan, Pradhan and Jankowiak 2019).
+.. [3] Bardenet, R., Doucet, A. and Holmes, C. (2017). On Markov chain Monte
+   Carlo methods for tall data. JMLR 18 (Taylor control variates).
 """
 
 from __future__ import annotations
