@@ -435,8 +435,10 @@ def sample(
     if test.setup and fraction > 0.25:
         warnings.warn(
             f"the test runs on control-variate residuals but used {100 * fraction:.0f}% of the N data points per step "
-            "on average: the residuals are large, so the control variate's centre is probably far from the mode "
-            "(or the steps are long). Build it at tallmcmc.find_mode(model, start).position",
+            "on average: the residuals are large or heavy-tailed. Either the control variate's centre is far from the "
+            "mode (build it at tallmcmc.find_mode(model, start).position), the steps are long, or N is too small for "
+            "the dimension (the second-order residual spread grows like d³/N: docs/control_variates.md; an exact test "
+            "is then cheaper)",
             RuntimeWarning,
             stacklevel=2,
         )
