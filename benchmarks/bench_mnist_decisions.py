@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
 from tallmcmc.reproduce import mnist
+from tallmcmc.testing import repeated_decisions
 
 
 def main() -> None:
@@ -48,23 +48,14 @@ def main() -> None:
 
     deltas = np.array([exact_delta(t, p) for t, p in zip(thetas, proposals)])
     print(f"{len(deltas)} pairs, Δ from {deltas.min():.2f} to {deltas.max():.2f} (median |Δ| {np.median(np.abs(deltas)):.2f})")
-    keys = jax.random.split(jax.random.key(7), args.repetitions)
     for label, rse in (("Algorithm 1 as printed", None), ("tail guard 0.35", 0.35)):
         test = tallmcmc.minibatch_barker(100, variance_rse=rse)
 
-        @jax.jit
-        def warmed(theta, proposed):
-            def one(cache, key):
-                return test.decide(key, model, theta, proposed, jnp.float32(0.0), cache).cache, None
-
-            return jax.lax.scan(one, test.init(model, theta), jax.random.split(jax.random.key(3), 300))[0]
-
-        decide = jax.jit(jax.vmap(lambda k, t, p, c: test.decide(k, model, t, p, jnp.float32(0.0), c), (0, None, None, None)))
         began, z, used, bounds = time.perf_counter(), [], [], []
         for theta, proposed, delta in zip(thetas, proposals, deltas):
             theta, proposed = jnp.asarray(theta), jnp.asarray(proposed)
-            cache = warmed(theta, proposed) if rse is not None else test.init(model, theta)
-            decision = decide(keys, theta, proposed, cache)
+            decision = repeated_decisions(model, test, theta, proposed, args.repetitions,
+                                          warmup_decisions=300 if rse is not None else 0)
             probability = 1 / (1 + np.exp(-delta))
             frequency = float(jnp.mean(decision.accepted))
             z.append((frequency - probability) / np.sqrt(max(probability * (1 - probability), 1e-12) / args.repetitions))

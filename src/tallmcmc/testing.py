@@ -6,7 +6,9 @@ variance per coordinate with the truth, with tolerances set from the Monte
 Carlo standard error, i.e. from the effective sample size across chains
 (ArviZ's rank-normalised bulk ESS), not from a hand-picked number.
 :func:`run_and_check` runs a sampler with :func:`tallmcmc.sample` and applies
-that check to its draws.
+that check to its draws. :func:`repeated_decisions` is the decision-level
+counterpart: many independent decisions of one test at one pair (θ, θ′), to
+compare their frequency with the exact acceptance probability.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from tallmcmc.proposals.base import Proposal
     from tallmcmc.sampling import SamplingResult
 
-__all__ = ["MomentCheck", "check_posterior_moments", "run_and_check"]
+__all__ = ["MomentCheck", "check_posterior_moments", "repeated_decisions", "run_and_check"]
 
 
 @dataclasses.dataclass
@@ -176,3 +178,46 @@ def run_and_check(
         minimum_effective_sample_size=minimum_effective_sample_size,
     )
     return result, check
+
+
+def repeated_decisions(
+    model: Model,
+    test: AcceptanceTest,
+    position,
+    proposed,
+    repetitions: int,
+    *,
+    warmup_decisions: int = 0,
+    seed: int = 7,
+):
+    """``repetitions`` independent decisions of ``test`` at the pair (``position``, ``proposed``).
+
+    The decisions are vmapped over keys split from ``jax.random.key(seed)``
+    and share one cache: ``test.init``'s, after ``warmup_decisions``
+    sequential decisions at the same pair (a chain's earlier steps, for a
+    test that learns across steps, such as the minibatch Barker test's tail
+    pool). The data-free part of Δ is 0 (flat prior, symmetric proposal).
+
+    Returns
+    -------
+    Decision
+        With a leading axis of length ``repetitions`` on every field.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    zero = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(position), float))
+
+    @jax.jit
+    def run(position, proposed):
+        def one(cache, key):
+            return test.decide(key, model, position, proposed, zero, cache).cache, None
+
+        cache = test.init(model, position)
+        if warmup_decisions:
+            keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), 1), warmup_decisions)
+            cache = jax.lax.scan(one, cache, keys)[0]
+        keys = jax.random.split(jax.random.key(seed), repetitions)
+        return jax.vmap(lambda key: test.decide(key, model, position, proposed, zero, cache))(keys)
+
+    return run(position, proposed)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tallmcmc
+from tallmcmc.testing import repeated_decisions
 from tallmcmc.examples import gaussian_mean, weighted_mean
 
 REPETITIONS = 20_000
@@ -39,18 +40,8 @@ def heavy():
 
 def decisions(model, test, theta, proposed):
     """20,000 decisions at (θ, θ′), from the cache a chain would have after 300 steps there."""
-    theta, proposed = jnp.float32(theta), jnp.float32(proposed)
-
-    @jax.jit
-    def warmed(theta, proposed):
-        def one(cache, key):
-            return test.decide(key, model, theta, proposed, jnp.float32(0.0), cache).cache, None
-
-        keys = jax.random.split(jax.random.key(3), WARMUP_DECISIONS)
-        return jax.lax.scan(one, test.init(model, theta), keys)[0]
-
-    decide = jax.jit(jax.vmap(lambda key, cache: test.decide(key, model, theta, proposed, jnp.float32(0.0), cache), (0, None)))
-    return decide(jax.random.split(jax.random.key(7), REPETITIONS), warmed(theta, proposed))
+    return repeated_decisions(model, test, jnp.float32(theta), jnp.float32(proposed), REPETITIONS,
+                              warmup_decisions=WARMUP_DECISIONS)
 
 
 def mismatch(model, test, pairs):
