@@ -19,6 +19,7 @@ from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
 from tallmcmc.acceptance.confidence import confidence_sampler
 from tallmcmc.acceptance.exact import always_accept, exact_barker, exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
+from tallmcmc.acceptance.tuna import tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
@@ -71,4 +72,5 @@ __all__ = [
     "sample",
     "stein",
     "stochastic_gradient_langevin",
+    "tuna",
 ]

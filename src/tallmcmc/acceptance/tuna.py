@@ -1,0 +1,571 @@
+r"""TunaMH: the exact minibatch Metropolis–Hastings test of Zhang, Cooper and De Sa (2020).
+
+Write the tempered target as :math:`π(θ) ∝ p_0(θ) \exp(-\sum_i U_i(θ))` with
+:math:`U_i(θ) = -\log p(x_i \mid θ)/K`. TunaMH needs a bound
+
+.. math:: |U_i(θ) - U_i(θ')| \le c_i\, M(θ, θ') \quad\text{for every } i, θ, θ',
+
+with :math:`c_i \ge 0` fixed per datum and :math:`M` symmetric. With
+:math:`C = \sum_i c_i`, :math:`λ = χ C^2 M^2` and
+
+.. math:: φ_i = \tfrac12\,(U_i(θ') - U_i(θ) + c_i M), \qquad
+          φ'_i = \tfrac12\,(U_i(θ) - U_i(θ') + c_i M)
+
+(both in :math:`[0, c_i M]` by the bound), one step
+
+1. draws :math:`B \sim \mathrm{Poisson}(λ + C M)`;
+2. draws B indices i, each with probability :math:`c_i / C`, and keeps each
+   with probability :math:`(λ c_i + C φ_i)/(λ c_i + C c_i M)`;
+3. accepts θ′ with probability
+   :math:`\min\{1,\; \frac{p_0(θ') q(θ\mid θ')}{p_0(θ) q(θ'\mid θ)}
+   \prod_{i \text{ kept}} \frac{λ c_i + C φ'_i}{λ c_i + C φ_i}\}`.
+
+Why it is exact (``docs/tuna.md``): by Poisson thinning the number of times
+datum i is kept is Poisson with rate :math:`a_i = λ c_i/C + φ_i`,
+independently over i. The move θ → θ′ and the reverse move θ′ → θ (rates
+:math:`a'_i = λ c_i/C + φ'_i`) see the same kept counts :math:`s_i`, and the
+ratio of their probabilities is
+:math:`\prod_i (a'_i/a_i)^{s_i} e^{-\sum_i (a'_i - a_i)}`; since
+:math:`\sum_i (a'_i - a_i) = \sum_i [U_i(θ) - U_i(θ')]` the exponential is the
+inverse likelihood ratio, so Metropolis–Hastings on (θ, s) with the ratio of
+step 3 has the posterior as its θ-marginal. χ trades the batch size
+(:math:`E B = χ C^2 M^2 + C M`) against the noise of the log ratio, whose
+variance is at most about :math:`1/χ`.
+
+Details of this implementation:
+
+* The bound is a :class:`TunaBound`, built once before sampling (its one pass
+  over the data is counted in ``SamplingResult.setup_data_used``). Its
+  constants :math:`\tilde c_i` bound the **untempered** log-likelihood,
+  :math:`c_i = \tilde c_i / K` is formed at each step, so a bound serves every
+  temperature. :func:`logistic_regression_bound`,
+  :func:`gaussian_mixture_bound`, :func:`gaussian_mean_bound` and
+  :func:`weighted_mean_bound` give bounds for the shipped examples.
+* Indices are drawn from a Walker alias table (Vose's construction, on the
+  host in float64, once): O(1) per draw.
+* Under ``jit`` the random B is met by a ``while_loop`` over chunks of
+  ``chunk_size`` draws; a step costs ⌈B/chunk_size⌉ iterations.
+* When the Poisson mean λ + CM exceeds ``max_expected_batch`` (default N)
+  the step takes the exact full-data Metropolis test instead. The switch
+  depends on (θ, θ′) only through the symmetric M, so each branch satisfies
+  detailed balance on its own and the mixture is exact; it keeps a far
+  proposal (a chain started far from the posterior) from asking for
+  millions of draws.
+* Every drawn index is checked against the bound: a step that meets
+  :math:`|U_i(θ') - U_i(θ)| > c_i M (1 + 10^{-3})` rejects, flags
+  ``non_finite`` and reports the largest ratio :math:`|U_i(θ') - U_i(θ)|/(c_i M)`
+  it saw in ``error_bound``; :func:`tallmcmc.sample` then raises a
+  ``ValueError`` naming the ``bound`` (:meth:`TunaBound.check_info`).
+  Differences within the slack (rounding) are clipped to the bound.
+* ``data_used`` is B per step (each drawn index is one evaluation of the
+  per-datum log ratio, repeats included), or N on a full-data step.
+* With ``control_variate`` the test runs on control-variate residuals (the
+  proxy sum joins the data-free part of Δ, as for the other subsampling
+  tests), and the bound must hold for the residuals:
+  ``logistic_regression_bound(model, control_variate=cv)`` gives one.
+
+References
+----------
+.. [1] Zhang, R., Cooper, A. F. and De Sa, C. (2020). Asymptotically optimal
+   exact minibatch Metropolis-Hastings. NeurIPS 2020, Algorithm 3.
+.. [2] Walker, A. J. (1977). An efficient method for generating discrete
+   random variables with general distributions. ACM TOMS 3(3).
+.. [3] Vose, M. D. (1991). A linear algorithm for generating random numbers
+   with a given distribution. IEEE Trans. Softw. Eng. 17(9).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from tallmcmc._checks import integer_at_least, positive_finite
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.sequential import with_control_variate
+from tallmcmc.model import Model, Position
+
+__all__ = [
+    "TunaBound",
+    "gaussian_mean_bound",
+    "gaussian_mixture_bound",
+    "logistic_regression_bound",
+    "tuna",
+    "tuna_bound",
+    "weighted_mean_bound",
+]
+
+#: A drawn datum whose |Uᵢ(θ′) − Uᵢ(θ)| exceeds cᵢ M by more than this fraction violates the bound;
+#: within it (float32 rounding of two log-likelihoods) the difference is clipped to ±cᵢ M.
+BOUND_SLACK = 1e-3
+#: ``third derivative`` bound of log σ(z): max |σ(1 − σ)(1 − 2σ)| = 1/(6√3), at σ = (3 − √3)/6.
+_LOG_SIGMOID_THIRD = 1.0 / (6.0 * math.sqrt(3.0))
+
+
+# ---------------------------------------------------------------------------------------------- the bound
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TunaBound:
+    """Per-datum constants c̃ᵢ and a distance M with |log p(xᵢ|θ′) − log p(xᵢ|θ)| ≤ c̃ᵢ M(θ, θ′).
+
+    Build it with :func:`tuna_bound` (or an example's helper); pass it to
+    :func:`tuna`. The constants bound the *untempered* per-datum
+    log-likelihood (or its control-variate residual, if ``control_variate``
+    is set); the test divides them by the temperature K.
+
+    Attributes
+    ----------
+    constants
+        (N,) float64 NumPy array of c̃ᵢ ≥ 0.
+    distance
+        ``distance(position, proposed) -> scalar`` M(θ, θ′) ≥ 0, symmetric in
+        its arguments, traceable by JAX.
+    total
+        C̃ = Σᵢ c̃ᵢ (float64).
+    data_used
+        Data points touched to compute the constants (one pass: N).
+    name
+        Key of its setup cost in ``SamplingResult.setup_data_used``.
+    control_variate
+        The :class:`tallmcmc.ControlVariate` whose residuals the bound is
+        for, or ``None`` for the log-likelihood itself.
+    """
+
+    constants: np.ndarray
+    distance: Callable[[Position, Position], jax.Array]
+    total: float
+    data_used: int
+    name: str
+    control_variate: Any = None
+    # the alias table over the data with c̃ᵢ > 0 (``support``): draw j uniform, keep it with
+    # probability ``alias_probability[j]``, else take ``alias_index[j]``
+    support: jax.Array | None = None
+    alias_probability: jax.Array | None = None
+    alias_index: jax.Array | None = None
+    device_constants: jax.Array | None = None
+
+    @property
+    def num_data(self) -> int:
+        return int(self.constants.shape[0])
+
+    def check_info(self, info: dict) -> None:
+        """Raise a ``ValueError`` if any step of a run found this bound violated (called by :func:`tallmcmc.sample`).
+
+        TunaMH marks such a step by rejecting it, ``non_finite`` and an
+        ``error_bound`` > 1 (the largest |Uᵢ(θ′) − Uᵢ(θ)| / (cᵢ M) it saw).
+        """
+        ratios = np.asarray(info["error_bound"])
+        violated = np.asarray(info["non_finite"]) & (ratios > 1.0)
+        if violated.any():
+            raise ValueError(
+                f"the TunaMH bound was violated at {int(violated.sum())} of {violated.size} steps: a drawn datum had "
+                f"|U_i(θ′) − U_i(θ)| up to {float(ratios[violated].max()):.4g} times c_i·M(θ, θ′). The `bound` passed "
+                f"to tallmcmc.tuna ({self.name!r}) does not hold for this model, so the chain is not exact. Fix the "
+                "constants or the distance of the bound (tallmcmc.acceptance.tuna.tuna_bound), or use the helper "
+                "for your model (logistic_regression_bound, gaussian_mixture_bound, gaussian_mean_bound, "
+                "weighted_mean_bound)"
+            )
+
+
+def _alias_table(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias table for the probabilities ∝ ``weights`` (all > 0), in float64: (probability, alias)."""
+    count = weights.shape[0]
+    scaled = (weights / weights.sum() * count).tolist()
+    probability = [1.0] * count
+    alias = list(range(count))
+    small = [int(i) for i in np.flatnonzero(np.asarray(scaled) < 1.0)]
+    large = [int(i) for i in np.flatnonzero(np.asarray(scaled) >= 1.0)]
+    while small and large:
+        low = small.pop()
+        high = large[-1]
+        probability[low] = scaled[low]
+        alias[low] = high
+        scaled[high] -= 1.0 - scaled[low]
+        if scaled[high] < 1.0:
+            large.pop()
+            small.append(high)
+    # what is left (rounding) keeps probability 1
+    return np.asarray(probability, np.float64), np.asarray(alias, np.int64)
+
+
+def tuna_bound(
+    constants,
+    distance: Callable[[Position, Position], jax.Array],
+    *,
+    data_used: int | None = None,
+    name: str = "tuna bound",
+    control_variate=None,
+    dtype=None,
+) -> TunaBound:
+    """A :class:`TunaBound` from per-datum constants c̃ᵢ and a distance M (builds the alias table once).
+
+    Parameters
+    ----------
+    constants
+        (N,) array of c̃ᵢ ≥ 0 with |log p(xᵢ|θ′) − log p(xᵢ|θ)| ≤ c̃ᵢ M(θ, θ′)
+        for every θ, θ′ (untempered). A datum with c̃ᵢ = 0 is never drawn:
+        its log-likelihood must not depend on θ.
+    distance
+        ``distance(position, proposed) -> scalar``: M, symmetric, ≥ 0.
+    data_used
+        Data points touched to compute ``constants`` (default N: one pass).
+    name
+        How ``SamplingResult.setup_data_used`` names its cost.
+    control_variate
+        Set it when the bound is for the residuals of this control variate;
+        :func:`tuna` then requires the same ``control_variate``.
+    dtype
+        Float dtype of the constants on the device (default: JAX's default float).
+
+    Returns
+    -------
+    TunaBound
+    """
+    values = np.asarray(constants, dtype=np.float64)
+    if values.ndim != 1 or values.shape[0] == 0:
+        raise ValueError(f"constants must be a non-empty 1-d array (one c_i per datum); got shape {values.shape}")
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ValueError("constants must be finite and >= 0 (c_i bounds |log p(x_i|θ′) − log p(x_i|θ)| / M)")
+    if not callable(distance):
+        raise TypeError("distance must be a function distance(position, proposed) -> scalar M(θ, θ′)")
+    num_data = values.shape[0]
+    data_used = num_data if data_used is None else integer_at_least(data_used, "data_used", 0)
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    support = np.flatnonzero(values > 0)
+    if support.size:
+        probability, alias = _alias_table(values[support])
+    else:  # C = 0: nothing is ever drawn (B ~ Poisson(0))
+        support, probability, alias = np.zeros(1, np.int64), np.ones(1), np.zeros(1, np.int64)
+    return TunaBound(
+        constants=values,
+        distance=distance,
+        total=float(values.sum()),
+        data_used=data_used,
+        name=name,
+        control_variate=control_variate,
+        support=jnp.asarray(support, jnp.int32),
+        alias_probability=jnp.asarray(probability, dtype),
+        alias_index=jnp.asarray(alias, jnp.int32),
+        device_constants=jnp.asarray(values, dtype),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the test
+
+
+def step_terms(log_ratios, c, cm, lam, total):
+    """Keep probabilities and kept log-ratio terms of TunaMH for drawn data.
+
+    Parameters
+    ----------
+    log_ratios
+        lᵢ = Uᵢ(θ) − Uᵢ(θ′) (tempered log-likelihood ratio of each drawn datum),
+        already clipped to [−cᵢM, cᵢM].
+    c, cm
+        cᵢ and cᵢ M (tempered).
+    lam, total
+        λ = χ C² M² and C.
+
+    Returns
+    -------
+    (keep_probability, log_term)
+        (λcᵢ + Cφᵢ)/(λcᵢ + C cᵢ M) and log[(λcᵢ + Cφ′ᵢ)/(λcᵢ + Cφᵢ)], with
+        φᵢ = ½(cᵢM − lᵢ), φ′ᵢ = ½(cᵢM + lᵢ).
+    """
+    phi = 0.5 * (cm - log_ratios)
+    denominator = lam * c + total * phi
+    keep = denominator / (lam * c + total * cm)
+    # φ′ − φ = lᵢ: log(1 + C lᵢ / (λcᵢ + Cφᵢ)), accurate when λcᵢ ≫ Cφᵢ
+    return keep, jnp.log1p(total * log_ratios / denominator)
+
+
+def tuna(
+    chi: float,
+    bound: TunaBound,
+    *,
+    chunk_size: int = 64,
+    max_expected_batch: float | None = None,
+    control_variate=None,
+) -> AcceptanceTest:
+    """The TunaMH acceptance test (Zhang, Cooper & De Sa 2020): exact, with a Poisson minibatch.
+
+    Parameters
+    ----------
+    chi
+        χ > 0: the expected batch is χC²M² + CM and the log acceptance ratio
+        has variance at most about 1/χ. Small χ: small batches, lower
+        acceptance; large χ: the test approaches full-data Metropolis.
+    bound
+        A :class:`TunaBound` for the model (built once, e.g.
+        :func:`logistic_regression_bound`).
+    chunk_size
+        Draws evaluated per ``while_loop`` iteration (static).
+    max_expected_batch
+        When λ + CM exceeds it, the step uses the exact full-data Metropolis
+        test (N points) instead; default N. The switch is symmetric in
+        (θ, θ′), so the chain stays exact.
+    control_variate
+        Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
+        the residuals, and ``bound`` must be built for them (the same object).
+
+    Returns
+    -------
+    AcceptanceTest
+        ``info.statistic`` is the log acceptance ratio of the extended chain
+        (the exact Δ on a full-data step); ``data_used`` B (or N);
+        ``error_bound`` 0, or the largest violation ratio (> 1) on a step
+        that found the bound violated (the step rejects and flags
+        ``non_finite``; :func:`tallmcmc.sample` raises).
+
+    References
+    ----------
+    .. [1] Zhang, R., Cooper, A. F. and De Sa, C. (2020). Asymptotically
+       optimal exact minibatch Metropolis-Hastings. NeurIPS 2020.
+    """
+    return _build(chi, bound, chunk_size=chunk_size, max_expected_batch=max_expected_batch,
+                  control_variate=control_variate, terms=step_terms)
+
+
+def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms) -> AcceptanceTest:
+    """:func:`tuna` with the per-datum rule ``terms`` as a parameter (the tests pass wrong rules to it)."""
+    chi = positive_finite(chi, "chi", "TunaMH's batch-size/acceptance trade-off: E B = χC²M² + CM")
+    if not isinstance(bound, TunaBound):
+        raise TypeError(
+            "bound must be a TunaBound: build one with tallmcmc.acceptance.tuna.tuna_bound(constants, distance) or "
+            "a helper such as tallmcmc.acceptance.tuna.logistic_regression_bound(model)"
+        )
+    chunk_size = integer_at_least(chunk_size, "chunk_size")
+    if max_expected_batch is not None:
+        max_expected_batch = positive_finite(max_expected_batch, "max_expected_batch",
+                                             "the expected batch above which a step uses all N points")
+    if bound.control_variate is not control_variate:
+        raise ValueError(
+            "bound and control_variate do not match: a TunaMH bound for control-variate residuals must be built for "
+            "the same control_variate that is passed to tallmcmc.tuna (and a bound for the raw log-likelihood must "
+            "be used without one)"
+        )
+    total_untempered = bound.total
+
+    def init(model: Model, position: Position) -> tuple:
+        if model.num_data != bound.num_data:
+            raise ValueError(
+                f"bound was built for N = {bound.num_data} data points, the model has N = {model.num_data}; "
+                "build the bound from the model you sample"
+            )
+        distance = bound.distance(position, position)
+        if isinstance(distance, jax.core.Tracer):  # inside jit: checked on the concrete start already
+            return ()
+        distance = np.asarray(distance)
+        if distance.shape != () or not np.isfinite(distance) or distance < 0:
+            raise ValueError(
+                f"bound.distance(position, position) must be a finite scalar >= 0; got {distance!r}. "
+                "distance(θ, θ′) is M(θ, θ′) of the bound |U_i(θ) − U_i(θ′)| ≤ c_i M(θ, θ′)"
+            )
+        return ()
+
+    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+        dtype = log_ratio_offset.dtype
+        num_data = model.num_data
+        limit = float(num_data) if max_expected_batch is None else max_expected_batch
+        temperature = jnp.asarray(model.temperature, dtype)
+        total = jnp.asarray(total_untempered, dtype) / temperature  # C
+        distance = jnp.asarray(bound.distance(position, proposed), dtype)  # M
+        bad_distance = ~jnp.isfinite(distance) | (distance < 0)
+        distance = jnp.where(bad_distance, 0.0, distance)
+        span = total * distance  # CM
+        lam = chi * span**2
+        expected = lam + span
+        skip = (log_ratio_offset == -jnp.inf) | bad_distance
+        full = (expected > limit) & ~skip
+        uniform_key, count_key, draw_key = jax.random.split(rng_key, 3)
+        rate = jnp.where(full | skip, 0.0, expected)
+        batch = jax.random.poisson(count_key, rate).astype(jnp.int32)
+        count = jnp.where(full, num_data, batch)
+        lanes = jnp.arange(chunk_size, dtype=jnp.int32)
+        zero = jnp.zeros((), dtype)
+
+        def body(state):
+            index, log_sum, compensation, worst, nan_seen = state
+            positions = index * chunk_size + lanes
+            valid = positions < count
+            pick_key, alias_key, keep_key = jax.random.split(jax.random.fold_in(draw_key, index), 3)
+            column = jax.random.randint(pick_key, (chunk_size,), 0, bound.support.shape[0])
+            stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < bound.alias_probability[column]
+            drawn = bound.support[jnp.where(stay, column, bound.alias_index[column])]
+            indices = jnp.where(full, jnp.minimum(positions, num_data - 1), drawn)
+            data = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
+            ratios = model.log_likelihood_ratios(position, proposed, data).astype(dtype)  # lᵢ = Uᵢ(θ) − Uᵢ(θ′)
+            c = bound.device_constants[indices].astype(dtype) / temperature
+            cm = c * distance
+            checked = valid & ~full & ~jnp.isnan(ratios)
+            excess = jnp.where(checked & (ratios != 0), jnp.abs(ratios) / cm, 0.0)  # inf where cᵢM = 0 < |lᵢ|
+            nan_seen = nan_seen | jnp.any(valid & jnp.isnan(ratios))
+            clipped = jnp.clip(ratios, -cm, cm)
+            keep_probability, log_terms = terms(clipped, c, cm, lam, total)
+            kept = jax.random.uniform(keep_key, (chunk_size,), dtype) < keep_probability
+            values = jnp.where(full, ratios, jnp.where(kept, log_terms, 0.0))
+            chunk_sum = jnp.sum(jnp.where(valid, values, 0.0))
+            # Kahan-compensated running sum (a full-data step adds N terms)
+            corrected = chunk_sum - compensation
+            new_sum = log_sum + corrected
+            compensation = (new_sum - log_sum) - corrected
+            return index + 1, new_sum, compensation, jnp.maximum(worst, jnp.max(excess)), nan_seen
+
+        initial = (jnp.zeros((), jnp.int32), zero, zero, zero, jnp.zeros((), bool))
+        _, log_sum, _, worst, nan_seen = lax.while_loop(lambda state: state[0] * chunk_size < count, body, initial)
+        violated = worst > 1.0 + BOUND_SLACK
+        statistic = log_sum + log_ratio_offset
+        bad = is_bad(statistic) | violated | bad_distance | nan_seen
+        log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
+        accepted = (log_u < statistic) & ~bad
+        info = info_for(
+            statistic,
+            count,
+            used_full_data=full,
+            non_finite=bad,
+            error_bound=jnp.where(violated, worst, 0.0),
+        )
+        return Decision(accepted, cache, info)
+
+    test = AcceptanceTest(init, decide, f"tuna(chi={chi:g})", setup=(bound,))
+    return with_control_variate(test, control_variate)
+
+
+# ---------------------------------------------------------------------------------------------- example bounds
+
+
+def _norms(rows: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.sum(np.asarray(rows, np.float64) ** 2, axis=tuple(range(1, np.ndim(rows)))))
+
+
+def _flat(position: Position) -> jax.Array:
+    return jax.flatten_util.ravel_pytree(position)[0]
+
+
+def logistic_regression_bound(model: Model, control_variate=None) -> TunaBound:
+    r"""The bound for :mod:`tallmcmc.examples.logistic_regression` (one pass over the covariates).
+
+    Without a control variate: log σ is 1-Lipschitz, so
+    :math:`|\log p(y_i|x_i,β') - \log p(y_i|x_i,β)| \le |x_i^⊤(β'-β)| \le \|x_i\|_2 \|β'-β\|_2`:
+    :math:`\tilde c_i = \|x_i\|_2`, :math:`M = \|β' - β\|_2` (the authors' choice).
+
+    With a :func:`tallmcmc.taylor_control_variate` at β̂ (``order=2``,
+    ``curvature="per_datum"``) the residual rᵢ has gradient
+    :math:`[f'(z) - f'(\hat z) - f''(\hat z)(z - \hat z)]\,x_i`, z = xᵢᵀβ,
+    whose size is at most :math:`\tfrac12 \sup|f'''|\,(x_i^⊤u)^2 \|x_i\|` with
+    :math:`\sup|f'''| = 1/(6\sqrt3)` for f = log σ(±·) and u = β − β̂; along
+    the segment from β to β′, :math:`\|u\| \le \max(\|u\|, \|u'\|)`, so
+    :math:`\tilde c_i = \|x_i\|^3/(12\sqrt3)`,
+    :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)^2`. First order (``order=1``):
+    :math:`|f'(z) - f'(\hat z)| \le |z - \hat z|/4`, so
+    :math:`\tilde c_i = \|x_i\|^2/4`, :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)`.
+    """
+    from tallmcmc.examples import logistic_regression
+
+    if model.log_likelihood is not logistic_regression.log_likelihood:
+        raise ValueError("logistic_regression_bound is for tallmcmc.examples.logistic_regression.model(...) only")
+    norms = _norms(np.asarray(model.data["covariates"]))
+    if control_variate is None:
+        return tuna_bound(norms, lambda a, b: jnp.linalg.norm(_flat(b) - _flat(a)),
+                          name="tuna bound (logistic regression)")
+    control_variate.check_model(model)
+    if control_variate.order == 2 and control_variate.curvature != "per_datum":
+        raise ValueError(
+            "logistic_regression_bound needs a control variate with curvature='per_datum' (or order=1): a shared "
+            f"curvature ({control_variate.curvature!r}) adds a datum-free term the per-datum bound does not cover"
+        )
+    center = _flat(control_variate.center)
+    power = 2 if control_variate.order == 2 else 1
+    constants = norms**3 * (0.5 * _LOG_SIGMOID_THIRD) if power == 2 else norms**2 / 4.0
+
+    def distance(a, b):
+        a, b = _flat(a), _flat(b)
+        reach = jnp.maximum(jnp.linalg.norm(a - center.astype(a.dtype)), jnp.linalg.norm(b - center.astype(a.dtype)))
+        return jnp.linalg.norm(b - a) * reach**power
+
+    return tuna_bound(constants, distance, name=f"tuna bound (logistic regression, order-{control_variate.order} "
+                                                "control-variate residuals)", control_variate=control_variate)
+
+
+def _centred_distance(center: np.ndarray, scale: float):
+    """M(θ, θ′) = ‖θ′ − θ‖ · max(1, ‖½(θ + θ′) − x₀‖/s)."""
+    center = jnp.asarray(center)
+
+    def distance(a, b):
+        a, b = _flat(a), _flat(b)
+        middle = 0.5 * (a + b) - center.astype(a.dtype).ravel()
+        return jnp.linalg.norm(b - a) * jnp.maximum(1.0, jnp.linalg.norm(middle) / scale)
+
+    return distance
+
+
+def gaussian_mean_bound(model: Model, scale: float = 1.0) -> TunaBound:
+    r"""The bound for :mod:`tallmcmc.examples.gaussian_mean` (xᵢ ~ N(θ, I); one pass).
+
+    :math:`\log p(x_i|θ') - \log p(x_i|θ) = δ^⊤(x_i - \bar θ)`, δ = θ′ − θ,
+    θ̄ = ½(θ + θ′), so with x₀ the data mean and s = ``scale``,
+    :math:`|\cdot| \le \|δ\|(\|x_i - x_0\| + \|\bar θ - x_0\|) \le \tilde c_i M`,
+    :math:`\tilde c_i = \|x_i - x_0\| + s`, :math:`M = \|δ\| \max(1, \|\bar θ - x_0\|/s)`.
+    """
+    from tallmcmc.examples import gaussian_mean
+
+    if model.log_likelihood is not gaussian_mean.log_likelihood:
+        raise ValueError("gaussian_mean_bound is for tallmcmc.examples.gaussian_mean.model(...) only")
+    scale = positive_finite(scale, "scale", "s in c_i = ‖x_i − x₀‖ + s")
+    data = np.asarray(model.data, np.float64).reshape(model.num_data, -1)
+    center = data.mean(axis=0)
+    return tuna_bound(_norms(data - center) + scale, _centred_distance(center, scale),
+                      name="tuna bound (gaussian mean)")
+
+
+def weighted_mean_bound(model: Model, scale: float = 1.0) -> TunaBound:
+    r"""The bound for :mod:`tallmcmc.examples.weighted_mean` (xᵢ ~ N(θ, 1/wᵢ); one pass).
+
+    :math:`\log p(x_i|θ') - \log p(x_i|θ) = w_i δ (x_i - \bar θ)`, so
+    :math:`\tilde c_i = w_i(|x_i - x_0| + s)`, :math:`M = |δ| \max(1, |\bar θ - x_0|/s)`,
+    x₀ the weighted data mean.
+    """
+    from tallmcmc.examples import weighted_mean
+
+    if model.log_likelihood is not weighted_mean.log_likelihood:
+        raise ValueError("weighted_mean_bound is for tallmcmc.examples.weighted_mean.model(...) only")
+    scale = positive_finite(scale, "scale", "s in c_i = w_i(|x_i − x₀| + s)")
+    values, weights = np.asarray(model.data, np.float64).T
+    center = np.array([np.sum(weights * values) / np.sum(weights)])
+    return tuna_bound(weights * (np.abs(values - center[0]) + scale), _centred_distance(center, scale),
+                      name="tuna bound (weighted mean)")
+
+
+def gaussian_mixture_bound(model: Model, scale: float = 1.0) -> TunaBound:
+    r"""The bound for :mod:`tallmcmc.examples.gaussian_mixture` (one pass).
+
+    With a = x − θ₁, b = x − θ₁ − θ₂, σ² = 2 and responsibilities w₁ + w₂ = 1,
+    :math:`\nabla \log p = (w_1 a + w_2 b,\; w_2 b)/σ^2`, so
+    :math:`\|\nabla \log p\|_2 \le 2\max(|a|, |b|)/σ^2`. Along the segment from
+    θ to θ′, |a| and |b| are at most :math:`|x - x_0| + R`,
+    R = max(|θ₁ − x₀|, |θ′₁ − x₀|, |θ₁ + θ₂ − x₀|, |θ′₁ + θ′₂ − x₀|) (x₀ the data
+    mean), hence :math:`\tilde c_i = (2/σ^2)(|x_i - x_0| + s)` and
+    :math:`M = \|θ' - θ\| \max(1, R/s)`.
+    """
+    from tallmcmc.examples import gaussian_mixture
+
+    if model.log_likelihood is not gaussian_mixture.log_likelihood:
+        raise ValueError("gaussian_mixture_bound is for tallmcmc.examples.gaussian_mixture.model(...) only")
+    scale = positive_finite(scale, "scale", "s in c_i = (2/σ²)(|x_i − x₀| + s)")
+    values = np.asarray(model.data, np.float64)
+    center = float(values.mean())
+
+    def distance(a, b):
+        reach = jnp.max(jnp.abs(jnp.stack([a[0], b[0], a[0] + a[1], b[0] + b[1]]) - center))
+        return jnp.linalg.norm(b - a) * jnp.maximum(1.0, reach / scale)
+
+    slope = 2.0 / gaussian_mixture.DATA_VARIANCE
+    return tuna_bound(slope * (np.abs(values - center) + scale), distance, name="tuna bound (gaussian mixture)")
