@@ -420,6 +420,11 @@ def sample(
 
     positions = jax.tree_util.tree_map(stack, *positions_parts)
     info = {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
+    for source in (*proposal.setup, *test.setup):  # e.g. a TunaMH bound raises if a step found it violated
+        if hasattr(source, "check_info"):
+            for checked in (warmup_info, info):
+                if checked is not None:
+                    source.check_info(checked)
     non_finite = int(info["non_finite"].sum())
     if non_finite:
         warnings.warn(
