@@ -56,6 +56,11 @@ class SamplingResult:
     adapted_covariance
         The covariance estimate that reshaped the proposal in warm-up
         (``adapt_covariance=True``), else ``None``.
+    driver
+        ``"vmap"`` or ``"asynchronous"``: which driver ran the kept draws.
+    loop_iterations
+        With the asynchronous driver, the vectorised loop iterations the kept
+        draws took (each advances every chain's test by one chunk); else ``None``.
     """
 
     positions: Position
@@ -71,6 +76,8 @@ class SamplingResult:
     warmup_info: dict[str, np.ndarray] | None = None
     step_size_factor: np.ndarray | None = None
     adapted_covariance: np.ndarray | None = None
+    driver: str = "vmap"
+    loop_iterations: int | None = None
 
     @property
     def setup_data_passes(self) -> float:
@@ -114,6 +121,11 @@ class SamplingResult:
     def seconds_per_step(self) -> float:
         """Sampling seconds per step (all chains advance together in one step)."""
         return self.sampling_seconds / max(self.num_draws, 1)
+
+    @property
+    def chain_steps_per_second(self) -> float:
+        """Steps of all chains together per sampling second (compilation excluded)."""
+        return self.num_chains * self.num_draws / max(self.sampling_seconds, 1e-12)
 
     def to_inference_data(self):
         """An :class:`arviz.InferenceData` with the draws and the step statistics.
@@ -175,6 +187,7 @@ def sample(
     temperature_schedule=None,
     step_size_schedule=None,
     adapt_covariance: bool = False,
+    driver: str = "vmap",
 ) -> SamplingResult:
     """Run ``num_chains`` Markov chains of ``num_samples`` steps each.
 
@@ -239,6 +252,19 @@ def sample(
         ``num_chunks`` times (for the progress bar and to move draws off the
         device as they come). The draws do not depend on it: step ``t`` of
         chain ``c`` uses the key ``fold_in(fold_in(key(seed), c), t)``.
+        The asynchronous driver returns to the host ``num_chunks`` times too
+        (when every chain has reached the next multiple of the chunk).
+    driver
+        How the chains of the kept draws are run together. ``"vmap"``: every
+        step is vmapped across chains, so a growing-minibatch test waits at
+        each step for the chain with the largest minibatch.
+        ``"asynchronous"`` (:mod:`tallmcmc.chain_asynchronous`): one
+        vectorised loop advances every chain's test by one chunk of data per
+        iteration, and a chain whose test has decided records its draw and
+        starts its next step at once. Both use the same per-chain, per-step
+        keys and the same operations, so they give the same draws (up to
+        floating-point differences of the batched arithmetic), whatever the
+        number of chains. Warm-up runs as with ``"vmap"``.
 
     Returns
     -------
@@ -261,6 +287,8 @@ def sample(
         raise TypeError("proposal must be a tallmcmc proposal, e.g. tallmcmc.random_walk(0.1)")
     if not isinstance(test, AcceptanceTest):
         raise TypeError("test must be a tallmcmc acceptance test, e.g. tallmcmc.minibatch_barker(batch_size=50)")
+    if driver not in DRIVERS:
+        raise ValueError(f"driver must be one of {DRIVERS}; got {driver!r}")
     if (initial_position is None) == (initial_positions is None):
         raise ValueError("give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)")
 
@@ -375,51 +403,35 @@ def sample(
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(starts), float)  # of the schedules' values
     chunk = math.ceil(num_samples / num_chunks)
     lengths = [chunk] * (num_samples // chunk) + ([num_samples % chunk] if num_samples % chunk else [])
-    compiled: dict[int, Any] = {}
-    compile_seconds = 0.0
-    sampling_seconds = 0.0
-    positions_parts: list[Any] = []
-    info_parts: list[MHInfo] = []
     description = f"{test.name} x {num_chains} chain(s)"
     bar = _progress_bar(num_samples, progress, description)
-    done = 0
-    try:
-        for length in lengths:
-            step_indices = jnp.arange(done, done + length, dtype=jnp.uint32)
-            schedule = tuple(
-                None if values is None else jnp.asarray(values[done : done + length], dtype)
-                for values in (temperatures, step_factors)
+    loop_iterations = None
+    if driver == "asynchronous":
+        from tallmcmc.chain_asynchronous import run_asynchronous
+
+        try:
+            states, positions, info, compile_seconds, sampling_seconds, loop_iterations, _ = run_asynchronous(
+                model,
+                proposal,
+                test,
+                states,
+                chain_keys,
+                factors,
+                num_samples,
+                list(np.cumsum(lengths)),
+                temperatures=temperatures,
+                step_factors=step_factors,
+                dtype=dtype,
+                bar=bar,
+                description=description,
             )
-            if length not in compiled:
-                bar.set_description(f"compiling {test.name}")
-                began = time.perf_counter()
-                compiled[length] = (
-                    jax.jit(run_chunk).lower(data, states, chain_keys, step_indices, factors, schedule).compile()
-                )
-                compile_seconds += time.perf_counter() - began
-                bar.set_description(description)
-            began = time.perf_counter()
-            states, (positions, info) = compiled[length](data, states, chain_keys, step_indices, factors, schedule)
-            jax.block_until_ready(states)
-            sampling_seconds += time.perf_counter() - began
-            positions_parts.append(jax.device_get(positions))
-            info_parts.append(jax.device_get(info))
-            bar.update(length)
-            done += length
-    except KeyboardInterrupt:
-        if not info_parts:
-            raise
-        done = sum(part.accepted.shape[0] for part in info_parts)
-        warnings.warn(f"interrupted: returning the {done} of {num_samples} draws per chain made so far", stacklevel=2)
-    finally:
-        bar.close()
-
-    def stack(*parts):
-        # scan stacks (draw, chain, ...); the ArviZ convention is (chain, draw, ...)
-        return np.swapaxes(np.concatenate(parts, axis=0), 0, 1)
-
-    positions = jax.tree_util.tree_map(stack, *positions_parts)
-    info = {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
+        finally:
+            bar.close()
+    else:
+        states, positions, info, compile_seconds, sampling_seconds = _run_vmapped(
+            run_chunk, data, states, chain_keys, factors, lengths, temperatures, step_factors, dtype, bar, description,
+            test.name, num_samples,
+        )
     for source in (*proposal.setup, *test.setup):  # e.g. a TunaMH bound raises if a step found it violated
         if hasattr(source, "check_info"):
             for checked in (warmup_info, info):
@@ -461,7 +473,60 @@ def sample(
         warmup_info=warmup_info,
         step_size_factor=None if factors is None else np.asarray(factors),
         adapted_covariance=adapted_covariance,
+        driver=driver,
+        loop_iterations=loop_iterations,
     )
+
+
+def _run_vmapped(
+    run_chunk, data, states, chain_keys, factors, lengths, temperatures, step_factors, dtype, bar, description, name,
+    num_samples,
+):
+    """The kept draws with every step vmapped across chains, in ``lax.scan`` chunks of ``lengths``."""
+    compiled: dict[int, Any] = {}
+    compile_seconds = 0.0
+    sampling_seconds = 0.0
+    positions_parts: list[Any] = []
+    info_parts: list[MHInfo] = []
+    done = 0
+    try:
+        for length in lengths:
+            step_indices = jnp.arange(done, done + length, dtype=jnp.uint32)
+            schedule = tuple(
+                None if values is None else jnp.asarray(values[done : done + length], dtype)
+                for values in (temperatures, step_factors)
+            )
+            if length not in compiled:
+                bar.set_description(f"compiling {name}")
+                began = time.perf_counter()
+                compiled[length] = (
+                    jax.jit(run_chunk).lower(data, states, chain_keys, step_indices, factors, schedule).compile()
+                )
+                compile_seconds += time.perf_counter() - began
+                bar.set_description(description)
+            began = time.perf_counter()
+            states, (positions, info) = compiled[length](data, states, chain_keys, step_indices, factors, schedule)
+            jax.block_until_ready(states)
+            sampling_seconds += time.perf_counter() - began
+            positions_parts.append(jax.device_get(positions))
+            info_parts.append(jax.device_get(info))
+            bar.update(length)
+            done += length
+    except KeyboardInterrupt:
+        if not info_parts:
+            raise
+        done = sum(part.accepted.shape[0] for part in info_parts)
+        warnings.warn(f"interrupted: returning the {done} of {num_samples} draws per chain made so far", stacklevel=3)
+    finally:
+        bar.close()
+
+    def stack(*parts):
+        # scan stacks (draw, chain, ...); the ArviZ convention is (chain, draw, ...)
+        return np.swapaxes(np.concatenate(parts, axis=0), 0, 1)
+
+    positions = jax.tree_util.tree_map(stack, *positions_parts)
+    info = {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
+    return states, positions, info, compile_seconds, sampling_seconds
 
 
 #: A per-step bound on |P(accept) − Barker| at or above this guarantees next to nothing (``sample``
@@ -488,6 +553,8 @@ def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
             stacklevel=3,
         )
 
+
+DRIVERS = ("vmap", "asynchronous")
 
 _WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
 

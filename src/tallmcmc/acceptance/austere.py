@@ -62,16 +62,18 @@ from tallmcmc.acceptance.austere_design import (
     choose_austere_parameters,
 )
 from tallmcmc._checks import error_probability, open_unit_interval, optional_integer_at_least
-from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, info_for, is_bad
 from tallmcmc.acceptance.sequential import (
+    LoopRule,
     checked_batch_size,
     estimated_log_ratio,
     full_data_log_ratios,
+    machine_test,
     metropolis_threshold,
     minibatch_test_init,
-    run_sequential_test,
     sample_variance,
     sequential_decision,
+    sequential_machine,
     with_control_variate,
 )
 from tallmcmc.model import Model
@@ -98,53 +100,38 @@ def student_t_tail(t: jax.Array, degrees_of_freedom: jax.Array) -> jax.Array:
     return jnp.where(nu > 200, expansion, beta_form)
 
 
-def _sequential_t_test(
-    rng_key, model: Model, position, proposed, log_ratio_offset, batch_size, epsilon, *, chunk_size, first_stage, skip=False
-):
-    """Run the sequential t-test with (possibly traced) m and ε.
+def _t_statistics(state, num_data: int, dtype, threshold):
+    """Variance of N·l̄ (with the finite-population correction) and the t-test's tail δ."""
+    n = state.count.astype(dtype)
+    correction = jnp.maximum(1 - (n - 1) / (num_data - 1), 0.0) if num_data > 1 else jnp.zeros((), dtype)
+    # variance of N·l̄ (the estimate of Δ − offset): N² s_l²/n · (1 − (n−1)/(N−1))
+    variance = float(num_data) ** 2 * sample_variance(state) / jnp.maximum(n, 1) * correction
+    t = (float(num_data) * state.mean - threshold) / jnp.sqrt(variance)
+    tail = student_t_tail(t, jnp.maximum(n - 1, 1))
+    return variance, tail
 
-    Returns (state, estimate, variance, tail, log_u): the loop's end state,
-    Δ*, the estimated variance of Δ* and the t-test's tail δ there (0 once
-    all N points are used), and the log u the decision compares Δ* with.
-    """
-    num_data = model.num_data
-    dtype = log_ratio_offset.dtype
-    log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
+
+def _t_rule(num_data: int, dtype, threshold, batch_size, epsilon, *, chunk_size: int, first_stage: int) -> LoopRule:
+    """The sequential t-test's loop with (possibly traced) stage size m and threshold ε."""
     batch_size = jnp.asarray(batch_size, jnp.int32)
     epsilon = jnp.asarray(epsilon, dtype)
 
-    def statistics(state):
-        n = state.count.astype(dtype)
-        correction = jnp.maximum(1 - (n - 1) / (num_data - 1), 0.0) if num_data > 1 else jnp.zeros((), dtype)
-        # variance of N·l̄ (the estimate of Δ − offset): N² s_l²/n · (1 − (n−1)/(N−1))
-        variance = float(num_data) ** 2 * sample_variance(state) / jnp.maximum(n, 1) * correction
-        t = (float(num_data) * state.mean - threshold) / jnp.sqrt(variance)
-        tail = student_t_tail(t, jnp.maximum(n - 1, 1))
-        return variance, tail
-
     def stop(state):
-        _, tail = statistics(state)
+        _, tail = _t_statistics(state, num_data, dtype, threshold)
         at_stage = (state.count % batch_size) == 0
         return at_stage & (tail < epsilon)
 
     def next_stage(count, stage):
         return (count // batch_size + 1) * batch_size
 
-    state = run_sequential_test(
-        order_key,
-        model,
-        position,
-        proposed,
-        chunk_size=chunk_size,
-        first_stage=first_stage,
-        next_stage=next_stage,
-        stop=stop,
-        dtype=dtype,
-        skip=skip | (log_ratio_offset == -jnp.inf),
-    )
-    variance, tail = statistics(state)
+    return LoopRule(chunk_size, first_stage, next_stage, stop)
+
+
+def _t_result(state, num_data: int, log_ratio_offset, threshold):
+    """(estimate, variance, tail) at the loop's end: Δ*, its estimated variance, δ (0 once all N are used)."""
+    variance, tail = _t_statistics(state, num_data, log_ratio_offset.dtype, threshold)
     estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
-    return state, estimate, variance, jnp.where(state.count >= num_data, 0.0, tail), log_u
+    return estimate, variance, jnp.where(state.count >= num_data, 0.0, tail)
 
 
 def austere(
@@ -194,33 +181,38 @@ def austere(
     chunk_size = optional_integer_at_least(chunk_size, "chunk_size") or batch_size
 
     init = minibatch_test_init(batch_size)
+    machine = _fixed_design_machine(lambda num_data: (batch_size, epsilon_value, chunk_size))
+    return with_control_variate(machine_test(machine, init, "austere"), control_variate)
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        return _fixed_design_decision(
-            rng_key, model, position, proposed, log_ratio_offset, cache, batch_size, epsilon_value, chunk_size
+
+def _fixed_design_machine(design_for) -> StepMachine:
+    """AustereMH with a fixed design: ``design_for(N) -> (m, ε, chunk_size)`` (host values)."""
+
+    def prepare(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+        log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
+        return (log_u, threshold), order_key, log_ratio_offset == -jnp.inf
+
+    def rule(context, model: Model, log_ratio_offset) -> LoopRule:
+        batch_size, epsilon, chunk_size = design_for(model.num_data)
+        _, threshold = context
+        return _t_rule(
+            model.num_data,
+            log_ratio_offset.dtype,
+            threshold,
+            batch_size,
+            epsilon,
+            chunk_size=min(chunk_size, model.num_data),
+            first_stage=batch_size,
         )
 
-    return with_control_variate(AcceptanceTest(init, decide, "austere"), control_variate)
+    def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
+        log_u, threshold = context
+        estimate, variance, tail = _t_result(state, model.num_data, log_ratio_offset, threshold)
+        return sequential_decision(
+            state, model.num_data, estimate, estimate > log_u, cache, variance=variance, error_bound=tail
+        )
 
-
-def _fixed_design_decision(
-    rng_key, model: Model, position, proposed, log_ratio_offset, cache, batch_size: int, epsilon: float, chunk_size: int
-) -> Decision:
-    """One AustereMH decision with stage size ``batch_size`` and threshold ``epsilon``."""
-    state, estimate, variance, tail, log_u = _sequential_t_test(
-        rng_key,
-        model,
-        position,
-        proposed,
-        log_ratio_offset,
-        batch_size,
-        epsilon,
-        chunk_size=min(chunk_size, model.num_data),
-        first_stage=batch_size,
-    )
-    return sequential_decision(
-        state, model.num_data, estimate, estimate > log_u, cache, variance=variance, error_bound=tail
-    )
+    return sequential_machine(prepare, rule, conclude)
 
 
 def austere_conservative(
@@ -302,14 +294,13 @@ def austere_conservative(
         design_for(model.num_data)
         return ()
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        design = design_for(model.num_data)
-        size = min(design.batch_size, model.num_data)
-        return _fixed_design_decision(
-            rng_key, model, position, proposed, log_ratio_offset, cache, size, design.epsilon, chunk_size or size
-        )
+    def fixed_design(size: int):
+        design = design_for(size)
+        batch_size = min(design.batch_size, size)
+        return batch_size, design.epsilon, chunk_size or batch_size
 
-    return with_control_variate(AcceptanceTest(init, decide, name), control_variate)
+    machine = _fixed_design_machine(fixed_design)
+    return with_control_variate(machine_test(machine, init, name), control_variate)
 
 
 def austere_adaptive(
@@ -388,7 +379,7 @@ def austere_adaptive(
         table_for(model.num_data)
         return ()
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+    def prepare(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         num_data = model.num_data
         dtype = log_ratio_offset.dtype
         gaps, sizes, thresholds = table_for(num_data)
@@ -396,26 +387,34 @@ def austere_adaptive(
         mean = jnp.mean(values)
         spread = jnp.std(values)
         # the sequential test draws u from the same key, so μ₀ here is its μ₀
-        log_u, _, _ = metropolis_threshold(rng_key, log_ratio_offset)
+        log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
         gap = (float(num_data) * mean + log_ratio_offset - log_u) / float(num_data)  # μ − μ₀
         standardized = jnp.abs(gap) * math.sqrt(num_data - 1) / spread
         standardized = jnp.where(jnp.isnan(standardized), 0.0, standardized)
         index = jnp.clip(jnp.searchsorted(jnp.asarray(gaps, dtype), standardized, side="right") - 1, 0, gaps.size - 1)
         size = jnp.asarray(sizes)[index]
-        threshold = jnp.asarray(thresholds, dtype)[index]
+        epsilon = jnp.asarray(thresholds, dtype)[index]
         exact = size >= num_data
-        state, estimate, variance, tail, _ = _sequential_t_test(
-            rng_key,
-            model,
-            position,
-            proposed,
-            log_ratio_offset,
-            jnp.maximum(size, 2),
+        context = (log_u, threshold, jnp.maximum(size, 2), epsilon, exact, mean)
+        return context, order_key, exact | (log_ratio_offset == -jnp.inf)
+
+    def rule(context, model: Model, log_ratio_offset) -> LoopRule:
+        num_data = model.num_data
+        _, threshold, size, epsilon, _, _ = context
+        return _t_rule(
+            num_data,
+            log_ratio_offset.dtype,
             threshold,
+            size,
+            epsilon,
             chunk_size=min(chunk_size, num_data),
             first_stage=min(min(batch_sizes), num_data),
-            skip=exact,
         )
+
+    def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
+        num_data = model.num_data
+        log_u, threshold, _, _, exact, mean = context
+        estimate, variance, tail = _t_result(state, num_data, log_ratio_offset, threshold)
         exact_estimate = float(num_data) * mean + log_ratio_offset
         estimate = jnp.where(exact, exact_estimate, estimate)
         accepted = estimate > log_u
@@ -432,4 +431,5 @@ def austere_adaptive(
         )
         return Decision(accepted & ~bad, cache, info)
 
-    return with_control_variate(AcceptanceTest(init, decide, "austere_adaptive"), control_variate)
+    machine = sequential_machine(prepare, rule, conclude)
+    return with_control_variate(machine_test(machine, init, "austere_adaptive"), control_variate)

@@ -11,6 +11,14 @@ An :class:`AcceptanceTest` is a pair of pure functions:
     where ``log_ratio_offset = log p₀(θ′) − log p₀(θ) + log q(θ|θ′) − log q(θ′|θ)``
     is the data-free part of the log acceptance ratio ``Δ``.
 
+A test that grows a minibatch may also offer the same decision as a
+:class:`StepMachine` (``start``, ``advance`` one chunk, ``done``, ``finish``),
+which the chain-asynchronous driver (:mod:`tallmcmc.chain_asynchronous`) uses
+to let each chain of a batch start its next step as soon as its own test has
+decided. Its ``decide`` is then :func:`decide_by_machine` of that machine (the
+same code path, so both give the same draws); a test without one runs through
+:func:`machine_of`'s one-shot wrapper.
+
 This module holds the types every test shares; each test lives in its own
 module and returns an :class:`AcceptanceInfo`.
 """
@@ -64,6 +72,29 @@ class Decision(NamedTuple):
     info: AcceptanceInfo
 
 
+class StepMachine(NamedTuple):
+    """One decision of a test cut into chunks of work (see the module docstring).
+
+    ``start(rng_key, model, position, proposed, log_ratio_offset, cache) -> test_state``
+        everything before the first chunk (keys, thresholds, any full pass);
+    ``advance(test_state, model, position, proposed, log_ratio_offset, cache) -> test_state``
+        one chunk of data; called only while ``done`` is false;
+    ``done(test_state) -> bool``
+        whether the test has decided;
+    ``finish(test_state, model, position, proposed, log_ratio_offset, cache) -> Decision``
+        the decision from a finished ``test_state``.
+
+    ``test_state`` is a pytree of arrays whose shapes do not depend on the
+    step, so that a batch of chains at different stages can be advanced
+    together under ``vmap``.
+    """
+
+    start: Callable[..., Any]
+    advance: Callable[..., Any]
+    done: Callable[[Any], jax.Array]
+    finish: Callable[..., Decision]
+
+
 class AcceptanceTest(NamedTuple):
     """A swappable acceptance rule (see the module docstring)."""
 
@@ -75,6 +106,55 @@ class AcceptanceTest(NamedTuple):
     #: (the full-data tests' per-datum cache). True: it is the test's own running state (what the
     #: chain has learned so far, e.g. the minibatch Barker test's :class:`TailPool`) and is kept always.
     keeps_cache_on_reject: bool = False
+    #: The same decision as a :class:`StepMachine`, or ``None``. A wrapper that replaces ``decide``
+    #: must replace or drop it; :func:`machine_of` ignores a machine that ``decide`` was not built from.
+    machine: StepMachine | None = None
+
+
+def decide_by_machine(machine: StepMachine) -> Callable[..., Decision]:
+    """The ``decide`` of a :class:`StepMachine`: ``start``, ``advance`` while not ``done``, ``finish``."""
+
+    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
+        from jax import lax
+
+        state = machine.start(rng_key, model, position, proposed, log_ratio_offset, cache)
+        state = lax.while_loop(
+            lambda s: ~machine.done(s),
+            lambda s: machine.advance(s, model, position, proposed, log_ratio_offset, cache),
+            state,
+        )
+        return machine.finish(state, model, position, proposed, log_ratio_offset, cache)
+
+    decide.machine = machine  # what machine_of checks
+    return decide
+
+
+def machine_of(test: AcceptanceTest) -> StepMachine:
+    """The test's :class:`StepMachine`, or a one-shot one that runs ``decide`` in ``start``.
+
+    The one-shot machine (full-data tests, and any test without a machine of
+    its own) keeps the :class:`Decision` as its state and is done at once, so
+    a chain-asynchronous driver runs such a test in a single iteration. A
+    ``test.machine`` that ``test.decide`` was not built from (a wrapper
+    replaced ``decide`` only) is not trusted: the one-shot machine is used.
+    """
+    machine = test.machine
+    if machine is not None and getattr(test.decide, "machine", None) is machine:
+        return machine
+
+    def start(rng_key, model, position, proposed, log_ratio_offset, cache):
+        return test.decide(rng_key, model, position, proposed, log_ratio_offset, cache)
+
+    def advance(decision, model, position, proposed, log_ratio_offset, cache):
+        return decision
+
+    def done(decision):
+        return jnp.ones((), bool)
+
+    def finish(decision, model, position, proposed, log_ratio_offset, cache):
+        return decision
+
+    return StepMachine(start, advance, done, finish)
 
 
 def info_for(

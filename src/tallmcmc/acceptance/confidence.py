@@ -53,13 +53,15 @@ import numpy as np
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.acceptance.sequential import (
+    LoopRule,
     checked_batch_size,
     estimated_log_ratio,
     full_data_log_ratios,
+    machine_test,
     metropolis_threshold,
     minibatch_test_init,
-    run_sequential_test,
     sequential_decision,
+    sequential_machine,
     with_control_variate,
 )
 from tallmcmc.model import Model, Position
@@ -136,22 +138,27 @@ def confidence_sampler(
 
     init = minibatch_test_init(batch_size)
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        num_data = model.num_data
+    def budget(stage, dtype):
+        k = jnp.maximum(stage, 1).astype(dtype)
+        return (p - 1.0) / (p * k**p) * delta
+
+    def prepare(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         dtype = log_ratio_offset.dtype
         log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
         if full_pass:
             range_bound = jnp.max(jnp.abs(full_data_log_ratios(model, position, proposed).astype(dtype)))
         else:
             range_bound = jnp.asarray(bound(position, proposed), dtype)
+        return (log_u, threshold, range_bound), order_key, log_ratio_offset == -jnp.inf
 
-        def budget(stage):
-            k = jnp.maximum(stage, 1).astype(dtype)
-            return (p - 1.0) / (p * k**p) * delta
+    def rule(context, model: Model, log_ratio_offset) -> LoopRule:
+        num_data = model.num_data
+        dtype = log_ratio_offset.dtype
+        _, threshold, range_bound = context
 
         def stop(state):
             t = state.count.astype(dtype)
-            log_term = jnp.log(3.0 / budget(state.stage))
+            log_term = jnp.log(3.0 / budget(state.stage, dtype))
             spread = jnp.sqrt(state.sum_squares / t)
             width = spread * jnp.sqrt(2.0 * log_term / t) + 6.0 * range_bound * log_term / t
             # |Λ*ₜ − μ₀| ≥ cₜ, multiplied through by N
@@ -160,18 +167,12 @@ def confidence_sampler(
         def next_stage(count, stage):
             return jnp.ceil(gamma * count.astype(jnp.float32)).astype(jnp.int32)
 
-        state = run_sequential_test(
-            order_key,
-            model,
-            position,
-            proposed,
-            chunk_size=min(chunk_size, num_data),
-            first_stage=batch_size,
-            next_stage=next_stage,
-            stop=stop,
-            dtype=dtype,
-            skip=log_ratio_offset == -jnp.inf,
-        )
+        return LoopRule(min(chunk_size, num_data), batch_size, next_stage, stop)
+
+    def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache):
+        num_data = model.num_data
+        dtype = log_ratio_offset.dtype
+        log_u, _, range_bound = context
         t = state.count.astype(dtype)
         estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
         looks = jnp.arange(1, 64, dtype=dtype)
@@ -189,4 +190,6 @@ def confidence_sampler(
             non_finite=full_pass & ~jnp.isfinite(range_bound),
         )
 
-    return with_control_variate(AcceptanceTest(init, decide, "confidence_sampler"), control_variate)
+    machine = sequential_machine(prepare, rule, conclude)
+
+    return with_control_variate(machine_test(machine, init, "confidence_sampler"), control_variate)

@@ -50,12 +50,14 @@ import jax.numpy as jnp
 
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.acceptance.sequential import (
+    LoopRule,
     checked_batch_size,
     estimated_log_ratio,
+    machine_test,
     minibatch_test_init,
-    run_sequential_test,
     sample_variance,
     sequential_decision,
+    sequential_machine,
     with_control_variate,
 )
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
@@ -219,13 +221,9 @@ def minibatch_barker(
         check_init(model, position)
         return TailPool.empty(jnp.result_type(*jax.tree_util.tree_leaves(position), float))
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        num_data = model.num_data
-        dtype = log_ratio_offset.dtype
+    def helpers(num_data: int, dtype, pool: TailPool):
+        """The functions of the loop's state that the stopping rule and the decision share."""
         buffer_size = min(num_data, moment_sample_size or 20 * batch_size)
-        order_key, normal_key, correction_key, logistic_key = jax.random.split(rng_key, 4)
-        pool = cache if isinstance(cache, TailPool) else TailPool.empty(dtype)
-        pool = TailPool(*(field.astype(dtype) for field in pool))
         first_size = min(batch_size, num_data)
 
         def moments(state):
@@ -276,24 +274,31 @@ def minibatch_barker(
                 small = small & (clt_error(state) <= delta)
             return small
 
-        if growth == "linear":
-            next_stage = lambda count, stage: count + batch_size  # noqa: E731
-        else:
-            next_stage = lambda count, stage: jnp.ceil(growth_factor * count).astype(jnp.int32)  # noqa: E731
+        return buffer_size, first_size, moments, standardized, clt_error, first_stage_variance, stop
 
-        state = run_sequential_test(
-            order_key,
-            model,
-            position,
-            proposed,
-            chunk_size=batch_size,
-            first_stage=batch_size,
-            next_stage=next_stage,
-            stop=stop,
-            dtype=dtype,
-            buffer_size=buffer_size,
-            skip=log_ratio_offset == -jnp.inf,
-        )
+    if growth == "linear":
+        next_stage = lambda count, stage: count + batch_size  # noqa: E731
+    else:
+        next_stage = lambda count, stage: jnp.ceil(growth_factor * count).astype(jnp.int32)  # noqa: E731
+
+    def prepare(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+        dtype = log_ratio_offset.dtype
+        order_key, normal_key, correction_key, logistic_key = jax.random.split(rng_key, 4)
+        pool = cache if isinstance(cache, TailPool) else TailPool.empty(dtype)
+        pool = TailPool(*(field.astype(dtype) for field in pool))
+        context = ((normal_key, correction_key, logistic_key), pool)
+        return context, order_key, log_ratio_offset == -jnp.inf
+
+    def rule(context, model: Model, log_ratio_offset) -> LoopRule:
+        _, pool = context
+        buffer_size, _, _, _, _, _, stop = helpers(model.num_data, log_ratio_offset.dtype, pool)
+        return LoopRule(batch_size, batch_size, next_stage, stop, buffer_size)
+
+    def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache):
+        (normal_key, correction_key, logistic_key), pool = context
+        num_data = model.num_data
+        dtype = log_ratio_offset.dtype
+        _, first_size, moments, standardized, clt_error, first_stage_variance, _ = helpers(num_data, dtype, pool)
         _, variance = moments(state)
         estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
         extra_variance = jnp.maximum(sigma_squared - variance, 0.0)
@@ -314,6 +319,7 @@ def minibatch_barker(
             state, num_data, estimate, estimate + noise > 0, pool, variance=variance, error_bound=clt_error(state)
         )
 
+    machine = sequential_machine(prepare, rule, conclude)
     return with_control_variate(
-        AcceptanceTest(init, decide, "minibatch_barker", keeps_cache_on_reject=True), control_variate
+        machine_test(machine, init, "minibatch_barker", keeps_cache_on_reject=True), control_variate
     )

@@ -18,14 +18,14 @@ pairwise update of Chan, Golub and LeVeque, which is stable in float32.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from tallmcmc._checks import integer_at_least
-from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, decide_by_machine, info_for, is_bad
 from tallmcmc.model import Model, Position
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
@@ -53,6 +53,79 @@ class SequentialState(NamedTuple):
 def sample_variance(state: SequentialState) -> jax.Array:
     """Unbiased sample variance of the log ratios seen so far."""
     return state.sum_squares / jnp.maximum(state.count - 1, 1).astype(state.mean.dtype)
+
+
+class LoopRule(NamedTuple):
+    """How a growing-minibatch test grows and when it stops (see :func:`run_sequential_test`).
+
+    ``chunk_size``, ``first_stage`` and ``buffer_size`` are static ints;
+    ``next_stage(count, stage) -> size`` and ``stop(state) -> bool`` may close
+    over traced values (a threshold, the chain's tail pool).
+    """
+
+    chunk_size: int
+    first_stage: int
+    next_stage: Callable[[jax.Array, jax.Array], jax.Array]
+    stop: Callable[[SequentialState], jax.Array]
+    buffer_size: int = 0
+
+
+def sequential_initial_state(num_data: int, rule: LoopRule, dtype, skip: jax.Array | bool = False) -> SequentialState:
+    """The state before the first chunk: nothing seen, the first check at ``min(first_stage, N)``."""
+    zero = jnp.zeros((), dtype)
+    return SequentialState(
+        count=jnp.zeros((), jnp.int32),
+        mean=zero,
+        sum_squares=zero,
+        stage=jnp.zeros((), jnp.int32),
+        next_check=jnp.asarray(min(rule.first_stage, num_data), jnp.int32),
+        buffer=jnp.zeros((rule.buffer_size + rule.chunk_size,) if rule.buffer_size else (0,), dtype),
+        done=jnp.asarray(skip, bool),
+        non_finite=jnp.zeros((), bool),
+    )
+
+
+def sequential_chunk(
+    round_keys: jax.Array,
+    state: SequentialState,
+    model: Model,
+    position: Position,
+    proposed: Position,
+    rule: LoopRule,
+    dtype,
+) -> SequentialState:
+    """Evaluate the next chunk of the minibatch, merge it, and check the rule at a stage boundary."""
+    num_data = model.num_data
+    chunk_size, buffer_size = rule.chunk_size, rule.buffer_size
+    lanes = jnp.arange(chunk_size, dtype=jnp.int32)
+    limit = jnp.minimum(state.next_check, num_data)
+    positions = state.count + lanes
+    valid = positions < limit
+    indices = permuted_indices(round_keys, jnp.where(valid, positions, 0), num_data)
+    batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
+    values = model.log_likelihood_ratios(position, proposed, batch).astype(dtype)
+    weights = valid.astype(dtype)
+    chunk_count = jnp.sum(valid).astype(jnp.int32)
+    chunk_n = chunk_count.astype(dtype)
+    chunk_mean = jnp.sum(jnp.where(valid, values, 0)) / jnp.maximum(chunk_n, 1)
+    chunk_squares = jnp.sum(weights * jnp.where(valid, values - chunk_mean, 0) ** 2)
+    count = state.count + chunk_count
+    total = count.astype(dtype)
+    delta = chunk_mean - state.mean
+    mean = state.mean + delta * chunk_n / total
+    sum_squares = state.sum_squares + chunk_squares + delta**2 * state.count.astype(dtype) * chunk_n / total
+    buffer = state.buffer
+    if buffer_size:
+        start = jnp.minimum(state.count, buffer_size)
+        buffer = lax.dynamic_update_slice(buffer, values, (start,))
+    non_finite = ~(jnp.isfinite(mean) & jnp.isfinite(sum_squares))
+    at_check = (count >= limit) | non_finite
+    stage = state.stage + at_check.astype(jnp.int32)
+    new = SequentialState(count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite)
+    stopped = at_check & (non_finite | (count >= num_data) | rule.stop(new))
+    following = jnp.clip(rule.next_stage(count, stage), count + 1, num_data)
+    next_check = jnp.where(at_check & ~stopped, following, state.next_check)
+    return new._replace(next_check=next_check.astype(jnp.int32), done=stopped)
 
 
 def run_sequential_test(
@@ -93,52 +166,78 @@ def run_sequential_test(
     skip
         If true, use no data at all (e.g. a proposal outside the prior's support).
     """
-    num_data = model.num_data
+    rule = LoopRule(chunk_size, first_stage, next_stage, stop, buffer_size)
     round_keys = permutation_keys(rng_key)
-    lanes = jnp.arange(chunk_size, dtype=jnp.int32)
-
-    def body(state: SequentialState) -> SequentialState:
-        limit = jnp.minimum(state.next_check, num_data)
-        positions = state.count + lanes
-        valid = positions < limit
-        indices = permuted_indices(round_keys, jnp.where(valid, positions, 0), num_data)
-        batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
-        values = model.log_likelihood_ratios(position, proposed, batch).astype(dtype)
-        weights = valid.astype(dtype)
-        chunk_count = jnp.sum(valid).astype(jnp.int32)
-        chunk_n = chunk_count.astype(dtype)
-        chunk_mean = jnp.sum(jnp.where(valid, values, 0)) / jnp.maximum(chunk_n, 1)
-        chunk_squares = jnp.sum(weights * jnp.where(valid, values - chunk_mean, 0) ** 2)
-        count = state.count + chunk_count
-        total = count.astype(dtype)
-        delta = chunk_mean - state.mean
-        mean = state.mean + delta * chunk_n / total
-        sum_squares = state.sum_squares + chunk_squares + delta**2 * state.count.astype(dtype) * chunk_n / total
-        buffer = state.buffer
-        if buffer_size:
-            start = jnp.minimum(state.count, buffer_size)
-            buffer = lax.dynamic_update_slice(buffer, values, (start,))
-        non_finite = ~(jnp.isfinite(mean) & jnp.isfinite(sum_squares))
-        at_check = (count >= limit) | non_finite
-        stage = state.stage + at_check.astype(jnp.int32)
-        new = SequentialState(count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite)
-        stopped = at_check & (non_finite | (count >= num_data) | stop(new))
-        following = jnp.clip(next_stage(count, stage), count + 1, num_data)
-        next_check = jnp.where(at_check & ~stopped, following, state.next_check)
-        return new._replace(next_check=next_check.astype(jnp.int32), done=stopped)
-
-    zero = jnp.zeros((), dtype)
-    initial = SequentialState(
-        count=jnp.zeros((), jnp.int32),
-        mean=zero,
-        sum_squares=zero,
-        stage=jnp.zeros((), jnp.int32),
-        next_check=jnp.asarray(min(first_stage, num_data), jnp.int32),
-        buffer=jnp.zeros((buffer_size + chunk_size,) if buffer_size else (0,), dtype),
-        done=jnp.asarray(skip, bool),
-        non_finite=jnp.zeros((), bool),
+    initial = sequential_initial_state(model.num_data, rule, dtype, skip)
+    return lax.while_loop(
+        lambda s: ~s.done, lambda s: sequential_chunk(round_keys, s, model, position, proposed, rule, dtype), initial
     )
-    return lax.while_loop(lambda s: ~s.done, body, initial)
+
+
+class SequentialTestState(NamedTuple):
+    """The :class:`~tallmcmc.acceptance.base.StepMachine` state of a growing-minibatch test.
+
+    ``context`` is what the test computed before its loop (thresholds, keys,
+    the chain's tail pool, a full-pass bound), ``round_keys`` the step's
+    permutation of the data, ``state`` the loop's :class:`SequentialState`.
+    """
+
+    context: Any
+    round_keys: jax.Array
+    state: SequentialState
+
+
+def sequential_machine(prepare, rule, conclude) -> StepMachine:
+    """A growing-minibatch test as a :class:`~tallmcmc.acceptance.base.StepMachine`.
+
+    Parameters
+    ----------
+    prepare
+        ``prepare(rng_key, model, position, proposed, log_ratio_offset, cache)
+        -> (context, order_key, skip)``: the work before the loop; ``context``
+        a pytree of arrays, ``order_key`` the key of the data's order, ``skip``
+        whether to use no data at all.
+    rule
+        ``rule(context, model, log_ratio_offset) -> LoopRule``.
+    conclude
+        ``conclude(context, state, model, position, proposed,
+        log_ratio_offset, cache) -> Decision`` from the loop's end state.
+
+    Returns
+    -------
+    StepMachine
+        ``start`` runs ``prepare`` and sets up the loop, ``advance`` is one
+        :func:`sequential_chunk`, ``done`` the loop's flag, ``finish`` runs
+        ``conclude``; :func:`~tallmcmc.acceptance.base.decide_by_machine` of it
+        is the test's ``decide`` (exactly :func:`run_sequential_test` between
+        ``prepare`` and ``conclude``).
+    """
+
+    def start(rng_key, model: Model, position, proposed, log_ratio_offset, cache) -> SequentialTestState:
+        context, order_key, skip = prepare(rng_key, model, position, proposed, log_ratio_offset, cache)
+        loop = rule(context, model, log_ratio_offset)
+        initial = sequential_initial_state(model.num_data, loop, log_ratio_offset.dtype, skip)
+        return SequentialTestState(context, permutation_keys(order_key), initial)
+
+    def advance(test_state: SequentialTestState, model: Model, position, proposed, log_ratio_offset, cache):
+        loop = rule(test_state.context, model, log_ratio_offset)
+        state = sequential_chunk(
+            test_state.round_keys, test_state.state, model, position, proposed, loop, log_ratio_offset.dtype
+        )
+        return test_state._replace(state=state)
+
+    def done(test_state: SequentialTestState) -> jax.Array:
+        return test_state.state.done
+
+    def finish(test_state: SequentialTestState, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
+        return conclude(test_state.context, test_state.state, model, position, proposed, log_ratio_offset, cache)
+
+    return StepMachine(start, advance, done, finish)
+
+
+def machine_test(machine: StepMachine, init, name: str, **fields) -> AcceptanceTest:
+    """An :class:`~tallmcmc.acceptance.base.AcceptanceTest` whose ``decide`` runs ``machine``."""
+    return AcceptanceTest(init, decide_by_machine(machine), name, machine=machine, **fields)
 
 
 def full_data_log_ratios(model: Model, position: Position, proposed: Position) -> jax.Array:
@@ -246,9 +345,45 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
         control_variate.check_model(model)
         return test.init(model, position)
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        proxy = control_variate.proxy_log_ratio(position, proposed).astype(log_ratio_offset.dtype)
-        residuals = control_variate.residual_model(model)
-        return test.decide(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
+    def proxy_of(position, proposed, log_ratio_offset):
+        return control_variate.proxy_log_ratio(position, proposed).astype(log_ratio_offset.dtype)
 
-    return test._replace(init=init, decide=decide, name=f"{test.name}_cv", setup=test.setup + (control_variate,))
+    inner = test.machine
+    if inner is None or getattr(test.decide, "machine", None) is not inner:
+
+        def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+            proxy = proxy_of(position, proposed, log_ratio_offset)
+            residuals = control_variate.residual_model(model)
+            return test.decide(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
+
+        return test._replace(
+            init=init, decide=decide, name=f"{test.name}_cv", setup=test.setup + (control_variate,), machine=None
+        )
+
+    # the machine's state carries the proxy sum, so that advancing a chunk does not recompute it
+    def start(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+        proxy = proxy_of(position, proposed, log_ratio_offset)
+        residuals = control_variate.residual_model(model)
+        return proxy, inner.start(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
+
+    def advance(test_state, model: Model, position, proposed, log_ratio_offset, cache):
+        proxy, state = test_state
+        residuals = control_variate.residual_model(model)
+        return proxy, inner.advance(state, residuals, position, proposed, log_ratio_offset + proxy, cache)
+
+    def done(test_state):
+        return inner.done(test_state[1])
+
+    def finish(test_state, model: Model, position, proposed, log_ratio_offset, cache):
+        proxy, state = test_state
+        residuals = control_variate.residual_model(model)
+        return inner.finish(state, residuals, position, proposed, log_ratio_offset + proxy, cache)
+
+    machine = StepMachine(start, advance, done, finish)
+    return test._replace(
+        init=init,
+        decide=decide_by_machine(machine),
+        name=f"{test.name}_cv",
+        setup=test.setup + (control_variate,),
+        machine=machine,
+    )

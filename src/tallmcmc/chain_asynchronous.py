@@ -1,0 +1,306 @@
+"""The chain-asynchronous driver: each chain starts its next step as soon as its own test has decided.
+
+Under ``vmap`` a growing-minibatch test's ``lax.while_loop`` runs every chain
+until the largest minibatch of that step is done, and the minibatch sizes
+are heavy-tailed, so a batch of chains moves at the pace of its slowest
+member at every step. Here one vectorised ``lax.while_loop`` iteration
+advances every chain's test by one chunk of data (the test's
+:class:`~tallmcmc.acceptance.base.StepMachine`); a chain whose test has
+decided accepts or rejects, writes its draw into the output at its own step
+index ``t`` and starts step ``t + 1`` at once, without waiting for the others.
+
+Each chain's step ``t`` uses the key ``fold_in(fold_in(key(seed), chain), t)``,
+as the vmapped driver of :func:`tallmcmc.sample` does, and runs the same
+operations (propose, prior, offset, the machine's ``start``/``advance``/
+``finish``, choose) as :func:`tallmcmc.build_kernel`'s ``step``, so a chain's
+draws depend neither on the other chains nor on how many there are.
+:func:`step_parts` is that step cut into pieces; its ``step`` is checked
+against ``build_kernel`` in the tests.
+
+Tests without a machine of their own (the full-data tests, any test whose
+``decide`` was replaced by a wrapper) run through the one-shot machine of
+:func:`~tallmcmc.acceptance.base.machine_of`: one iteration per step, as in
+lockstep.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from tallmcmc.acceptance.base import AcceptanceTest, machine_of
+from tallmcmc.kernel import MHInfo, MHState
+from tallmcmc.model import Model, Position
+from tallmcmc.proposals.base import Proposal
+
+
+class InFlight(NamedTuple):
+    """A step under way: the proposal, its log-prior, the data-free part of Δ and the test's state."""
+
+    proposed: Position
+    log_prior: jax.Array
+    offset: jax.Array
+    nan_offset: jax.Array
+    proposal_data_used: jax.Array
+    test_state: Any
+
+
+class StepParts(NamedTuple):
+    """One Metropolis–Hastings step cut at the test's chunks (see :func:`step_parts`)."""
+
+    begin: Callable[[jax.Array, MHState], InFlight]
+    advance: Callable[[InFlight, MHState], InFlight]
+    done: Callable[[InFlight], jax.Array]
+    end: Callable[[InFlight, MHState], tuple[MHState, MHInfo]]
+    step: Callable[[jax.Array, MHState], tuple[MHState, MHInfo]]
+
+
+def step_parts(model: Model, proposal: Proposal, test: AcceptanceTest) -> StepParts:
+    """The step of :func:`tallmcmc.build_kernel` as ``begin``, ``advance`` (one chunk), ``done``, ``end``.
+
+    ``begin(rng_key, state)`` splits the key, proposes, evaluates the prior
+    and the offset and starts the test; ``advance(flight, state)`` runs one
+    chunk of the test; ``end(flight, state) -> (state, info)`` finishes the
+    test and accepts or rejects. ``step`` runs them in a ``lax.while_loop``
+    and equals ``build_kernel(model, proposal, test).step``.
+    """
+    machine = machine_of(test)
+
+    def begin(rng_key: jax.Array, state: MHState) -> InFlight:
+        proposal_key, test_key = jax.random.split(rng_key)
+        proposed = proposal.propose(proposal_key, state.position, model)
+        log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
+        offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
+        # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
+        nan_offset = jnp.isnan(offset)
+        offset = jnp.where(nan_offset, -jnp.inf, offset)
+        test_state = machine.start(test_key, model, state.position, proposed.position, offset, state.cache)
+        return InFlight(proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used), test_state)
+
+    def advance(flight: InFlight, state: MHState) -> InFlight:
+        test_state = machine.advance(
+            flight.test_state, model, state.position, flight.proposed, flight.offset, state.cache
+        )
+        return flight._replace(test_state=test_state)
+
+    def done(flight: InFlight) -> jax.Array:
+        return machine.done(flight.test_state)
+
+    def end(flight: InFlight, state: MHState) -> tuple[MHState, MHInfo]:
+        decision = machine.finish(flight.test_state, model, state.position, flight.proposed, flight.offset, state.cache)
+        accepted = decision.accepted
+
+        def choose(new, old):
+            return jnp.where(accepted, new, old)
+
+        new_state = MHState(
+            jax.tree_util.tree_map(choose, flight.proposed, state.position),
+            choose(flight.log_prior, state.log_prior),
+            decision.cache if test.keeps_cache_on_reject else jax.tree_util.tree_map(choose, decision.cache, state.cache),
+        )
+        test_info = decision.info._replace(
+            data_used=decision.info.data_used + flight.proposal_data_used,
+            non_finite=decision.info.non_finite | jnp.isnan(flight.log_prior) | (flight.nan_offset & ~accepted),
+        )
+        return new_state, MHInfo(accepted, *test_info)
+
+    def step(rng_key: jax.Array, state: MHState) -> tuple[MHState, MHInfo]:
+        flight = begin(rng_key, state)
+        flight = lax.while_loop(lambda f: ~done(f), lambda f: advance(f, state), flight)
+        return end(flight, state)
+
+    return StepParts(begin, advance, done, end, step)
+
+
+class AsyncCarry(NamedTuple):
+    """What the asynchronous loop carries: per chain (leading axis) the state, the step in flight,
+    its index ``step`` (= draws recorded so far), the output buffers ``(chain, draw, ...)``, and
+    the number of loop ``iterations`` made (one chunk each)."""
+
+    state: MHState
+    flight: InFlight
+    step: jax.Array
+    positions: Position
+    info: MHInfo
+    iterations: jax.Array
+
+
+def _select(mask: jax.Array, new, old):
+    """Per chain (leading axis), ``new`` where ``mask`` else ``old``, for every leaf."""
+
+    def pick(a, b):
+        shaped = mask.reshape(mask.shape + (1,) * (jnp.ndim(a) - 1))
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(
+                jnp.where(shaped[..., None], jax.random.key_data(a), jax.random.key_data(b)),
+                impl=jax.random.key_impl(a),
+            )
+        return jnp.where(shaped, a, b)
+
+    return jax.tree_util.tree_map(pick, new, old)
+
+
+def asynchronous_runner(
+    model: Model,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    num_samples: int,
+    *,
+    temperatures: jax.Array | None = None,
+    step_factors: jax.Array | None = None,
+):
+    """The ``initialise`` and ``run`` functions of the asynchronous driver (to be jitted).
+
+    ``initialise(data, states, chain_keys, factors) -> AsyncCarry`` starts
+    step 0 of every chain; ``run(data, carry, chain_keys, factors,
+    checkpoint) -> AsyncCarry`` iterates until every chain has recorded at
+    least ``checkpoint`` draws (chains ahead keep going meanwhile, up to
+    ``num_samples``). ``factors`` (per-chain step-size factors from warm-up)
+    may be ``None``; ``temperatures`` and ``step_factors`` are per-step
+    schedules of length ``num_samples`` or ``None``.
+    """
+    machine = machine_of(test)
+
+    def parts_for(data, factor, step):
+        # the same kernel the vmapped driver builds for this chain and step
+        index = jnp.minimum(step, num_samples - 1)
+        temperature = None if temperatures is None else temperatures[index]
+        step_factor = None if step_factors is None else step_factors[index]
+        if step_factor is not None:
+            factor = step_factor if factor is None else factor * step_factor
+        tuned = proposal if factor is None else proposal.tune(factor)
+        tempered = model.with_data(data)
+        if temperature is not None:
+            tempered = tempered.with_temperature(temperature)
+        return step_parts(tempered, tuned, test)
+
+    def per_chain(function, factors):
+        return jax.vmap(function, in_axes=(0, 0, 0, 0 if factors is not None else None))
+
+    def begin_all(data, keys, states, steps, factors):
+        def one(key, state, step, factor):
+            return parts_for(data, factor, step).begin(key, state)
+
+        return per_chain(one, factors)(keys, states, steps, factors)
+
+    def keys_at(chain_keys, steps):
+        return jax.vmap(jax.random.fold_in)(chain_keys, steps.astype(jnp.uint32))
+
+    def initialise(data, states, chain_keys, factors) -> AsyncCarry:
+        num_chains = chain_keys.shape[0]
+        steps = jnp.zeros((num_chains,), jnp.int32)
+        flight = begin_all(data, keys_at(chain_keys, steps), states, steps, factors)
+
+        def end_one(flight, state, step, factor):
+            return parts_for(data, factor, step).end(flight, state)
+
+        shapes = jax.eval_shape(lambda: per_chain(end_one, factors)(flight, states, steps, factors))
+        buffers = jax.tree_util.tree_map(
+            lambda leaf: jnp.zeros((num_chains, num_samples) + leaf.shape[1:], leaf.dtype), shapes
+        )
+        new_state, info = buffers
+        return AsyncCarry(states, flight, steps, new_state.position, info, jnp.zeros((), jnp.int32))
+
+    def run(data, carry: AsyncCarry, chain_keys, factors, checkpoint) -> AsyncCarry:
+        num_chains = chain_keys.shape[0]
+        chains = jnp.arange(num_chains)
+
+        def advance_one(flight, state, step, factor):
+            return parts_for(data, factor, step).advance(flight, state)
+
+        def end_one(flight, state, step, factor):
+            return parts_for(data, factor, step).end(flight, state)
+
+        def finish(carry: AsyncCarry, finished) -> AsyncCarry:
+            new_state, info = per_chain(end_one, factors)(carry.flight, carry.state, carry.step, factors)
+            rows = jnp.where(finished, carry.step, num_samples)  # out of range: dropped
+
+            def record(buffer, value):
+                return buffer.at[chains, rows].set(value, mode="drop")
+
+            positions = jax.tree_util.tree_map(record, carry.positions, new_state.position)
+            infos = jax.tree_util.tree_map(record, carry.info, info)
+            state = _select(finished, new_state, carry.state)
+            step = carry.step + finished.astype(jnp.int32)
+            following = begin_all(data, keys_at(chain_keys, step), state, step, factors)
+            flight = _select(finished & (step < num_samples), following, carry.flight)
+            return carry._replace(state=state, flight=flight, step=step, positions=positions, info=infos)
+
+        def body(carry: AsyncCarry) -> AsyncCarry:
+            active = carry.step < num_samples
+            running = active & ~jax.vmap(machine.done)(carry.flight.test_state)
+            advanced = per_chain(advance_one, factors)(carry.flight, carry.state, carry.step, factors)
+            flight = _select(running, advanced, carry.flight)
+            finished = active & jax.vmap(machine.done)(flight.test_state)
+            carry = carry._replace(flight=flight, iterations=carry.iterations + 1)
+            return lax.cond(jnp.any(finished), finish, lambda c, f: c, carry, finished)
+
+        return lax.while_loop(lambda c: jnp.any(c.step < checkpoint), body, carry)
+
+    return initialise, run
+
+
+def run_asynchronous(
+    model: Model,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    states: MHState,
+    chain_keys: jax.Array,
+    factors: jax.Array | None,
+    num_samples: int,
+    checkpoints: list[int],
+    *,
+    temperatures: np.ndarray | None = None,
+    step_factors: np.ndarray | None = None,
+    dtype=jnp.float32,
+    bar=None,
+    description: str = "",
+):
+    """Run the kept draws with the asynchronous driver (called by :func:`tallmcmc.sample`).
+
+    Returns ``(final_state, positions, info, compile_seconds, sampling_seconds,
+    iterations, recorded)``: positions and info ``(chain, draw, ...)`` as
+    NumPy arrays, ``iterations`` the loop iterations made (one chunk each),
+    ``recorded`` the draws every chain has (``num_samples`` unless
+    interrupted).
+    """
+    schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
+    initialise, run = asynchronous_runner(
+        model, proposal, test, num_samples, temperatures=schedule[0], step_factors=schedule[1]
+    )
+    data = model.data
+    compile_seconds = sampling_seconds = 0.0
+    if bar is not None:
+        bar.set_description(f"compiling {test.name}")
+    began = time.perf_counter()
+    initialise = jax.jit(initialise).lower(data, states, chain_keys, factors).compile()
+    carry = initialise(data, states, chain_keys, factors)
+    checkpoint = jnp.asarray(0, jnp.int32)
+    run = jax.jit(run).lower(data, carry, chain_keys, factors, checkpoint).compile()
+    compile_seconds += time.perf_counter() - began
+    if bar is not None:
+        bar.set_description(description)
+    recorded = 0
+    try:
+        for checkpoint in checkpoints:
+            began = time.perf_counter()
+            carry = run(data, carry, chain_keys, factors, jnp.asarray(checkpoint, jnp.int32))
+            reached = int(jnp.min(carry.step))  # blocks until the segment is done
+            sampling_seconds += time.perf_counter() - began
+            if bar is not None:
+                bar.update(reached - recorded)
+            recorded = reached
+    except KeyboardInterrupt:
+        if recorded == 0:
+            raise
+        warnings.warn(f"interrupted: returning the {recorded} of {num_samples} draws per chain made so far", stacklevel=3)
+    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], carry.positions)
+    info = {name: np.asarray(getattr(carry.info, name))[:, :recorded] for name in MHInfo._fields}
+    return carry.state, positions, info, compile_seconds, sampling_seconds, int(carry.iterations), recorded
