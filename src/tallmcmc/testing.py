@@ -9,6 +9,10 @@ Carlo standard error, i.e. from the effective sample size across chains
 that check to its draws. :func:`repeated_decisions` is the decision-level
 counterpart: many independent decisions of one test at one pair (θ, θ′), to
 compare their frequency with the exact acceptance probability.
+:func:`simulation_based_calibration` checks a sampler against posteriors it
+is not told (Talts et al. 2018): ranks of prior draws among its draws on data
+simulated from them must be uniform; :func:`calibration_power` says how likely
+its chi-square test is to see a given error (``docs/calibration.md``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,23 @@ if TYPE_CHECKING:
     from tallmcmc.proposals.base import Proposal
     from tallmcmc.sampling import SamplingResult
 
-__all__ = ["MomentCheck", "check_posterior_moments", "repeated_decisions", "run_and_check"]
+from tallmcmc._sbc import (
+    CalibrationResult,
+    calibration_power,
+    gaussian_mean_problem,
+    simulation_based_calibration,
+)
+
+__all__ = [
+    "CalibrationResult",
+    "MomentCheck",
+    "calibration_power",
+    "check_posterior_moments",
+    "gaussian_mean_problem",
+    "repeated_decisions",
+    "run_and_check",
+    "simulation_based_calibration",
+]
 
 
 @dataclasses.dataclass
