@@ -6,6 +6,7 @@ References
    Method", Advances in Neural Information Processing Systems 28 (NIPS 2015).
 """
 
+from tallmcmc.stein.classical import ClassicalSteinResult, classical_stein_discrepancy
 from tallmcmc.stein.graph import GraphSteinResult, graph_stein_discrepancy
 from tallmcmc.stein.kernel import (
     kernel_stein_discrepancy,
@@ -22,6 +23,8 @@ from tallmcmc.stein.univariate import (
 )
 
 __all__ = [
+    "ClassicalSteinResult",
+    "classical_stein_discrepancy",
     "GraphSteinResult",
     "graph_stein_discrepancy",
     "greedy_spanner",
