@@ -28,8 +28,14 @@ def test_stein_compare_smoke(tmp_path):
     summary = _run(tmp_path, "stein-compare", "--max-n", "150", "--min-n", "20", "--grid-size", "3", "--seeds", "7")
     assert summary["seeds"] == [7] and summary["max_n"] == 150
     for target in ("gaussian", "uniform"):
-        # Wasserstein lower-bounds the Stein discrepancy with these Stein factors
-        assert summary["targets"][target]["stein_at_least_wasserstein_fraction"] == 1.0
+        # Wasserstein <= classical <= graph with these Stein factors, in every run
+        assert summary["targets"][target]["wasserstein_at_most_classical_fraction"] == 1.0
+        assert summary["targets"][target]["classical_at_most_graph_fraction"] == 1.0
+        for key in ("classical", "graph", "wasserstein"):
+            assert len(summary["targets"][target]["per_seed"]["7"][key]) == len(summary["sizes"])
+    assert summary["classical_above_graph"] == [] and summary["failures"] == []
+    # for Unif(0, 1) the classical Stein discrepancy is the Wasserstein distance
+    assert summary["targets"]["uniform"]["classical_vs_wasserstein_max_relative_difference"] < 1e-6
     assert (tmp_path / "comparison.png").stat().st_size > 5_000
 
 
