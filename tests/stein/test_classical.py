@@ -129,6 +129,13 @@ def test_uniform_point_mass_equals_wasserstein():
     assert value == pytest.approx(0.25, rel=1e-7)
 
 
+@pytest.mark.parametrize("points", [[0.0], [1.0], [0.2], [0.0, 1.0], [0.0, 0.3, 1.0], [0.999999]])
+def test_uniform_small_samples_with_points_on_or_next_to_the_ends(points):
+    value = classical_stein_discrepancy(points, np.zeros(len(points)), lower=0.0, upper=1.0,
+                                        stein_factors=UNIFORM_STEIN_FACTORS).value
+    assert value == pytest.approx(uniform_wasserstein(np.array(points)), rel=1e-7)
+
+
 @pytest.mark.parametrize("n", [40, 600])
 def test_uniform_target_equals_wasserstein(n):
     rng = np.random.default_rng(n)

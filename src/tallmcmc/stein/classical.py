@@ -157,7 +157,6 @@ class _Cones:
 
     def __init__(self, dim: int):
         self.dim = dim
-        self.blocks = []  # (rows of component k = list of (columns, values)) per family call
         self.count = 0
         self.parts = []
 
