@@ -44,7 +44,11 @@ Details of this implementation:
 * Indices are drawn from a Walker alias table (Vose's construction, on the
   host in float64, once): O(1) per draw.
 * Under ``jit`` the random B is met by a ``while_loop`` over chunks of
-  ``chunk_size`` draws; a step costs ⌈B/chunk_size⌉ iterations.
+  ``chunk_size`` draws; a step costs ⌈(B + 1)/chunk_size⌉ iterations. B is
+  drawn in the same loop as the number of arrivals of a unit-rate Poisson
+  process in [0, λ + CM] (exponential gaps, the time left carried with
+  Kahan compensation), which compiles far faster than
+  ``jax.random.poisson`` and needs no bound on B.
 * When the Poisson mean λ + CM exceeds ``max_expected_batch`` (default N)
   the step takes the exact full-data Metropolis test instead. The switch
   depends on (θ, θ′) only through the symmetric M, so each branch satisfies
@@ -261,6 +265,13 @@ def tuna_bound(
 # ---------------------------------------------------------------------------------------------- the test
 
 
+def _compensated_add(total, compensation, value):
+    """Kahan summation: ``total + value`` with the rounding error carried in ``compensation``."""
+    corrected = value - compensation
+    new_total = total + corrected
+    return new_total, (new_total - total) - corrected
+
+
 def step_terms(log_ratios, c, cm, lam, total):
     """Keep probabilities and kept log-ratio terms of TunaMH for drawn data.
 
@@ -385,18 +396,21 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
         expected = lam + span
         skip = (log_ratio_offset == -jnp.inf) | bad_distance
         full = (expected > limit) & ~skip
-        uniform_key, count_key, draw_key = jax.random.split(rng_key, 3)
-        rate = jnp.where(full | skip, 0.0, expected)
-        batch = jax.random.poisson(count_key, rate).astype(jnp.int32)
-        count = jnp.where(full, num_data, batch)
+        uniform_key, draw_key = jax.random.split(rng_key)
+        # B ~ Poisson(λ + CM) is drawn inside the loop as the number of arrivals of a unit-rate Poisson
+        # process in [0, λ + CM]: each chunk draws ``chunk_size`` exponential gaps; the time left is kept
+        # with a compensated subtraction so that float32 loses nothing over many chunks
+        horizon = jnp.where(full | skip, -1.0, expected).astype(dtype)
         lanes = jnp.arange(chunk_size, dtype=jnp.int32)
         zero = jnp.zeros((), dtype)
 
         def body(state):
-            index, log_sum, compensation, worst, nan_seen = state
+            index, left, left_error, count, log_sum, compensation, worst, nan_seen = state
+            gap_key, pick_key, alias_key, keep_key = jax.random.split(jax.random.fold_in(draw_key, index), 4)
+            gaps = jax.random.exponential(gap_key, (chunk_size,), dtype)
+            arrivals = jnp.cumsum(gaps)
             positions = index * chunk_size + lanes
-            valid = positions < count
-            pick_key, alias_key, keep_key = jax.random.split(jax.random.fold_in(draw_key, index), 3)
+            valid = jnp.where(full, positions < num_data, arrivals <= left)
             column = jax.random.randint(pick_key, (chunk_size,), 0, bound.support.shape[0])
             stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < bound.alias_probability[column]
             drawn = bound.support[jnp.where(stay, column, bound.alias_index[column])]
@@ -412,15 +426,18 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
             keep_probability, log_terms = terms(clipped, c, cm, lam, total)
             kept = jax.random.uniform(keep_key, (chunk_size,), dtype) < keep_probability
             values = jnp.where(full, ratios, jnp.where(kept, log_terms, 0.0))
-            chunk_sum = jnp.sum(jnp.where(valid, values, 0.0))
-            # Kahan-compensated running sum (a full-data step adds N terms)
-            corrected = chunk_sum - compensation
-            new_sum = log_sum + corrected
-            compensation = (new_sum - log_sum) - corrected
-            return index + 1, new_sum, compensation, jnp.maximum(worst, jnp.max(excess)), nan_seen
+            log_sum, compensation = _compensated_add(log_sum, compensation, jnp.sum(jnp.where(valid, values, 0.0)))
+            left, left_error = _compensated_add(left, left_error, -arrivals[-1])
+            count = count + jnp.sum(valid).astype(jnp.int32)
+            return index + 1, left, left_error, count, log_sum, compensation, jnp.maximum(worst, jnp.max(excess)), nan_seen
 
-        initial = (jnp.zeros((), jnp.int32), zero, zero, zero, jnp.zeros((), bool))
-        _, log_sum, _, worst, nan_seen = lax.while_loop(lambda state: state[0] * chunk_size < count, body, initial)
+        def going(state):
+            index, left = state[0], state[1]
+            return jnp.where(full, index * chunk_size < num_data, left >= 0)
+
+        initial = (jnp.zeros((), jnp.int32), horizon, zero, jnp.zeros((), jnp.int32), zero, zero, zero,
+                   jnp.zeros((), bool))
+        _, _, _, count, log_sum, _, worst, nan_seen = lax.while_loop(going, body, initial)
         violated = worst > 1.0 + BOUND_SLACK
         statistic = log_sum + log_ratio_offset
         bad = is_bad(statistic) | violated | bad_distance | nan_seen
