@@ -25,8 +25,8 @@ tolerance of 1e-6; a violation is reported and warned about), and report the
 ratios and, for Unif(0, 1), how far classical is from Wasserstein.
 
 The paper's x-axis reaches n = 10,000 (``--max-n 10000``: about ten minutes
-for the graph programs and a few more for the classical ones on one core);
-the default stops at 1,000 (about a minute).
+for the graph programs and about one more for the classical ones on one
+core); the default stops at 1,000 (about a minute).
 
 References
 ----------
@@ -67,7 +67,8 @@ from tallmcmc.stein.univariate import (
 )
 
 NAME = "stein-compare"
-HELP = "classical and graph Stein discrepancies vs Wasserstein distance for i.i.d. N(0,1) and Unif(0,1) samples (Figure 2)"
+HELP = ("classical and graph Stein discrepancies vs Wasserstein distance for i.i.d. N(0,1) and Unif(0,1) samples "
+        "(Figure 2)")
 
 PAPER_SEEDS = (7, 8, 9)
 PAPER_MAX_N = 10_000
@@ -129,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
             for n in sizes:
                 points = sequence[:n]
                 lower, upper = target["bounds"]
-                for key, discrepancy in (("graph", graph_stein_discrepancy), ("classical", classical_stein_discrepancy)):
+                programs = (("graph", graph_stein_discrepancy), ("classical", classical_stein_discrepancy))
+                for key, discrepancy in programs:
                     start = time.perf_counter()
                     try:
                         value = discrepancy(

@@ -113,7 +113,10 @@ class ClassicalSteinResult:
     timings: dict = field(default_factory=dict)
 
     def operator_values(self) -> np.ndarray:
-        """:math:`(T g)(x_i) = b(x_i) g(x_i) + g'(x_i)` for the optimal ``g``: the test function that best tells Q from P."""
+        """:math:`(T g)(x_i) = b(x_i) g(x_i) + g'(x_i)` for the optimal ``g``.
+
+        This is the test function that best tells Q from P.
+        """
         return self.scores * self.function_values + self.derivatives
 
 
