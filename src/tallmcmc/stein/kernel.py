@@ -368,6 +368,9 @@ def _numba_double_sum(x, b, w, kernel, c, beta, bandwidth, rows):
 # --------------------------------------------------------------------------
 # Nystroem approximation (Kalinke, Szabo and Sriperumbudur, 2025)
 # --------------------------------------------------------------------------
+_stein_kernel_block_jit = jax.jit(_stein_kernel_block, static_argnums=(4, 5, 6, 7))
+
+
 @partial(jax.jit, static_argnames=("kernel", "c", "beta", "bandwidth"))
 def _nystroem_block(landmark_x, landmark_b, features, x, b, w, *, kernel, c, beta, bandwidth):
     """Features F = A^T k0(landmarks, x_j) of a column block; return (F w, sum_j w_j^2 |F_j|^2)."""
@@ -392,9 +395,7 @@ def _nystroem_double_sum(x, b, w, kernel, c, beta, bandwidth, landmarks, seed, r
     with jax.enable_x64(True):
         lx, lb = jnp.asarray(x[chosen]), jnp.asarray(b[chosen])
         gram = np.asarray(
-            jax.jit(_stein_kernel_block, static_argnums=(4, 5, 6, 7))(
-                lx, lx, lb, lb, kernel, float(c), float(beta), float(bandwidth)
-            )
+            _stein_kernel_block_jit(lx, lx, lb, lb, kernel, float(c), float(beta), float(bandwidth))
         )
         gram = 0.5 * (gram + gram.T)
         eigenvalues, eigenvectors = np.linalg.eigh(gram)
