@@ -10,6 +10,10 @@ Methods (same data, same prior):
 * tallmcmc: exact Barker (full data) with the Laplace random walk, the Laplace independence t₅ proposal and the
   proxy-HMC proposal (ε 0.5, L 3, Laplace preconditioner); naive minibatch Barker (b = 100) with the Laplace random
   walk; control-variate (second-order Taylor at the mode) minibatch Barker with the same three proposals.
+* TunaMH (``tallmcmc.tuna``, issue 10; skip with ``--skip-tuna``): on the raw log-likelihood with the bound
+  cᵢ = ‖xᵢ‖, M = ‖β′ − β‖ and a Laplace RW shrunk to ``--tuna-raw-scale`` (at the full step it never accepts), and on
+  the second-order control-variate residuals (cᵢ = ‖xᵢ‖³/(12√3), M = ‖δ‖ max(‖u‖, ‖u′‖)²) with the Laplace RW and
+  the proxy-HMC proposal. Its data: B per step (Poisson) and one pass for the cᵢ (in the setup passes).
 * NumPyro NUTS (full data) and ``HMCECS(NUTS(model), num_blocks=B, proxy=HMCECS.taylor_proxy({"beta": mode}))``
   with ``numpyro.plate("N", N, subsample_size=m)`` (``pip install -e '.[bench]'``).
 
@@ -259,6 +263,12 @@ def main() -> None:
     parser.add_argument("--hmcecs-warmup", type=int, default=500)
     parser.add_argument("--hmcecs-subsample", type=int, default=1000)
     parser.add_argument("--hmcecs-blocks", type=int, default=100)
+    parser.add_argument("--skip-tuna", action="store_true", help="skip the TunaMH rows")
+    parser.add_argument("--tuna-chi", type=float, default=0.1, help="χ of TunaMH on control-variate residuals")
+    parser.add_argument("--tuna-raw-chi", type=float, default=1e-3, help="χ of TunaMH on the raw log-likelihood")
+    parser.add_argument("--tuna-raw-scale", type=float, default=0.1,
+                        help="TunaMH on the raw log-likelihood uses the Laplace RW with this fraction of 2.38/√d")
+    parser.add_argument("--draws-tuna-raw", type=int, default=None, help="draws per chain for raw TunaMH")
     parser.add_argument("--cache-dir", default="~/.cache/tallmcmc/bench")
     parser.add_argument("--json", default=None, help="write the rows here (default: <cache-dir>/results_N<N>_d<d>.json)")
     args = parser.parse_args()
@@ -306,6 +316,18 @@ def main() -> None:
             ("CV minibatch Barker + independence t₅", "t5", independence, minibatch, None),
             ("CV minibatch Barker + proxy HMC (ε 0.5, L 3)", "HMC", hamiltonian, minibatch, None),
         ]
+        if not args.skip_tuna:  # TunaMH (issue 10): exact, Poisson minibatch; bounds from tallmcmc.acceptance.tuna
+            from tallmcmc.acceptance import tuna as tuna_module
+
+            cv_bound = tuna_module.logistic_regression_bound(model, control_variate=cv)
+            cv_tuna = tallmcmc.tuna(args.tuna_chi, cv_bound, control_variate=cv)
+            small_walk = tallmcmc.laplace_random_walk(mode, scale=args.tuna_raw_scale * 2.38 / np.sqrt(d))
+            runs += [
+                (f"TunaMH (χ {args.tuna_raw_chi:g}) + Laplace RW × {args.tuna_raw_scale:g}", "RW small", small_walk,
+                 tallmcmc.tuna(args.tuna_raw_chi, tuna_module.logistic_regression_bound(model)), args.draws_tuna_raw),
+                (f"CV TunaMH (χ {args.tuna_chi:g}) + Laplace RW", "RW", walk, cv_tuna, None),
+                (f"CV TunaMH (χ {args.tuna_chi:g}) + proxy HMC (ε 0.5, L 3)", "HMC", hamiltonian, cv_tuna, None),
+            ]
         if args.skip_naive:
             runs = [run for run in runs if not run[0].startswith("naive")]
         runs = [run for run in runs if not run[0].startswith("exact") or run[1] in args.exact_proposals]
