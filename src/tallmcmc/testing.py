@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tallmcmc.sampling import SamplingResult
 
 from tallmcmc._sbc import (
+    CalibrationProblem,
     CalibrationResult,
     calibration_power,
     gaussian_mean_problem,
@@ -36,6 +37,7 @@ from tallmcmc._sbc import (
 )
 
 __all__ = [
+    "CalibrationProblem",
     "CalibrationResult",
     "MomentCheck",
     "calibration_power",
