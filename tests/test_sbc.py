@@ -154,11 +154,15 @@ def test_gaussian_mean_problem_simulates_what_the_tempered_model_assumes():
     problem = gaussian_mean_problem(num_data=1000, dimension=2, temperature=50.0, prior_variance=1.0)
     theta = jnp.array([0.5, -1.0], jnp.float32)
     keys = jax.random.split(jax.random.key(0), 400)
-    data = jax.vmap(problem.simulate_data, (0, None))(keys, theta)
-    means = np.asarray(data.mean(axis=1), np.float64)
+
+    @jax.jit
+    def summaries(keys):
+        data = jax.vmap(problem.simulate_data, (0, None))(keys, theta)
+        return data.mean(axis=1), data.std(axis=1)
+
+    means, residual_sd = (np.asarray(value, np.float64) for value in summaries(keys))
     z = (means - np.asarray(theta)) / math.sqrt(50.0 / 1000)
     assert abs(z.mean()) < 4 / math.sqrt(z.size) and abs(z.var() - 1) < 4 * math.sqrt(2 / z.size)
-    residual_sd = np.asarray(data.std(axis=1))
     np.testing.assert_allclose(residual_sd, 1.0, atol=0.1)
     precision = 1000 / 50.0 + 1.0
     assert problem.posterior_sd == pytest.approx(1 / math.sqrt(precision))

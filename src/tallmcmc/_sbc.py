@@ -284,8 +284,8 @@ def simulation_based_calibration(
     ``num_draws · thin`` states, and records for each quantity the rank of
     θ̃ among the ``num_draws`` kept draws (how many are below it). The keys
     k₁, k₂, k₃ and the chain's come from ``fold_in(key(seed), ℓ)``, so the
-    ranks do not depend on ``replications_per_batch``. Replications run
-    ``vmap``-ed, compiled once.
+    ranks do not depend on ``replications_per_batch``. The replications are
+    compiled once and run by ``lax.map`` in ``vmap``-ed batches.
 
     Parameters
     ----------
@@ -306,7 +306,8 @@ def simulation_based_calibration(
         ``test`` may also be a function ``test(model) -> AcceptanceTest`` for
         a test whose settings depend on the data set (TunaMH's bound); it is
         called inside the compiled replication, so what it computes from
-        ``model.data`` must be JAX code.
+        ``model.data`` must be JAX code. (A control variate built once on
+        one data set is wrong for the others: build it in such a function.)
     initial_position
         ``initial_position(key, data) -> θ₀``: where the chain starts. It may
         depend on the data but not on θ̃ (a start at θ̃ makes the ranks
@@ -335,7 +336,11 @@ def simulation_based_calibration(
         reports (:func:`calibration_power`); default
         :data:`DEFAULT_ALTERNATIVES`.
     replications_per_batch
-        Replications ``vmap``-ed together (default all; fewer to bound memory).
+        Replications ``vmap``-ed together (default
+        ``DEFAULT_REPLICATIONS_PER_BATCH`` = 16). Under ``vmap`` a test's
+        growing-minibatch loop runs until the slowest replication stops, so
+        small batches suit the minibatch tests on a CPU, large ones the
+        full-data tests (``docs/calibration.md``).
     seed
         Seed of everything random.
 
