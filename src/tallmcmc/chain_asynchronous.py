@@ -119,6 +119,11 @@ def step_parts(model: Model, proposal: Proposal, test: AcceptanceTest) -> StepPa
     return StepParts(begin, advance, done, end, step)
 
 
+def step_key(chain_key: jax.Array, step: jax.Array) -> jax.Array:
+    """The key of a chain's step ``step``: ``fold_in(chain_key, step)``, as :func:`tallmcmc.sample`'s vmapped driver."""
+    return jax.random.fold_in(chain_key, step.astype(jnp.uint32))
+
+
 class AsyncCarry(NamedTuple):
     """What the asynchronous loop carries: per chain (leading axis) the state, the step in flight,
     its index ``step`` (= draws recorded so far), the output buffers ``(chain, draw, ...)``, and
@@ -191,7 +196,7 @@ def asynchronous_runner(
         return per_chain(one, factors)(keys, states, steps, factors)
 
     def keys_at(chain_keys, steps):
-        return jax.vmap(jax.random.fold_in)(chain_keys, steps.astype(jnp.uint32))
+        return jax.vmap(step_key)(chain_keys, steps)
 
     def initialise(data, states, chain_keys, factors) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
