@@ -60,7 +60,7 @@ References
    Machine Learning*, PMLR 48, 2606-2615.
 .. [4] F. Kalinke, Z. Szabo and B. K. Sriperumbudur (2025). Nystroem kernel
    Stein discrepancy. *Proceedings of the 28th International Conference on
-   Artificial Intelligence and Statistics*, PMLR 258 (arXiv:2406.08401).
+   Artificial Intelligence and Statistics*, PMLR 258, 388-396 (arXiv:2406.08401).
 """
 
 from __future__ import annotations
@@ -183,6 +183,8 @@ def _weighted_double_sum(points, scores, weights, c, beta, bandwidth, *, kernel,
 # --------------------------------------------------------------------------
 #: Default number of Nystroem landmarks (measured errors in docs/stein.md).
 _DEFAULT_LANDMARKS = 400
+#: Columns of K_mn evaluated at once by the Nystroem path.
+_NYSTROEM_COLUMNS = 4096
 
 #: Kernel codes of the numba loops.
 _IMQ_HALF, _IMQ, _GAUSSIAN = 0, 1, 2
@@ -401,7 +403,8 @@ def _nystroem_double_sum(x, b, w, kernel, c, beta, bandwidth, landmarks, seed, r
         eigenvalues, eigenvectors = np.linalg.eigh(gram)
         keep = eigenvalues > rcond * max(eigenvalues.max(), 0.0)
         features = jnp.asarray(eigenvectors[:, keep] / np.sqrt(eigenvalues[keep]))
-        columns = int(max(1, min(n, _AUTOMATIC_BLOCK_ELEMENTS // max(1, m))))
+        # one column-block shape for every n >= _NYSTROEM_COLUMNS: one compilation per m
+        columns = int(min(n, _NYSTROEM_COLUMNS))
         padded = -(-n // columns) * columns
         xp = np.zeros((padded, d))
         bp = np.zeros((padded, d))
@@ -555,7 +558,7 @@ def kernel_stein_discrepancy_squared(
     .. [2] Q. Liu, J. Lee and M. Jordan (2016). A kernelized Stein discrepancy
        for goodness-of-fit tests. ICML, PMLR 48, 276-284.
     .. [3] F. Kalinke, Z. Szabo and B. K. Sriperumbudur (2025). Nystroem
-       kernel Stein discrepancy. AISTATS, PMLR 258 (arXiv:2406.08401).
+       kernel Stein discrepancy. AISTATS, PMLR 258, 388-396.
     """
     x = as_points(points)
     b = as_scores(scores, x)
@@ -722,7 +725,7 @@ def kernel_stein_discrepancy(
     .. [2] Q. Liu, J. Lee and M. Jordan (2016). A kernelized Stein discrepancy
        for goodness-of-fit tests. ICML, PMLR 48, 276-284.
     .. [3] F. Kalinke, Z. Szabo and B. K. Sriperumbudur (2025). Nystroem
-       kernel Stein discrepancy. AISTATS, PMLR 258 (arXiv:2406.08401).
+       kernel Stein discrepancy. AISTATS, PMLR 258, 388-396.
 
     Examples
     --------
