@@ -5,7 +5,9 @@ Usage::
     python benchmarks/bench_gmm.py                   # N = 1e5, 1e6, 1e7 and chain scaling
     python benchmarks/bench_gmm.py --sizes 1000000   # one N
 
-Prints, for each N, MHminibatch against the full-data Barker test measured in
+First (``--tuna-chi``; ``--only-tuna`` for it alone), TunaMH beside MHminibatch at
+N = 10^6 in the same run: points per step, acceptance, ESS/s over 4 vmapped chains.
+Then, for each N, MHminibatch against the full-data Barker test measured in
 the same run (the ratio is what to read: this machine is noisy), any
 subsampling baselines the package has at N = 10^6, and the chain-steps per
 second of MHminibatch with 1, 8 and 64 chains vmapped together. Compilation
@@ -38,14 +40,64 @@ def measure(model, test, steps: int, chains: int = 1, seed: int = 0):
     return result
 
 
+def tuna_section(chis, steps: int, num_data: int = 1_000_000, chains: int = 4, timing_rounds: int = 3) -> None:
+    """TunaMH beside MHminibatch in the same run (issue 10): data per step, acceptance, ESS/s (4 chains vmapped).
+
+    Bound: ``tallmcmc.acceptance.tuna.gaussian_mixture_bound`` (cᵢ = |xᵢ − x̄| + 1 over K, M = ‖θ′ − θ‖·max(1, R)).
+    ESS: ArviZ bulk ESS, minimum over θ₁, θ₂; seconds: sampling only (compilation excluded).
+    """
+    import os
+
+    import arviz as az
+
+    from tallmcmc.acceptance import tuna as tuna_module
+
+    model = model_of(num_data)
+    bound = tuna_module.gaussian_mixture_bound(model)
+    print(f"\n## TunaMH vs MHminibatch, N = {num_data:,}, K = {model.temperature:g}, random walk 0.15, {chains} chains "
+          f"x {steps} steps (load average {os.getloadavg()[0]:.1f})")
+    print(f"C = Σ cᵢ = {bound.total / model.temperature:.1f}; the bound's pass: {bound.data_used:,} points once")
+    print(f"{'test':>22} {'points/step':>12} {'accept':>7} {'ESS min':>8} {'ESS/s':>9} {'ms/step':>8} "
+          f"{'ESS per 10^6 step points':>25} {'setup points':>13} {'full-data steps':>16}")
+    tests = [("MHminibatch (m = 50)", tallmcmc.minibatch_barker(50))]
+    tests += [(f"TunaMH (χ = {chi:g})", tallmcmc.tuna(chi, bound)) for chi in chis]
+    for name, test in tests:
+        result = measure(model, test, steps, chains=chains)
+        draws = np.asarray(result.positions, np.float64)
+        ess = min(float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1]))
+        points = float(result.data_used.mean())
+        setup = sum(result.setup_data_used.values())
+        print(f"{name:>22} {points:>12.1f} {result.acceptance_rate:>7.3f} {ess:>8.0f} "
+              f"{ess / result.sampling_seconds:>9.1f} {result.seconds_per_step * 1e3:>8.3f} "
+              f"{ess / (result.total_data_used - setup) * 1e6:>25.2f} {setup:>13,} "
+              f"{result.info['used_full_data'].mean():>16.3f}", flush=True)
+    print(f"(load average after: {os.getloadavg()[0]:.1f}; setup points: the start check, and for TunaMH the bound's pass)")
+    if timing_rounds:
+        # this machine is shared: ms/step again, the tests interleaved, median over rounds of 3000 steps
+        times = {name: [] for name, _ in tests}
+        for _ in range(timing_rounds):
+            for name, test in tests:
+                times[name].append(measure(model, test, 3000, chains=chains).seconds_per_step * 1e3)
+        print(f"median ms/step over {timing_rounds} interleaved rounds of 3000 steps (load average "
+              f"{os.getloadavg()[0]:.1f}): " + "; ".join(f"{name} {np.median(t):.3f}" for name, t in times.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--minibatch-steps", type=int, default=3000)
     parser.add_argument("--exact-steps", type=int, default=60)
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--tuna-chi", type=float, nargs="*", default=[0.003, 0.01, 0.1],
+                        help="χ values of the TunaMH section (none: skip it)")
+    parser.add_argument("--tuna-steps", type=int, default=20000, help="steps per chain (the modes make ESS small)")
+    parser.add_argument("--only-tuna", action="store_true", help="run only the TunaMH section")
     args = parser.parse_args()
     print(f"# {platform.processor() or platform.machine()}, {jax.devices()[0].platform}, jax {jax.__version__}")
+    if args.tuna_chi:
+        tuna_section(args.tuna_chi, args.tuna_steps)
+    if args.only_tuna:
+        return
 
     print("\n## MHminibatch vs full-data Barker (1 chain)")
     print(f"{'N':>10} {'minibatch ms/step':>18} {'exact ms/step':>14} {'speed-up':>9} {'minibatch points/step':>22} {'exact points/step':>18}")

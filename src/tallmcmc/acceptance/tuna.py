@@ -42,7 +42,10 @@ Details of this implementation:
   :func:`gaussian_mixture_bound`, :func:`gaussian_mean_bound` and
   :func:`weighted_mean_bound` give bounds for the shipped examples.
 * Indices are drawn from a Walker alias table (Vose's construction, on the
-  host in float64, once): O(1) per draw.
+  host in float64, once): O(1) per draw. The table and the c̃ᵢ are the test's
+  cache (:class:`TunaTables`, 12 bytes per datum and chain), so that compiled
+  code receives them as arguments: as closed-over constants they cost a copy
+  per step (measured 2–3× slower per step at N = 10⁶).
 * Under ``jit`` the random B is met by a ``while_loop`` over chunks of
   ``chunk_size`` draws; a step costs ⌈(B + 1)/chunk_size⌉ iterations. B is
   drawn in the same loop as the number of arrivals of a unit-rate Poisson
@@ -83,7 +86,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.flatten_util
@@ -149,12 +152,16 @@ class TunaBound:
     data_used: int
     name: str
     control_variate: Any = None
-    # the alias table over the data with c̃ᵢ > 0 (``support``): draw j uniform, keep it with
-    # probability ``alias_probability[j]``, else take ``alias_index[j]``
-    support: jax.Array | None = None
+    # the alias table: draw j uniform in [0, N), keep it with probability ``alias_probability[j]``,
+    # else take ``alias_index[j]`` (a datum with c̃ᵢ = 0 has probability 0 and is never the alias)
     alias_probability: jax.Array | None = None
     alias_index: jax.Array | None = None
     device_constants: jax.Array | None = None
+
+    @property
+    def tables(self) -> TunaTables:
+        """The per-datum arrays a step reads (the test's cache, so that they enter compiled code as arguments)."""
+        return TunaTables(self.alias_probability, self.alias_index, self.device_constants)
 
     @property
     def num_data(self) -> int:
@@ -179,8 +186,16 @@ class TunaBound:
             )
 
 
+class TunaTables(NamedTuple):
+    """TunaMH's cache: the alias table and the constants c̃ᵢ on the device (3 arrays of length N per chain)."""
+
+    alias_probability: jax.Array
+    alias_index: jax.Array
+    constants: jax.Array
+
+
 def _alias_table(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vose's alias table for the probabilities ∝ ``weights`` (all > 0), in float64: (probability, alias)."""
+    """Vose's alias table for the probabilities ∝ ``weights`` (≥ 0, not all 0), in float64: (probability, alias)."""
     count = weights.shape[0]
     scaled = (weights / weights.sum() * count).tolist()
     probability = [1.0] * count
@@ -196,8 +211,12 @@ def _alias_table(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if scaled[high] < 1.0:
             large.pop()
             small.append(high)
-    # what is left (rounding) keeps probability 1
-    return np.asarray(probability, np.float64), np.asarray(alias, np.int64)
+    probability, alias = np.asarray(probability, np.float64), np.asarray(alias, np.int64)
+    # what is left (rounding) keeps probability 1, except a datum of weight 0: it must never be drawn
+    empty = weights == 0
+    probability[empty] = 0.0
+    alias[empty & (alias == np.arange(count))] = int(np.argmax(weights))
+    return probability, alias
 
 
 def tuna_bound(
@@ -243,11 +262,10 @@ def tuna_bound(
     num_data = values.shape[0]
     data_used = num_data if data_used is None else integer_at_least(data_used, "data_used", 0)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
-    support = np.flatnonzero(values > 0)
-    if support.size:
-        probability, alias = _alias_table(values[support])
+    if np.any(values > 0):
+        probability, alias = _alias_table(values)
     else:  # C = 0: nothing is ever drawn (B ~ Poisson(0))
-        support, probability, alias = np.zeros(1, np.int64), np.ones(1), np.zeros(1, np.int64)
+        probability, alias = np.ones(num_data), np.arange(num_data)
     return TunaBound(
         constants=values,
         distance=distance,
@@ -255,7 +273,6 @@ def tuna_bound(
         data_used=data_used,
         name=name,
         control_variate=control_variate,
-        support=jnp.asarray(support, jnp.int32),
         alias_probability=jnp.asarray(probability, dtype),
         alias_index=jnp.asarray(alias, jnp.int32),
         device_constants=jnp.asarray(values, dtype),
@@ -373,18 +390,19 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
             )
         distance = bound.distance(position, position)
         if isinstance(distance, jax.core.Tracer):  # inside jit: checked on the concrete start already
-            return ()
+            return bound.tables
         distance = np.asarray(distance)
         if distance.shape != () or not np.isfinite(distance) or distance < 0:
             raise ValueError(
                 f"bound.distance(position, position) must be a finite scalar >= 0; got {distance!r}. "
                 "distance(θ, θ′) is M(θ, θ′) of the bound |U_i(θ) − U_i(θ′)| ≤ c_i M(θ, θ′)"
             )
-        return ()
+        return bound.tables
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         dtype = log_ratio_offset.dtype
         num_data = model.num_data
+        tables = cache if isinstance(cache, TunaTables) else bound.tables
         limit = float(num_data) if max_expected_batch is None else max_expected_batch
         temperature = jnp.asarray(model.temperature, dtype)
         total = jnp.asarray(total_untempered, dtype) / temperature  # C
@@ -411,13 +429,13 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
             arrivals = jnp.cumsum(gaps)
             positions = index * chunk_size + lanes
             valid = jnp.where(full, positions < num_data, arrivals <= left)
-            column = jax.random.randint(pick_key, (chunk_size,), 0, bound.support.shape[0])
-            stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < bound.alias_probability[column]
-            drawn = bound.support[jnp.where(stay, column, bound.alias_index[column])]
+            column = jax.random.randint(pick_key, (chunk_size,), 0, num_data)
+            stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < tables.alias_probability[column]
+            drawn = jnp.where(stay, column, tables.alias_index[column])
             indices = jnp.where(full, jnp.minimum(positions, num_data - 1), drawn)
             data = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
             ratios = model.log_likelihood_ratios(position, proposed, data).astype(dtype)  # lᵢ = Uᵢ(θ) − Uᵢ(θ′)
-            c = bound.device_constants[indices].astype(dtype) / temperature
+            c = tables.constants[indices].astype(dtype) / temperature
             cm = c * distance
             checked = valid & ~full & ~jnp.isnan(ratios)
             excess = jnp.where(checked & (ratios != 0), jnp.abs(ratios) / cm, 0.0)  # inf where cᵢM = 0 < |lᵢ|
@@ -452,7 +470,8 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
         )
         return Decision(accepted, cache, info)
 
-    test = AcceptanceTest(init, decide, f"tuna(chi={chi:g})", setup=(bound,))
+    # the cache is the bound's tables, passed through unchanged (kept on reject: no per-step select)
+    test = AcceptanceTest(init, decide, f"tuna(chi={chi:g})", setup=(bound,), keeps_cache_on_reject=True)
     return with_control_variate(test, control_variate)
 
 
