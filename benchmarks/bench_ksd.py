@@ -5,7 +5,7 @@ Usage::
     python benchmarks/bench_ksd.py [--sizes 1000 10000 100000] [--dimension 2]
         [--repeats 5] [--old-max-n 10000] [--old-rev 29a9608]
         [--nystroem-sizes 10000 100000] [--landmarks 100 400 1600]
-        [--float32-probe]
+        [--jax-max-n 10000] [--float32-probe]
 
 For each n (N(0, I_d) sample, scores -x, beta = -1/2, c = 1, V-statistic):
 
@@ -15,6 +15,8 @@ For each n (N(0, I_d) sample, scores -x, beta = -1/2, c = 1, V-statistic):
 * ``old``: the module as it was at git revision ``--old-rev`` (float64 XLA,
   ``exp``/``log`` per pair, all n^2 pairs), one call including compilation,
   for n <= ``--old-max-n``; and the relative difference of the two values;
+* for n <= ``--jax-max-n``: the same module with ``backend="jax"`` (XLA,
+  all n^2 pairs, ``rsqrt`` for beta = -1/2), compiled;
 * with ``--float32-probe``: a float32 variant of the numba loop (float64 row
   sums) in this file, its time and relative error against the float64 value;
 * Nystroem (``method="nystroem"``) on three samples (i.i.d. N(0, I), mean
@@ -121,6 +123,7 @@ def main() -> None:
     parser.add_argument("--nystroem-sizes", type=int, nargs="*", default=[])
     parser.add_argument("--landmarks", type=int, nargs="+", default=[100, 400, 1600])
     parser.add_argument("--float32-probe", action="store_true")
+    parser.add_argument("--jax-max-n", type=int, default=10000)
     args = parser.parse_args()
     d = args.dimension
     old = load_old(args.old_rev) if args.old_max_n > 0 else None
@@ -161,6 +164,14 @@ def main() -> None:
             difference = f"{abs(value - old_value) / abs(old_value):.1e}"
         print(f"| {n} | {d} | {first:.3g} | {median:.3g} | {cpu:.3g} | {old_first} | {old_warm} | {old_cpu} "
               f"| {ratio} | {difference} | {load()} |", flush=True)
+        if n <= args.jax_max_n:  # the XLA path of this module (backend="jax"), compiled
+            kernel_stein_discrepancy_squared(points, -points, backend="jax")
+            start, cpu_start = time.perf_counter(), time.process_time()
+            value_jax = kernel_stein_discrepancy_squared(points, -points, backend="jax")
+            elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+            print(f"| {n} (backend='jax') | {d} | | {elapsed:.3g} | {elapsed_cpu:.3g} | | | | "
+                  f"{elapsed_cpu / cpu:.1f}x numba (CPU) | {abs(value_jax - value) / abs(value):.1e} "
+                  f"| {load()} |", flush=True)
         if probe is not None:
             probe(points[:100], -points[:100])  # compile
             start = time.perf_counter()

@@ -197,8 +197,9 @@ _NUMBA_SERIAL_BELOW = 3000
 #: Work items (pairs of row blocks) handed to a thread at a time.
 _NUMBA_CHUNK = 2
 
-# No NaN/inf can occur (inputs are checked finite and u >= c^2 > 0);
-# reassociation lets LLVM vectorise the float64 row sums.
+# Inputs are checked finite and u >= c^2 > 0, so no NaN/inf arises unless
+# products of huge inputs overflow; reassociation lets LLVM vectorise the
+# float64 row sums (the order of additions changes, not their precision).
 _FASTMATH = {"contract", "reassoc", "nsz", "arcp", "nnan", "ninf"}
 
 
