@@ -13,7 +13,7 @@ settings (1804, for arXiv:1804.06788). Power of each configuration against
 named alternatives is reported by the result and asserted here, so that a
 pass means something.
 
-Default suite: L = 500 replications × 19 kept draws (thin 5, warm-up 50).
+Default suite: L = 500 replications × 19 kept draws (thin 10, warm-up 50).
 Slow suite (--runslow): L = 1000 × 99 kept draws (thin 10, warm-up 100), every
 test of the package.
 """
@@ -40,7 +40,7 @@ SEED = 1804
 LEVEL = 0.01
 PROBLEM = gaussian_mean_problem(num_data=10_000, dimension=1, temperature=100.0, prior_variance=0.1)
 POSTERIOR_SD = PROBLEM.posterior_sd
-SMALL = dict(num_replications=500, num_draws=19, thin=5, num_warmup=50, num_bins=10)
+SMALL = dict(num_replications=500, num_draws=19, thin=10, num_warmup=50, num_bins=10)
 FULL = dict(num_replications=1000, num_draws=99, thin=10, num_warmup=100, num_bins=10)
 
 
