@@ -10,6 +10,7 @@ import pytest
 from scipy import special, stats
 
 from tallmcmc.datasets import NODAL_COLUMNS, load_nodal
+from tallmcmc.stein import univariate
 from tallmcmc.stein.univariate import (
     CLASSICAL_STEIN_FACTORS,
     GAUSSIAN_STEIN_FACTORS,
@@ -19,6 +20,7 @@ from tallmcmc.stein.univariate import (
     stein_factors,
     uniform_cdf,
     uniform_cdf_integral,
+    univariate_graph_stein_discrepancy,
     wasserstein_1d,
 )
 
@@ -112,6 +114,112 @@ def test_stein_factor_constants():
     assert stein_factors("uniform") == UNIFORM_STEIN_FACTORS
     with pytest.raises(ValueError, match="unknown target"):
         stein_factors("cauchy")
+
+
+# ---------------------------------------------------------------------------
+# univariate graph Stein discrepancy: banded IPM and Clarabel against HiGHS
+# ---------------------------------------------------------------------------
+SETTINGS = [  # (Stein factors, lower, upper, sampler)
+    ((1.0, 1.0, 1.0), None, None, "t3"),
+    ((1.0, 4.0, 2.0), None, None, "normal"),
+    ((0.5, 0.5, 1.0), 0.0, 1.0, "uniform"),
+    ((1.0, 1.0, 1.0), -0.3, None, "uniform"),
+    ((2.0, 0.5, 3.0), None, 1.2, "uniform"),
+]
+
+
+def _random_problem(seed, setting):
+    rng = np.random.default_rng(seed)
+    factors, lower, upper, sampler = setting
+    n = int(rng.integers(2, 300))
+    if sampler == "t3":
+        x = rng.standard_t(3, size=n)
+    elif sampler == "normal":
+        x = 1.3 * rng.standard_normal(n) + 0.2
+    else:
+        x = rng.uniform(0.0 if lower is None else lower, 1.0 if upper is None else upper, size=n)
+        x[: n // 10] = np.round(x[: n // 10], 1)  # duplicates, and points on the ends
+    scores = rng.normal(size=n) * 2 if sampler == "uniform" else -x
+    weights = rng.uniform(0.0, 1.0, size=n) * (rng.uniform(size=n) > 0.05)
+    weights[0] = 1.0
+    return x, scores, weights, dict(lower=lower, upper=upper, stein_factors=factors)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fast_univariate_solvers_match_highs_on_random_inputs(seed, setting):
+    x, scores, weights, options = _random_problem(100 * seed + SETTINGS.index(setting), setting)
+    reference = univariate_graph_stein_discrepancy(x, scores, weights, solver="highs", **options)
+    for solver in ("ipm", "clarabel"):
+        result = univariate_graph_stein_discrepancy(x, scores, weights, solver=solver, **options)
+        assert result.value == pytest.approx(reference.value, rel=1e-6), solver
+        np.testing.assert_array_equal(result.points[:, 0], np.sort(reference.points[:, 0]))
+    # a deliberately wrong program (every Stein factor 0.1 % too large: the value is 0.1 % too
+    # large, since the feasible set scales with the factors) fails the same tolerance
+    wrong = univariate_graph_stein_discrepancy(
+        x, scores, weights, **{**options, "stein_factors": tuple(1.001 * f for f in options["stein_factors"])}
+    )
+    assert wrong.value != pytest.approx(reference.value, rel=1e-6)
+
+
+def test_fast_univariate_matches_highs_at_moderate_n():
+    x = np.random.default_rng(5).standard_normal(2000)
+    reference = univariate_graph_stein_discrepancy(x, -x, solver="highs")
+    result = univariate_graph_stein_discrepancy(x, -x)
+    assert result.value == pytest.approx(reference.value, rel=1e-6)
+
+
+def test_fast_univariate_test_function_is_feasible_and_attains_the_value():
+    rng = np.random.default_rng(3)
+    x = rng.standard_t(4, size=400)
+    c1, c2, c3 = 1.0, 4.0, 2.0
+    result = univariate_graph_stein_discrepancy(x, -x, stein_factors=(c1, c2, c3))
+    points, g, dg = result.points[:, 0], result.function_values[:, 0], result.gradients[:, 0, 0]
+    assert np.all(np.diff(points) > 0)
+    # the objective recomputed from the optimal g: sum_i q_i (T g)(x_i)
+    assert np.sum(result.weights * (g * -points + dg)) == pytest.approx(result.value, rel=1e-9)
+    # the original path program's constraints (docs/stein.md) hold up to the solver tolerance
+    slack = 1e-7
+    gap = np.diff(points)
+    assert np.all(np.abs(g) <= c1 + slack) and np.all(np.abs(dg) <= c2 + slack)
+    assert np.all(np.abs(np.diff(g)) <= c2 * gap + slack)
+    assert np.all(np.abs(np.diff(dg)) <= c3 * gap + slack)
+    for gradient in (dg[:-1], dg[1:]):
+        assert np.all(np.abs(np.diff(g) - gradient * gap) <= 0.5 * c3 * gap**2 + slack)
+
+
+def test_fast_univariate_merges_duplicates_and_accepts_callable_scores():
+    rng = np.random.default_rng(4)
+    points = rng.standard_normal(60)
+    counts = rng.integers(1, 4, size=60)
+    weighted = univariate_graph_stein_discrepancy(points, -points, counts)
+    repeated = univariate_graph_stein_discrepancy(np.repeat(points, counts), lambda y: -y)
+    assert weighted.value == pytest.approx(repeated.value, rel=1e-9)
+    single = univariate_graph_stein_discrepancy([0.5], [2.0])  # no edges: c1 |b| + c2
+    assert single.value == pytest.approx(3.0)
+
+
+def test_fast_univariate_warns_when_the_interior_point_method_stops_early(monkeypatch):
+    original = univariate._interior_point
+    monkeypatch.setattr(univariate, "_interior_point", lambda *a, **k: original(*a, **{**k, "max_iter": 3}))
+    x = np.random.default_rng(0).standard_normal(100)
+    with pytest.warns(RuntimeWarning, match="stopped after 3 iterations"):
+        univariate_graph_stein_discrepancy(x, -x)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "match"),
+    [
+        (dict(points=np.zeros((3, 2)), scores=np.zeros((3, 2))), "univariate"),
+        (dict(points=np.arange(3.0), scores=np.zeros(3), solver="gurobi"), "solver"),
+        (dict(points=np.arange(3.0), scores=np.zeros(3), lower=0.5), "inside"),
+        (dict(points=np.arange(3.0), scores=np.zeros(3), tol=0.0), "tol"),
+        (dict(points=np.arange(3.0), scores=np.zeros(2)), "scores"),
+    ],
+)
+def test_fast_univariate_bad_input(arguments, match):
+    with pytest.raises(ValueError, match=match):
+        univariate_graph_stein_discrepancy(**arguments)
 
 
 # ---------------------------------------------------------------------------
