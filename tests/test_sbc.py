@@ -218,6 +218,7 @@ def test_plot_draws_the_ecdf_difference(tmp_path):
     matplotlib.use("Agg")
     rng = np.random.default_rng(0)
     ranks = rng.integers(0, 20, (200, 1))
+    ranks.setflags(write=False)  # as the device's arrays come back
     result = CalibrationResult(
         ranks=ranks, num_draws=19, num_bins=10, level=0.01, bin_counts=np.zeros((1, 10)),
         expected_counts=np.full(10, 20.0), statistics=np.zeros(1), p_values=np.ones(1), power={},

@@ -176,7 +176,7 @@ class CalibrationResult:
 
         uniform = stats.randint(0, self.num_draws + 1)
         ax = az.plot_ecdf(
-            self.ranks[:, quantity],
+            np.array(self.ranks[:, quantity]),  # a copy: ArviZ sorts it in place
             eval_points=np.arange(self.num_draws + 1),
             cdf=uniform.cdf,
             rvs=uniform.rvs,
