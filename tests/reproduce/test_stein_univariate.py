@@ -15,13 +15,28 @@ def _run(tmp_path, name, *arguments):
 
 def test_stein_gaussian_vs_t_smoke(tmp_path):
     summary = _run(tmp_path, "stein-gaussian-vs-t", "--max-n", "200", "--min-n", "20", "--grid-size", "4")
-    assert summary["max_n"] == 200 and summary["seed"] == 7
+    assert summary["max_n"] == 200 and summary["seed"] == 7 and summary["solver"] == "ipm"
     assert set(summary["discrepancy"]) == {"gaussian", "scaled_student_t"}
     for values in summary["discrepancy"].values():
         assert len(values) == len(summary["sizes"]) and all(np.isfinite(values)) and min(values) > 0
     assert summary["failures"] == []
     assert (tmp_path / "discrepancy.png").stat().st_size > 5_000
     assert (tmp_path / "test_functions.png").stat().st_size > 5_000
+
+
+def test_stein_gaussian_vs_t_defaults_to_the_papers_n_and_highs_agrees(tmp_path):
+    import argparse
+
+    from tallmcmc.reproduce import stein_gaussian_vs_t as module
+
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    assert parser.parse_args([]).max_n == 200_000 == module.PAPER_MAX_N
+    fast = _run(tmp_path / "ipm", "stein-gaussian-vs-t", "--max-n", "120", "--min-n", "30", "--grid-size", "2")
+    reference = _run(tmp_path / "highs", "stein-gaussian-vs-t", "--max-n", "120", "--min-n", "30", "--grid-size", "2",
+                     "--solver", "highs")
+    for name, values in fast["discrepancy"].items():
+        np.testing.assert_allclose(values, reference["discrepancy"][name], rtol=1e-6)
 
 
 def test_stein_compare_smoke(tmp_path):
