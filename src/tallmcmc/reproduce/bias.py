@@ -57,8 +57,9 @@ The headline figure plots KSD against data per step, one point per test,
 one panel per target, and rings the points of tests whose |z| exceeds 4 for
 some moment. Exact tests should stay within 4 MCSE everywhere.
 
-The default run takes about 10 minutes on two CPU cores; ``--quick`` shrinks
-everything for a smoke test.
+The default run used about 18 CPU-minutes (2026-11-23; most of it the
+full-pass tests on the mixture); ``--quick`` shrinks everything for a smoke
+test. Results: docs/REPRODUCTIONS.md.
 
 References
 ----------
@@ -589,7 +590,7 @@ def print_table(result: dict) -> None:
 
 def plot_headline(out: Path, results: dict) -> Path:
     """KSD against data per step, one point per test, one panel per target; biased tests ringed in red."""
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     keys = list(results)
     figure, axes = new_figure(1, len(keys), figsize=(5.2 * len(keys), 4.6), squeeze=False)
@@ -613,7 +614,8 @@ def plot_headline(out: Path, results: dict) -> Path:
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.xaxis.set_minor_formatter(NullFormatter())
-        axis.yaxis.set_minor_formatter(NullFormatter())
+        axis.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+        axis.yaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
         axis.set_xlabel("data points per step")
         axis.set_title(result["title"], fontsize=9)
         axis.grid(True, which="both", alpha=0.3)
