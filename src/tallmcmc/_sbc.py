@@ -163,9 +163,11 @@ class CalibrationResult:
         :func:`arviz.plot_ecdf` with ``difference=True`` and the optimised
         simultaneous ``1 − level`` band of Säilynoja et al. (2022) for the
         discrete uniform law on ``0 … num_draws``: ranks of a calibrated
-        sampler stay inside the band with probability ``1 − level``; a
-        ∪-shaped (∩-shaped) difference curve means the sampler's draws are
-        too narrow (too wide), a one-signed one that they are shifted.
+        sampler stay inside the band with probability ``1 − level``. A
+        difference that is positive at low ranks and negative at high ones
+        (∪-shaped ranks) means the sampler's draws are too narrow, the
+        reverse that they are too wide, a one-signed hump that they are
+        shifted.
         Extra keyword arguments go to :func:`arviz.plot_ecdf`.
 
         Returns
