@@ -1,0 +1,172 @@
+"""Chain-steps per second against the number of chains run together (issue 11).
+
+Usage::
+
+    python benchmarks/bench_chains.py                          # everything, default driver
+    python benchmarks/bench_chains.py --driver asynchronous    # when tallmcmc.sample has that driver
+    python benchmarks/bench_chains.py --only exact --exact-repeats 7
+
+Three measurements, each read as same-run ratios (this machine's 2 cores are shared and its wall times move
+with the load, which is printed before and after every table):
+
+1. **GMM** (Section 6.1 mixture, N = 10⁶, K = N/100 as in ``bench_gmm.py``): random walk 0.15 and
+   ``minibatch_barker(50)``, chains started at the true θ, for 1, 8, 64 and 512 chains.
+2. **Logistic + control variate** (``examples.logistic_regression.simulate(N = 10⁶, d = 10)``): the mode
+   (``find_mode``), ``taylor_control_variate`` at it, the Laplace random walk and ``minibatch_barker(100,
+   control_variate=...)``, chains started at the mode, for the same chain counts.
+3. **Full-data test, 1 vs 4 chains**: ``exact_barker`` with the Laplace random walk on the logistic model at
+   N = 2·10⁵, d = 10: wall time per step of 4 chains over that of 1 chain (goal ≤ 1.5×), alternating 1 and 4
+   chains ``--exact-repeats`` times.
+
+Every figure is ``chains × draws / sampling_seconds`` (compilation excluded) from :func:`tallmcmc.sample` with
+one chunk, best of ``--repeats`` runs. Goals (issue 11, this 2-core CPU): 64 chains ≥ 8× the chain-steps/s of
+1 chain, and ≤ 5 µs per chain-step at 64 chains. The script prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import tallmcmc
+from tallmcmc.examples import gaussian_mixture, logistic_regression
+
+
+def drivers() -> tuple[str, ...]:
+    """The drivers ``tallmcmc.sample`` accepts (``("vmap",)`` before it had a ``driver`` argument)."""
+    if "driver" not in inspect.signature(tallmcmc.sample).parameters:
+        return ("vmap",)
+    from tallmcmc import sampling
+
+    return tuple(getattr(sampling, "DRIVERS", ("vmap",)))
+
+
+def load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def run(model, proposal, test, start, chains: int, steps: int, driver: str, seed: int = 0):
+    options = {"driver": driver} if "driver" in inspect.signature(tallmcmc.sample).parameters else {}
+    return tallmcmc.sample(model, proposal, test, initial_position=start, num_samples=steps, num_chains=chains,
+                           seed=seed, progress=False, num_chunks=1, **options)
+
+
+def steps_for(chains: int, chain_steps: int, least: int, most: int) -> int:
+    return int(min(most, max(least, chain_steps // chains)))
+
+
+def chain_table(title: str, make, chain_counts, args) -> None:
+    model, proposal, test, start = make()
+    print(f"\n### {title} (driver {args.driver})\n")
+    print(f"load average before: {load()}\n")
+    print("| chains | steps | chain-steps/s | × 1 chain | µs per chain-step | points per chain-step | accept |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    base = None
+    rates = {}
+    for chains in chain_counts:
+        steps = steps_for(chains, args.chain_steps, args.min_steps, args.max_steps)
+        best = None
+        for repeat in range(args.repeats):
+            result = run(model, proposal, test, start, chains, steps, args.driver, seed=repeat)
+            rate = chains * result.num_draws / result.sampling_seconds
+            if best is None or rate > best[0]:
+                best = (rate, result)
+        rate, result = best
+        base = base or rate
+        rates[chains] = rate
+        print(f"| {chains} | {steps} | {rate:,.0f} | {rate / base:.2f} | {1e6 / rate:.1f} | "
+              f"{result.data_used.mean():.0f} | {result.acceptance_rate:.2f} |", flush=True)
+    print(f"\nload average after: {load()}")
+    if 1 in rates and 64 in rates:
+        speedup, micro = rates[64] / rates[1], 1e6 / rates[64]
+        print(f"\nGoals at 64 chains: {speedup:.1f}× one chain (goal ≥ 8×: {'met' if speedup >= 8 else 'NOT met'}); "
+              f"{micro:.1f} µs per chain-step (goal ≤ 5 µs: {'met' if micro <= 5 else 'NOT met'})")
+
+
+def gmm():
+    num_data = 1_000_000
+    model = gaussian_mixture.model(num_data, temperature=num_data / 100.0, seed=0)
+    start = jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32)
+    return model, tallmcmc.random_walk(0.15), tallmcmc.minibatch_barker(50), start
+
+
+def logistic_setup(num_data: int, dimension: int):
+    covariates, response = logistic_regression.simulate(num_data, dimension, seed=0)
+    model = logistic_regression.model(covariates, response)
+    mode = tallmcmc.find_mode(model, jnp.zeros(dimension, jnp.float32))
+    return model, mode
+
+
+def logistic_cv(num_data: int, dimension: int):
+    def make():
+        model, mode = logistic_setup(num_data, dimension)
+        control_variate = tallmcmc.taylor_control_variate(model, mode.position)
+        test = tallmcmc.minibatch_barker(100, control_variate=control_variate)
+        return model, tallmcmc.laplace_random_walk(mode), test, mode.position
+
+    return make
+
+
+def exact_one_vs_four(args) -> None:
+    model, mode = logistic_setup(args.exact_num_data, args.dimension)
+    proposal = tallmcmc.laplace_random_walk(mode)
+    test = tallmcmc.exact_barker()
+    print(f"\n### exact_barker, 1 vs 4 chains, logistic N = {args.exact_num_data:,}, d = {args.dimension} "
+          f"(driver {args.driver})\n")
+    print(f"load average before: {load()}\n")
+    times = {1: [], 4: []}
+    for repeat in range(args.exact_repeats):
+        for chains in (1, 4):
+            result = run(model, proposal, test, mode.position, chains, args.exact_steps, args.driver, seed=repeat)
+            times[chains].append(result.seconds_per_step)
+    one, four = min(times[1]), min(times[4])
+    ratios = [b / a for a, b in zip(times[1], times[4])]
+    print("| chains | ms per step (best) | ms per step (median) | µs per chain-step (best) |")
+    print("|---:|---:|---:|---:|")
+    for chains, values in times.items():
+        print(f"| {chains} | {min(values) * 1e3:.3f} | {np.median(values) * 1e3:.3f} | {min(values) * 1e6 / chains:.0f} |")
+    print(f"\n4 chains / 1 chain per step: {four / one:.2f}× (best of each); per repeat "
+          f"{', '.join(f'{r:.2f}' for r in ratios)}; goal ≤ 1.5×: {'met' if four / one <= 1.5 else 'NOT met'}")
+    print(f"\nload average after: {load()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--driver", choices=drivers(), default=drivers()[0], help="how sample() runs the chains")
+    parser.add_argument("--only", choices=["gmm", "logistic", "exact"], nargs="+",
+                        default=["gmm", "logistic", "exact"])
+    parser.add_argument("--chains", type=int, nargs="+", default=[1, 8, 64, 512])
+    parser.add_argument("--chain-steps", type=int, default=64_000,
+                        help="chain-steps per run; steps = this / chains, clipped to [--min-steps, --max-steps]")
+    parser.add_argument("--min-steps", type=int, default=100)
+    parser.add_argument("--max-steps", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per chain count; the fastest is reported")
+    parser.add_argument("--num-data", type=int, default=1_000_000, help="N of the logistic control-variate runs")
+    parser.add_argument("--dimension", type=int, default=10)
+    parser.add_argument("--exact-num-data", type=int, default=200_000)
+    parser.add_argument("--exact-steps", type=int, default=200)
+    parser.add_argument("--exact-repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}, "
+          f"jax {jax.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"# drivers of tallmcmc.sample: {', '.join(drivers())}; this run: {args.driver}")
+    if jax.devices()[0].platform == "cpu":
+        print("# GPU figures: not measured (no accelerator here)")
+    if "gmm" in args.only:
+        chain_table("GMM, N = 10⁶, minibatch_barker(50), random walk 0.15", gmm, args.chains, args)
+    if "logistic" in args.only:
+        chain_table(f"logistic, N = {args.num_data:,}, d = {args.dimension}, control variate + minibatch_barker(100), "
+                    "Laplace random walk", logistic_cv(args.num_data, args.dimension), args.chains, args)
+    if "exact" in args.only:
+        exact_one_vs_four(args)
+
+
+if __name__ == "__main__":
+    main()
