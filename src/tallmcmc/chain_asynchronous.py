@@ -242,7 +242,8 @@ def asynchronous_runner(
             active = carry.step < num_samples
             running = active & ~jax.vmap(machine.done)(carry.flight.test_state)
             advanced = per_chain(advance_one, factors)(carry.flight, carry.state, carry.step, factors)
-            flight = _select(running, advanced, carry.flight)
+            # a machine that idles once done needs no mask (finished and parked chains are done)
+            flight = advanced if machine.idle_when_done else _select(running, advanced, carry.flight)
             finished = active & jax.vmap(machine.done)(flight.test_state)
             carry = carry._replace(flight=flight, iterations=carry.iterations + 1)
             return lax.cond(jnp.any(finished), finish, lambda c, f: c, carry, finished)

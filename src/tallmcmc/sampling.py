@@ -262,9 +262,16 @@ def sample(
         vectorised loop advances every chain's test by one chunk of data per
         iteration, and a chain whose test has decided records its draw and
         starts its next step at once. Both use the same per-chain, per-step
-        keys and the same operations, so they give the same draws (up to
-        floating-point differences of the batched arithmetic), whatever the
-        number of chains. Warm-up runs as with ``"vmap"``.
+        keys and the same operations, so they give the same draws whatever
+        the number of chains (bit for bit in the tests, except that with a
+        ``temperature_schedule`` each chain's temperature is batched and the
+        statistics may differ in the last place, and AustereMH's reported
+        ``error_bound`` may too). Warm-up runs as with ``"vmap"``. The
+        asynchronous driver pays where minibatch sizes vary from step to step
+        and many chains run (measured on the paper's mixture at 64 chains:
+        about 2-3x the vmapped chain-steps/s, ``benchmarks/RESULTS.md``); with
+        one chain, a full-data test, or a test whose minibatch never grows
+        (e.g. a good control variate) it only adds overhead.
 
     Returns
     -------

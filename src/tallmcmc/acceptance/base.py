@@ -78,7 +78,8 @@ class StepMachine(NamedTuple):
     ``start(rng_key, model, position, proposed, log_ratio_offset, cache) -> test_state``
         everything before the first chunk (keys, thresholds, any full pass);
     ``advance(test_state, model, position, proposed, log_ratio_offset, cache) -> test_state``
-        one chunk of data; called only while ``done`` is false;
+        one chunk of data; called only while ``done`` is false, unless ``idle_when_done``
+        says it returns a finished state unchanged;
     ``done(test_state) -> bool``
         whether the test has decided;
     ``finish(test_state, model, position, proposed, log_ratio_offset, cache) -> Decision``
@@ -93,6 +94,9 @@ class StepMachine(NamedTuple):
     advance: Callable[..., Any]
     done: Callable[[Any], jax.Array]
     finish: Callable[..., Decision]
+    #: True if ``advance`` returns a finished ``test_state`` unchanged (a batched driver then
+    #: need not mask the finished chains out of an advance).
+    idle_when_done: bool = False
 
 
 class AcceptanceTest(NamedTuple):

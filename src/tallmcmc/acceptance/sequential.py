@@ -117,7 +117,9 @@ def sequential_chunk(
     buffer = state.buffer
     if buffer_size:
         start = jnp.minimum(state.count, buffer_size)
-        buffer = lax.dynamic_update_slice(buffer, values, (start,))
+        # a finished state is left as it is (only the chunk's slice is rewritten, with its own values)
+        kept = lax.dynamic_slice(buffer, (start,), (chunk_size,))
+        buffer = lax.dynamic_update_slice(buffer, jnp.where(state.done, kept, values), (start,))
     non_finite = ~(jnp.isfinite(mean) & jnp.isfinite(sum_squares))
     at_check = (count >= limit) | non_finite
     stage = state.stage + at_check.astype(jnp.int32)
@@ -125,7 +127,12 @@ def sequential_chunk(
     stopped = at_check & (non_finite | (count >= num_data) | rule.stop(new))
     following = jnp.clip(rule.next_stage(count, stage), count + 1, num_data)
     next_check = jnp.where(at_check & ~stopped, following, state.next_check)
-    return new._replace(next_check=next_check.astype(jnp.int32), done=stopped)
+    result = new._replace(next_check=next_check.astype(jnp.int32), done=stopped)
+    # idle once done (so a driver may advance a batch of chains without selecting the finished ones)
+    return SequentialState(
+        *(field if name == "buffer" else jnp.where(state.done, old, field)
+          for name, field, old in zip(SequentialState._fields, result, state))
+    )
 
 
 def run_sequential_test(
@@ -232,7 +239,7 @@ def sequential_machine(prepare, rule, conclude) -> StepMachine:
     def finish(test_state: SequentialTestState, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
         return conclude(test_state.context, test_state.state, model, position, proposed, log_ratio_offset, cache)
 
-    return StepMachine(start, advance, done, finish)
+    return StepMachine(start, advance, done, finish, idle_when_done=True)
 
 
 def machine_test(machine: StepMachine, init, name: str, **fields) -> AcceptanceTest:
@@ -379,7 +386,7 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
         residuals = control_variate.residual_model(model)
         return inner.finish(state, residuals, position, proposed, log_ratio_offset + proxy, cache)
 
-    machine = StepMachine(start, advance, done, finish)
+    machine = StepMachine(start, advance, done, finish, idle_when_done=inner.idle_when_done)
     return test._replace(
         init=init,
         decide=decide_by_machine(machine),
