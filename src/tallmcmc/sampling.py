@@ -338,7 +338,10 @@ def sample(
             f"step_size_schedule needs a proposal whose step size can be tuned (random walks, Langevin, proxy "
             f"proposals); {proposal.name!r} has none"
         )
-    if temperatures is not None and test.setup:
+    from tallmcmc.control_variate import ControlVariate
+
+    uses_control_variate = any(isinstance(source, ControlVariate) for source in test.setup)
+    if temperatures is not None and uses_control_variate:
         raise ValueError(
             "temperature_schedule cannot be used with a control-variate test: its proxy sums were built at "
             f"temperature {model.temperature}; run one sample() per temperature with a control variate for each"
@@ -439,11 +442,6 @@ def sample(
             run_chunk, data, states, chain_keys, factors, lengths, temperatures, step_factors, dtype, bar, description,
             test.name, num_samples,
         )
-    for source in (*proposal.setup, *test.setup):  # e.g. a TunaMH bound raises if a step found it violated
-        if hasattr(source, "check_info"):
-            for checked in (warmup_info, info):
-                if checked is not None:
-                    source.check_info(checked)
     non_finite = int(info["non_finite"].sum())
     if non_finite:
         warnings.warn(
@@ -456,7 +454,7 @@ def sample(
         )
     _warn_if_error_bounds_vacuous(info)
     fraction = float(info["data_used_by_test"].mean()) / model.num_data
-    if test.setup and fraction > 0.25:
+    if uses_control_variate and fraction > 0.25:
         warnings.warn(
             f"the test runs on control-variate residuals but used {100 * fraction:.0f}% of the N data points per step "
             "on average: the residuals are large or heavy-tailed. Either the control variate's centre is far from the "
@@ -466,7 +464,7 @@ def sample(
             RuntimeWarning,
             stacklevel=2,
         )
-    return SamplingResult(
+    result = SamplingResult(
         positions=positions,
         info=info,
         num_data=model.num_data,
@@ -483,6 +481,18 @@ def sample(
         driver=driver,
         loop_iterations=loop_iterations,
     )
+    for source in (*proposal.setup, *test.setup):  # e.g. a TunaMH bound raises if a step found it violated
+        if hasattr(source, "check_info"):
+            for checked in (warmup_info, info):
+                if checked is None:
+                    continue
+                try:
+                    source.check_info(checked)
+                except ValueError as error:  # nothing computed is lost: the run rides on the error
+                    error.result = result
+                    error.add_note("the run's draws and step statistics are on this exception's `result` attribute")
+                    raise
+    return result
 
 
 def _run_vmapped(

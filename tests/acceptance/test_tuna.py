@@ -264,8 +264,9 @@ def test_a_violated_bound_is_flagged_and_sample_raises(gaussian):
     assert drew.any()
     assert np.all(np.asarray(decisions.info.non_finite)[drew]) and not np.any(np.asarray(decisions.accepted)[drew])
     assert np.all(np.asarray(decisions.info.error_bound)[drew] > 1)
-    with pytest.raises(ValueError, match="bound.*too small|too small.*bound"):
+    with pytest.raises(ValueError, match="bound.*too small|too small.*bound") as raised:
         run_gaussian(gaussian, tallmcmc.tuna(1e3, loose, max_expected_batch=10 * NUM_DATA), num_samples=20)
+    assert raised.value.result.positions.shape[1] == 20  # the run is not lost
 
 
 # --------------------------------------------------------------------------------------- bad input
