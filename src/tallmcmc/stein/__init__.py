@@ -19,6 +19,7 @@ from tallmcmc.stein.univariate import (
     GAUSSIAN_STEIN_FACTORS,
     UNIFORM_STEIN_FACTORS,
     stein_factors,
+    univariate_graph_stein_discrepancy,
     wasserstein_1d,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "GAUSSIAN_STEIN_FACTORS",
     "UNIFORM_STEIN_FACTORS",
     "stein_factors",
+    "univariate_graph_stein_discrepancy",
     "wasserstein_1d",
 ]
