@@ -555,7 +555,9 @@ VACUOUS_ERROR_BOUND = 0.25
 
 def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
     """Warn when most subsampled steps report an error bound that guarantees nothing."""
-    subsampled = ~info["used_full_data"] & (info["error_bound"] > 0)
+    # steps that met a non-finite ratio (or, for TunaMH, a violated bound reported in error_bound) rejected and are
+    # warned about on their own
+    subsampled = ~info["used_full_data"] & ~info["non_finite"] & (info["error_bound"] > 0)
     if not subsampled.any():
         return
     vacuous = float(np.mean(info["error_bound"][subsampled] >= VACUOUS_ERROR_BOUND))
