@@ -21,16 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
-
-
-def timed(function):
-    wall = time.perf_counter()
-    cpu = time.process_time()
-    value = function()
-    return value, time.perf_counter() - wall, time.process_time() - cpu
+from _timing import timed
 
 
 def main(argv: list[str] | None = None) -> None:
