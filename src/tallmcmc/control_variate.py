@@ -235,6 +235,7 @@ class ControlVariate:
             model.data,
             model.temperature,
             model.position_shape,
+            model.shards,
             control_variate=self,
         )
 

@@ -50,11 +50,23 @@ class Model:
         position (an array or pytree of arrays) whose structure and leaf
         shapes positions must match. ``None`` (default) skips the check.
 
+    shards
+        Set by :func:`tallmcmc.sample` when it runs on a mesh (``mesh=``), never
+        by hand: a :class:`tallmcmc.sharding.DataShards` saying that, inside the
+        sampler's ``shard_map``, ``data`` holds one contiguous block of the rows.
+        The methods that touch the data by index or sum over it
+        (:meth:`log_likelihood_ratios_at`, :meth:`data_at`,
+        :meth:`sum_over_data`, :meth:`log_likelihood_sum`, …) then combine the
+        blocks with collectives (:mod:`tallmcmc.sharding`). ``None``: the data
+        are all here.
+
     Notes
     -----
     Every leaf of ``data`` is converted to a JAX array (``jnp.asarray``, the
     default float precision), so NumPy data work with every sampler and with
-    :func:`tallmcmc.build_kernel` under ``jit``.
+    :func:`tallmcmc.build_kernel` under ``jit``. Samplers reach the data only
+    through the methods below, so that one place decides how rows held on other
+    devices are reached.
 
     References
     ----------
@@ -67,6 +79,7 @@ class Model:
     data: Data
     temperature: float = 1.0
     position_shape: Any = None
+    shards: Any = None
 
     def __post_init__(self) -> None:
         if not callable(self.log_likelihood):
@@ -83,12 +96,20 @@ class Model:
 
     @property
     def num_data(self) -> int:
-        """``N``, the length of the data's leading axis."""
+        """``N``, the length of the data's leading axis (of all shards together when sharded)."""
+        if self.shards is not None:
+            return self.shards.num_data
         return num_data_of(self.data)
 
     def with_data(self, data: Data) -> Model:
         """The same model over other arrays of the same structure (used under ``jit``)."""
         return dataclasses.replace(self, data=data)
+
+    def with_shards(self, shards) -> Model:
+        """The same model whose data are one block of rows of a sharded data set (see ``shards``)."""
+        sharded = copy.copy(self)
+        object.__setattr__(sharded, "shards", shards)
+        return sharded
 
     def with_temperature(self, temperature) -> Model:
         """The same model at temperature ``temperature``, which may be a traced value.
@@ -101,7 +122,12 @@ class Model:
         return tempered
 
     def per_datum_log_likelihood(self, position: Position, data: Data | None = None) -> jax.Array:
-        """Untempered ``log p(x_i | position)`` for every datum (shape ``(N,)``)."""
+        """Untempered ``log p(x_i | position)`` for every datum of ``data`` (default: the rows held here).
+
+        Shape ``(N,)``; when sharded, the values of this device's block of rows
+        (padding rows included), to be reduced with :meth:`sum_over_data` and
+        its siblings.
+        """
         data = self.data if data is None else data
         return jax.vmap(self.log_likelihood, in_axes=(None, 0))(position, data)
 
@@ -115,9 +141,67 @@ class Model:
         old = self.per_datum_log_likelihood(position, data)
         return (new - old) / self.temperature
 
+    def log_likelihood_ratios_at(self, position: Position, proposed: Position, indices: jax.Array) -> jax.Array:
+        """:meth:`log_likelihood_ratios` of the data at ``indices`` (integers in ``[0, N)``), shape of ``indices``.
+
+        The one place where a minibatch is gathered. Sharded, each device
+        evaluates the indices it holds and the exact per-datum values are
+        combined across devices (:func:`tallmcmc.sharding.log_likelihood_ratios_at`).
+        """
+        if self.shards is not None:
+            from tallmcmc.sharding import log_likelihood_ratios_at
+
+            return log_likelihood_ratios_at(self, position, proposed, indices)
+        batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], self.data)
+        return self.log_likelihood_ratios(position, proposed, batch)
+
+    def data_at(self, indices: jax.Array) -> Data:
+        """The rows of the data at ``indices`` (integers in ``[0, N)``), e.g. for a minibatch gradient.
+
+        Sharded, the rows are fetched from the devices that hold them (exact
+        copies), so what is computed from them is differentiable as usual.
+        """
+        if self.shards is not None:
+            from tallmcmc.sharding import data_at
+
+            return data_at(self, indices)
+        return jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), self.data)
+
+    def sum_over_data(self, values: jax.Array) -> jax.Array:
+        """Σᵢ of per-datum ``values`` (leading axis: the rows held here) over all N data."""
+        if self.shards is not None:
+            from tallmcmc.sharding import sum_over_data
+
+            return sum_over_data(self.shards, values)
+        return jnp.sum(values)
+
+    def mean_and_std_over_data(self, values: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Mean and standard deviation (1/N normalisation) of per-datum ``values`` over all N data."""
+        if self.shards is not None:
+            from tallmcmc.sharding import mean_and_std_over_data
+
+            return mean_and_std_over_data(self.shards, values)
+        return jnp.mean(values), jnp.std(values)
+
+    def max_over_data(self, values: jax.Array) -> jax.Array:
+        """maxᵢ of per-datum ``values`` over all N data."""
+        if self.shards is not None:
+            from tallmcmc.sharding import max_over_data
+
+            return max_over_data(self.shards, values)
+        return jnp.max(values)
+
+    def log_likelihood_sum(self, position: Position) -> jax.Array:
+        """Untempered Σᵢ log p(xᵢ | position) over all N data (differentiable; a full pass)."""
+        if self.shards is not None:
+            from tallmcmc.sharding import log_likelihood_sum
+
+            return log_likelihood_sum(self, position)
+        return jnp.sum(self.per_datum_log_likelihood(position))
+
     def log_density(self, position: Position) -> jax.Array:
         """Full-data tempered log posterior (up to a constant); touches all N points."""
-        return self.log_prior(position) + jnp.sum(self.per_datum_log_likelihood(position)) / self.temperature
+        return self.log_prior(position) + self.log_likelihood_sum(position) / self.temperature
 
 
 def num_data_of(data: Data) -> int:
@@ -196,7 +280,9 @@ def check_position_shape(model: Model, position: Position, name: str = "initial_
         raise ValueError(f"{name} must have the structure and shapes {expected} for this model; got {got_tree}")
 
 
-def check_model(model: Model, position: Position, name: str = "initial_position") -> tuple[float, float]:
+def check_model(
+    model: Model, position: Position, name: str = "initial_position", *, evaluate_data=None, datum_shape=None, data=None
+) -> tuple[float, float]:
     """Evaluate the model once at ``position`` and fail loudly on anything wrong.
 
     Runs before any sampling starts (the emcee practice: one check shared by
@@ -211,6 +297,13 @@ def check_model(model: Model, position: Position, name: str = "initial_position"
     name
         How errors name ``position`` (``"initial_position"``, or
         ``"initial_positions[3]"`` for one chain's start).
+    evaluate_data, datum_shape, data
+        For data spread over devices (:func:`tallmcmc.sharding.check_model_on_mesh`
+        passes them): ``evaluate_data(position, data) -> (count, first, value,
+        total)``, the number of non-finite per-datum values, the first one's
+        index and value and the sum, computed where the data live; one datum's
+        log-likelihood is then checked on its shape (``datum_shape``, a pytree
+        of ``jax.ShapeDtypeStruct``) without reading any datum.
 
     Returns
     -------
@@ -254,19 +347,28 @@ def check_model(model: Model, position: Position, name: str = "initial_position"
             f"log_prior({name}) = {float(log_prior)}: start inside the prior's support "
             "where the log-prior is finite"
         )
-    first = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[0], model.data)
-    one = evaluate(model.log_likelihood, position, first)
+    if evaluate_data is not None:
+        one = evaluate(jax.eval_shape, model.log_likelihood, position, datum_shape)
+    else:
+        first = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[0], model.data)
+        one = evaluate(model.log_likelihood, position, first)
     if one.shape != ():
         raise ValueError(
             f"log_likelihood(position, datum) must return a scalar for one datum; it returned shape {one.shape}. "
             "It receives one row of the data (leading axis removed)"
         )
-    values = evaluate(jax.jit(model.per_datum_log_likelihood), position, model.data)
-    bad = np.flatnonzero(~np.isfinite(values))
-    if bad.size:
+    if evaluate_data is not None:
+        count, first_bad, first_value, total = evaluate_data(position, data)
+    else:
+        values = evaluate(jax.jit(model.per_datum_log_likelihood), position, model.data)
+        bad = np.flatnonzero(~np.isfinite(values))
+        count = bad.size
+        first_bad, first_value = (bad[0], values[bad[0]]) if bad.size else (0, 0.0)
+        total = values.sum()
+    if count:
         raise ValueError(
-            f"log_likelihood is not finite at {name} for {bad.size} of {values.size} data points "
-            f"(first: datum {bad[0]}, value {values[bad[0]]}). Fix the data (NaN/inf rows?) or the "
+            f"log_likelihood is not finite at {name} for {int(count)} of {model.num_data} data points "
+            f"(first: datum {int(first_bad)}, value {first_value}). Fix the data (NaN/inf rows?) or the "
             "log-likelihood (use log-space formulas such as jax.nn.log_sigmoid / logsumexp)"
         )
-    return float(log_prior), float(values.sum())
+    return float(log_prior), float(total)

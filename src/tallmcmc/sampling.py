@@ -23,6 +23,7 @@ from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.sharding import check_device_memory, to_host, tree_bytes
 
 
 @dataclasses.dataclass
@@ -188,6 +189,7 @@ def sample(
     step_size_schedule=None,
     adapt_covariance: bool = False,
     driver: str = "vmap",
+    mesh=None,
 ) -> SamplingResult:
     """Run ``num_chains`` Markov chains of ``num_samples`` steps each.
 
@@ -272,6 +274,27 @@ def sample(
         about 2-3x the vmapped chain-steps/s, ``benchmarks/RESULTS.md``); with
         one chain, a full-data test, or a test whose minibatch never grows
         (e.g. a good control variate) it only adds overhead.
+    mesh
+        Optional :class:`jax.sharding.Mesh` with axis names from
+        ``{"data", "chains"}`` (:mod:`tallmcmc.sharding`, ``docs/sharding.md``).
+        The data's rows are split into contiguous blocks over ``"data"``
+        (padded with rows that no index draws and every full-data sum leaves
+        out when ``N`` is not a multiple of its size) and the chains over
+        ``"chains"`` (its size must divide ``num_chains``); a mesh with only
+        ``"chains"`` copies the data to every device and splits the chains, one
+        with only ``"data"`` runs every chain on every device. A minibatch is
+        gathered by letting each device evaluate the indices it holds and
+        summing the lanes over ``"data"``: every index lies on one device only,
+        so the values, hence the draws, equal the run without a mesh bit for
+        bit; full-data sums are combined from per-device partial sums and
+        differ from it only by summation order. ``data_used`` does not depend
+        on the mesh. Data leaves that are already global arrays laid out over
+        ``"data"`` (e.g. built in every process of a multi-process run with
+        :func:`jax.make_array_from_process_local_data`) are used in place and
+        never brought to one host. With a mesh, ``final_state``'s leaves have
+        a leading axis of one copy per data shard (a full-data test's cached
+        per-datum values differ between shards), and only ``driver="vmap"``
+        runs.
 
     Returns
     -------
@@ -284,6 +307,13 @@ def sample(
     priors, badly shaped or empty data raise a ``ValueError`` naming the
     argument. A step that meets a non-finite Δ rejects and sets
     ``info["non_finite"]``. Interrupting (Ctrl-C) returns the draws made so far.
+
+    Before compiling, the bytes that the data and the chains' states (e.g. a
+    full-data test's ``num_chains × N`` cached values, counted twice: the
+    current and the proposed) need on one device are compared with what it
+    has (:func:`tallmcmc.sharding.check_device_memory`); a run that cannot fit
+    raises :class:`tallmcmc.sharding.DeviceMemoryError` (a ``ValueError``)
+    with the estimate and the remedy (``mesh=``) before JAX runs out of memory.
     """
     num_samples = integer_at_least(num_samples, "num_samples")
     num_chains = integer_at_least(num_chains, "num_chains")
@@ -298,10 +328,19 @@ def sample(
         raise ValueError(f"driver must be one of {DRIVERS}; got {driver!r}")
     if (initial_position is None) == (initial_positions is None):
         raise ValueError("give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)")
+    layout = None
+    data = model.data
+    check = check_model
+    if mesh is not None:
+        from tallmcmc.sharding import check_model_on_mesh, layout_for
+
+        layout = layout_for(mesh, model.num_data, num_chains, driver)
+        data = layout.distribute(model.data)
+        check = check_model_on_mesh(model, layout, data)
 
     if initial_position is not None:
         start = as_position(initial_position)
-        check_model(model, start, "initial_position")
+        check(model, start, "initial_position") if layout is None else check(start, "initial_position")
         starts = jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, (num_chains,) + leaf.shape), start)
     else:
         starts = as_position(initial_positions)
@@ -312,8 +351,12 @@ def sample(
                     f"(one start per chain); got shape {leaf.shape}"
                 )
         for chain in range(num_chains):
-            check_model(model, jax.tree_util.tree_map(lambda leaf: leaf[chain], starts), f"initial_positions[{chain}]")
-    test.init(model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts))  # settings checked before compiling
+            one = jax.tree_util.tree_map(lambda leaf: leaf[chain], starts)
+            check(model, one, f"initial_positions[{chain}]") if layout is None else check(one, f"initial_positions[{chain}]")
+    if layout is None:
+        test.init(model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts))  # settings checked before compiling
+    else:  # the same checks, on shapes only (the data may live in other processes)
+        jax.eval_shape(lambda position: test.init(model, position), jax.tree_util.tree_map(lambda leaf: leaf[0], starts))
     num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
     target = _target_acceptance(target_acceptance, proposal, test)
     distinct_starts = 1 if initial_position is not None else num_chains
@@ -347,14 +390,15 @@ def sample(
             f"temperature {model.temperature}; run one sample() per temperature with a control variate for each"
         )
 
+    held = model if layout is None else model.with_shards(layout.shards)  # the model inside the mesh's shard_map
+
     def kernel_for(data, factor=None, temperature=None):
         tuned = proposal if factor is None else proposal.tune(factor)
-        tempered = model.with_data(data)
+        tempered = held.with_data(data)
         if temperature is not None:
             tempered = tempered.with_temperature(temperature)
         return build_kernel(tempered, tuned, test)
 
-    @jax.jit
     def initialise(data, positions):
         return jax.vmap(kernel_for(data).init)(positions)
 
@@ -375,7 +419,14 @@ def sample(
 
         return jax.lax.scan(one, states, (step_indices, *schedule))
 
-    data = model.data
+    if layout is None:
+        initialise = jax.jit(initialise)
+    else:
+        initialise = jax.jit(layout.shard_map(initialise, ("data", "chains"), "state"))
+        run_chunk = layout.shard_map(
+            run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
+        )
+    _check_memory(model, layout, data, initialise, starts)
     states = initialise(data, starts)
     base_key = jax.random.key(seed)
     chain_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(num_chains))
@@ -389,25 +440,26 @@ def sample(
         if adapt_covariance:
             first = num_warmup // 2
             states, _, (early_positions, early_info) = _adaptive_warmup(
-                kernel_for, data, states, warmup_keys, first, target
+                kernel_for, data, states, warmup_keys, first, target, layout
             )
             adapted_covariance = _warmup_covariance(early_positions, first // 2)
             proposal = proposal.with_covariance(adapted_covariance)
             states, factors, (late_positions, late_info) = _adaptive_warmup(
                 kernel_for, data, states, jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1),
-                num_warmup - first, target,
+                num_warmup - first, target, layout,
             )
             warm_positions, warm_info = jax.tree_util.tree_map(
                 lambda a, b: jnp.concatenate([a, b], axis=0), (early_positions, early_info), (late_positions, late_info)
             )
         elif adapt:
             states, factors, (warm_positions, warm_info) = _adaptive_warmup(
-                kernel_for, data, states, warmup_keys, num_warmup, target
+                kernel_for, data, states, warmup_keys, num_warmup, target, layout
             )
         else:
             states, (warm_positions, warm_info) = jax.jit(
-                lambda d, st, k: run_chunk(d, st, k, jnp.arange(num_warmup, dtype=jnp.uint32), None)
+                lambda d, st, k: run_chunk(d, st, k, jnp.arange(num_warmup, dtype=jnp.uint32), None, (None, None))
             )(data, states, warmup_keys)
+        warm_positions, warm_info = to_host((warm_positions, warm_info))
         warmup_positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(np.asarray(leaf), 0, 1), warm_positions)
         warmup_info = {name: np.swapaxes(np.asarray(getattr(warm_info, name)), 0, 1) for name in MHInfo._fields}
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(starts), float)  # of the schedules' values
@@ -416,7 +468,7 @@ def sample(
     description = f"{test.name} x {num_chains} chain(s)"
     bar = _progress_bar(num_samples, progress, description)
     loop_iterations = None
-    if driver == "asynchronous":
+    if driver == "asynchronous":  # never with a mesh (refused by layout_for)
         from tallmcmc.chain_asynchronous import run_asynchronous
 
         try:
@@ -442,6 +494,8 @@ def sample(
             run_chunk, data, states, chain_keys, factors, lengths, temperatures, step_factors, dtype, bar, description,
             test.name, num_samples,
         )
+    if layout is not None:  # one copy per data shard: the position is the same in all, the cache is each shard's
+        states = MHState(*layout.first_copy((states.position, states.log_prior)), states.cache)
     non_finite = int(info["non_finite"].sum())
     if non_finite:
         warnings.warn(
@@ -476,7 +530,7 @@ def sample(
         setup_data_used=setup_data_used,
         warmup_positions=warmup_positions,
         warmup_info=warmup_info,
-        step_size_factor=None if factors is None else np.asarray(factors),
+        step_size_factor=None if factors is None else np.asarray(to_host(factors)),
         adapted_covariance=adapted_covariance,
         driver=driver,
         loop_iterations=loop_iterations,
@@ -525,8 +579,8 @@ def _run_vmapped(
             states, (positions, info) = compiled[length](data, states, chain_keys, step_indices, factors, schedule)
             jax.block_until_ready(states)
             sampling_seconds += time.perf_counter() - began
-            positions_parts.append(jax.device_get(positions))
-            info_parts.append(jax.device_get(info))
+            positions_parts.append(to_host(positions))
+            info_parts.append(to_host(info))
             bar.update(length)
             done += length
     except KeyboardInterrupt:
@@ -574,6 +628,29 @@ def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
 
 
 DRIVERS = ("vmap", "asynchronous")
+
+
+def _check_memory(model: Model, layout, data, initialise, starts) -> None:
+    """Refuse, before compiling, a run whose data and chain states cannot fit on one device (estimate only).
+
+    Per device: the data (its block of rows with a mesh) and the chains'
+    states counted twice (the current state and the proposed one, e.g. a
+    full-data test's ``num_chains × N`` per-datum values and their
+    replacement), from the shapes alone (``jax.eval_shape``).
+    """
+    states = jax.eval_shape(initialise, data, starts)
+    if layout is None:
+        devices = {device for leaf in jax.tree_util.tree_leaves(data) if isinstance(leaf, jax.Array)
+                   for device in leaf.devices()}
+        device = min(devices, key=lambda d: d.id) if devices else jax.devices()[0]
+        data_bytes = tree_bytes(data)
+        state_bytes = tree_bytes(states)
+    else:
+        device = layout.local_device()
+        data_bytes = tree_bytes(data) // layout.num_data_shards
+        state_bytes = tree_bytes(states) // (layout.num_data_shards * layout.num_chain_shards)
+    parts = {"data": data_bytes, "chain states (current and proposed)": 2 * state_bytes}
+    check_device_memory(parts, device, resident=data_bytes if layout is None else 0, mesh_given=layout is not None)
 
 _WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
 
@@ -623,7 +700,7 @@ def _setup_costs(proposal: Proposal, test: AcceptanceTest) -> dict[str, int]:
     return costs
 
 
-def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, target: float):
+def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, target: float, layout=None):
     """Dual averaging of log(step-size factor) per chain (Hoffman & Gelman 2014, Algorithm 5).
 
     The statistic is the acceptance indicator of each step. Returns the
@@ -633,7 +710,7 @@ def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, targ
     gamma, t0, kappa = 0.05, 10.0, 0.75
     mu = jnp.log(10.0)  # bias towards larger steps than the factory's, as in NUTS
 
-    def one(data, carry, t):
+    def one(data, chain_keys, carry, t):
         states, log_factor, log_factor_bar, h_bar = carry
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
         step = jax.vmap(lambda key, state, log_f: kernel_for(data, jnp.exp(log_f)).step(key, state))
@@ -646,15 +723,20 @@ def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, targ
         log_factor_bar = eta * log_factor + (1.0 - eta) * log_factor_bar
         return (states, log_factor, log_factor_bar, h_bar), (states.position, info)
 
-    num_chains = chain_keys.shape[0]
-    zeros = jnp.zeros((num_chains,), jnp.float32)
-
-    @jax.jit
-    def run(data, states):
+    def run(data, states, chain_keys):
+        zeros = jnp.zeros((chain_keys.shape[0],), jnp.float32)
         steps = jnp.arange(num_warmup, dtype=jnp.uint32)
-        return jax.lax.scan(lambda carry, t: one(data, carry, t), (states, zeros, zeros, zeros), steps)
+        return jax.lax.scan(lambda carry, t: one(data, chain_keys, carry, t), (states, zeros, zeros, zeros), steps)
 
-    (states, _, log_factor_bar, _), outputs = run(data, states)
+    if layout is None:  # the keys are closed over (constants of the compiled loop), as they always were
+        (states, _, log_factor_bar, _), outputs = jax.jit(lambda data, states: run(data, states, chain_keys))(
+            data, states
+        )
+    else:  # the same loop on every device of the mesh, over its own chains and rows
+        kinds = (("state", "chains", "chains", "chains"), "draws")
+        (states, _, log_factor_bar, _), outputs = jax.jit(
+            layout.shard_map(run, ("data", "state", "chains"), kinds)
+        )(data, states, chain_keys)
     return states, jnp.exp(log_factor_bar), outputs
 
 

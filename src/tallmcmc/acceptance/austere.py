@@ -384,8 +384,7 @@ def austere_adaptive(
         dtype = log_ratio_offset.dtype
         gaps, sizes, thresholds = table_for(num_data)
         values = full_data_log_ratios(model, position, proposed).astype(dtype)
-        mean = jnp.mean(values)
-        spread = jnp.std(values)
+        mean, spread = model.mean_and_std_over_data(values)
         # the sequential test draws u from the same key, so μ₀ here is its μ₀
         log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
         gap = (float(num_data) * mean + log_ratio_offset - log_u) / float(num_data)  # μ − μ₀

@@ -146,7 +146,7 @@ def confidence_sampler(
         dtype = log_ratio_offset.dtype
         log_u, threshold, order_key = metropolis_threshold(rng_key, log_ratio_offset)  # threshold = N·μ₀
         if full_pass:
-            range_bound = jnp.max(jnp.abs(full_data_log_ratios(model, position, proposed).astype(dtype)))
+            range_bound = model.max_over_data(jnp.abs(full_data_log_ratios(model, position, proposed).astype(dtype)))
         else:
             range_bound = jnp.asarray(bound(position, proposed), dtype)
         return (log_u, threshold, range_bound), order_key, log_ratio_offset == -jnp.inf

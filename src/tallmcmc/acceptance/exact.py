@@ -78,7 +78,7 @@ def _full_data_test(name: str, accept: Callable[[jax.Array, jax.Array], jax.Arra
     def decide(rng_key, model, position, proposed, log_ratio_offset, cache):
         new_cache = per_datum_log_likelihood(model, proposed)
         # per-datum differences first, then one sum: never a difference of two large sums
-        delta = jnp.sum(new_cache - cache) / model.temperature + log_ratio_offset
+        delta = model.sum_over_data(new_cache - cache) / model.temperature + log_ratio_offset
         delta = delta.astype(log_ratio_offset.dtype)
         bad = is_bad(delta)
         accepted = accept(rng_key, delta) & ~bad

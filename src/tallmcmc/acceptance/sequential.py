@@ -102,8 +102,7 @@ def sequential_chunk(
     positions = state.count + lanes
     valid = positions < limit
     indices = permuted_indices(round_keys, jnp.where(valid, positions, 0), num_data)
-    batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
-    values = model.log_likelihood_ratios(position, proposed, batch).astype(dtype)
+    values = model.log_likelihood_ratios_at(position, proposed, indices).astype(dtype)
     weights = valid.astype(dtype)
     chunk_count = jnp.sum(valid).astype(jnp.int32)
     chunk_n = chunk_count.astype(dtype)

@@ -433,8 +433,7 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
             stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < tables.alias_probability[column]
             drawn = jnp.where(stay, column, tables.alias_index[column])
             indices = jnp.where(full, jnp.minimum(positions, num_data - 1), drawn)
-            data = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
-            ratios = model.log_likelihood_ratios(position, proposed, data).astype(dtype)  # lᵢ = Uᵢ(θ) − Uᵢ(θ′)
+            ratios = model.log_likelihood_ratios_at(position, proposed, indices).astype(dtype)  # lᵢ = Uᵢ(θ) − Uᵢ(θ′)
             c = tables.constants[indices].astype(dtype) / temperature
             cm = c * distance
             checked = valid & ~full & ~jnp.isnan(ratios)

@@ -165,7 +165,7 @@ def stochastic_gradient_langevin(step_size: float, batch_size: int) -> Proposal:
         epsilon = jnp.asarray(step, flat.dtype)
         batch_key, noise_key = jax.random.split(rng_key)
         indices = permuted_indices(permutation_keys(batch_key), jnp.arange(batch), num_data)
-        minibatch = jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), model.data)
+        minibatch = model.data_at(indices)
         scale = num_data / (batch * model.temperature)
 
         def estimate(theta):
