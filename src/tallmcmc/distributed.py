@@ -223,6 +223,9 @@ def initialize(
                 f"0 … {num_processes - 1}, each exactly once (process 0 runs the coordinator)"
             )
 
+    address = coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    host, port = _parse_address(address) if address is not None else (None, None)
+
     if jax.distributed.is_initialized():
         current = processes()
         if (num_processes not in (None, current.process_count)) or (process_id not in (None, current.process_index)):
@@ -243,9 +246,7 @@ def initialize(
     if jax.config.jax_cpu_collectives_implementation is None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
-    address = coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
     if address is not None and num_processes is not None and process_id is not None:
-        host, port = _parse_address(address)
         if process_id == 0:
             _check_port_free(port, address)
         else:
