@@ -12,7 +12,7 @@ top. The public factories are re-exported here (the BlackJAX practice), so
 ``tallmcmc.acceptance.minibatch_barker`` its module.
 """
 
-from tallmcmc import acceptance, correction, proposals, stein
+from tallmcmc import acceptance, correction, distributed, proposals, stein
 from tallmcmc.acceptance.austere import austere, austere_adaptive, austere_conservative
 from tallmcmc.acceptance.austere_design import choose_austere_parameters
 from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
@@ -58,6 +58,7 @@ __all__ = [
     "confidence_sampler",
     "correction",
     "correction_distribution",
+    "distributed",
     "exact_barker",
     "exact_metropolis",
     "langevin",
