@@ -45,17 +45,27 @@ def child_environment() -> dict:
     return env
 
 
-def launch(num_processes: int, arguments: list[str], tmp_path: pathlib.Path) -> list[subprocess.Popen]:
+def launch(
+    num_processes: int, arguments: list[str], tmp_path: pathlib.Path, slurm: bool = False
+) -> list[subprocess.Popen]:
+    """Start the example in ``num_processes`` processes: with the three options, or (``slurm``) with no option
+    and SLURM's variables set as ``srun`` would on one node (JAX's auto-detection finds them)."""
     port = free_port()
     processes = []
     for index in range(num_processes):
         log = open(tmp_path / f"process{index}.log", "w+")
+        env = child_environment()
+        if slurm:
+            env.update(SLURM_JOB_ID="4242", SLURM_STEP_NODELIST="localhost", SLURM_NTASKS=str(num_processes),
+                       SLURM_PROCID=str(index), SLURM_LOCALID=str(index), JAX_COORDINATOR_PORT=str(port))
+            options = []
+        else:
+            options = ["--process-id", str(index), "--num-processes", str(num_processes),
+                       "--coordinator", f"127.0.0.1:{port}"]
         processes.append(
             subprocess.Popen(
-                [sys.executable, str(EXAMPLE), "--process-id", str(index), "--num-processes", str(num_processes),
-                 "--coordinator", f"127.0.0.1:{port}", *arguments],
-                stdout=log, stderr=subprocess.STDOUT, env=child_environment(), cwd=REPOSITORY,
-                start_new_session=True,
+                [sys.executable, str(EXAMPLE), *options, *arguments],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPOSITORY, start_new_session=True,
             )
         )
         processes[-1].log = log
@@ -134,6 +144,21 @@ def test_two_processes_reproduce_the_single_process_draws(tmp_path):
     np.testing.assert_array_equal(two["data_used"], reference.data_used)
     np.testing.assert_array_equal(two["data_used_by_test"], reference.data_used_by_test)
     assert 0 < reference.acceptance_rate < 1 and len(np.unique(reference.data_used)) > 1  # a run that can differ
+
+
+@pytest.mark.slow
+def test_slurm_variables_are_enough(tmp_path):
+    """No options, SLURM's variables as srun sets them (one node, two tasks): JAX's auto-detection joins the two."""
+    output = tmp_path / "slurm.npz"
+    processes = launch(2, [*SMALL_RUN, "--output", str(output), "--timeout", "30"], tmp_path, slurm=True)
+    try:
+        codes = wait_all(processes, time.monotonic() + LIMIT)
+        logs = [read_log(process) for process in processes]
+    finally:
+        kill_all(processes)
+    assert codes == [0, 0], "\n".join(log[-3000:] for log in logs)
+    assert "2 process(es)" in logs[0] and "process 1: rows 2,000 to 4,000" in logs[1]
+    assert np.load(output)["positions"].shape == (1, 100, 2)
 
 
 def kill_mid_run(victim: int, signal_number: int, tmp_path: pathlib.Path, timeout: int = 15):
