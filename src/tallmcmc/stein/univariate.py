@@ -333,9 +333,14 @@ def _wasserstein_by_antiderivative(distinct, levels, cdf, antiderivative, quanti
 UNIVARIATE_SOLVERS = ("ipm", "clarabel", "highs")
 
 # within-point order of the unknowns and equations of the banded program
-# (variables and rows of point i come before those of point i + 1)
-_KEY_PHI, _KEY_GAMMA, _KEY_R, _KEY_E4 = 0, 1, 2, 3  # r and E4: 2 + 2k and 3 + 2k for end k
-_KEY_W, _KEY_V, _KEY_U, _KEY_E3, _KEY_E2, _KEY_E1 = 6, 7, 8, 9, 10, 11
+# (variables and rows of point i and gap i come before those of point i + 1): phi, Gamma,
+# [r_k, E4_k per finite end k], then w, v, u, E3, E2, E1 -- a band of half-width 6 (8, 10 with one
+# or two finite ends). Orders of smaller bandwidth that put equations before the gap's variables
+# (e.g. Gamma, phi, E3, v, E1, E2, u, w: half-width 4) broke down near the optimum (overflow at a
+# relative gap of 1e-6, n = 3e4), and so did the normal equations A S A^T (half-width 5): at
+# n = 2e5 their primal residual stalled near 1e-10 and the objective was off by 2e-7.
+_KEY_PHI, _KEY_GAMMA, _KEY_R, _KEY_E4 = 0, 1, 2, 3  # r and E4 of end k: 2 + 2k and 3 + 2k
+_GAP_KEYS = dict(w=6, v=7, u=8, E3=9, E2=10, E1=11)
 
 
 @dataclass
@@ -379,9 +384,10 @@ def _banded_program(x, q, b, lower, upper, factors) -> _BandedProgram:
     w = v + m
     n_columns = 2 * n + 3 * m
     half_width = [np.full(n, 1.0), np.full(n, c2), np.full(m, c2), np.full(m, 0.5 * c3), np.full(m, 0.5 * c3)]
+    key = _GAP_KEYS
     var_key = [
         np.c_[point, np.full(n, _KEY_PHI)], np.c_[point, np.full(n, _KEY_GAMMA)],
-        np.c_[edge, np.full(m, _KEY_U)], np.c_[edge, np.full(m, _KEY_V)], np.c_[edge, np.full(m, _KEY_W)],
+        np.c_[edge, np.full(m, key["u"])], np.c_[edge, np.full(m, key["v"])], np.c_[edge, np.full(m, key["w"])],
     ]
     ones = np.ones(m)
     # E1: Gamma_{i+1} - Gamma_i + D v - D w = 0;  E2: psi_{i+1} - psi_i - D u = 0;  E3: Gamma_i - u - D v = 0
@@ -396,7 +402,7 @@ def _banded_program(x, q, b, lower, upper, factors) -> _BandedProgram:
         np.stack([sigma[1:], -sigma[:-1], -gaps], axis=1).ravel(),
         np.stack([ones, -ones, -gaps], axis=1).ravel(),
     ]
-    row_key = [np.c_[edge, np.full(m, _KEY_E1)], np.c_[edge, np.full(m, _KEY_E2)], np.c_[edge, np.full(m, _KEY_E3)]]
+    row_key = [np.c_[edge, np.full(m, key["E1"])], np.c_[edge, np.full(m, key["E2"])], np.c_[edge, np.full(m, key["E3"])]]
     n_rows = 3 * m
     # boundary (Neumann) rows: psi - s Gamma - s^2 r = 0, divided by |s|
     for k, t in enumerate(ends):
@@ -473,43 +479,254 @@ def _banded_ldl_solve(band, x):  # pragma: no cover - compiled
         x[j] = total
 
 
-class _BandedKKT:
-    """The augmented system ``[[-1/theta - delta, A^T], [A, delta]]`` stored as a band in the keys' order."""
+def _band_template(matrix, var_key, row_key):
+    """The augmented system's off-diagonal part ``[[0, A^T], [A, 0]]`` as a band in the keys' order.
 
-    def __init__(self, matrix, var_key, row_key):
-        n_rows, n_columns = matrix.shape
-        keys = np.concatenate([var_key, row_key])
-        order = np.lexsort((keys[:, 1], keys[:, 0]))
-        position = np.empty(order.size, dtype=np.int64)
-        position[order] = np.arange(order.size)
-        self.var_position = position[:n_columns]
-        self.row_position = position[n_columns:]
-        coo = matrix.tocoo()
-        row_at = self.row_position[coo.row]
-        column_at = self.var_position[coo.col]
-        low = np.minimum(row_at, column_at)
-        distance = np.abs(row_at - column_at)
-        self.bandwidth = int(distance.max()) if distance.size else 0
-        self.template = np.zeros((order.size, self.bandwidth + 1))
-        self.template[low, distance] = coo.data
-        self.signs = np.empty(order.size)
-        self.signs[self.var_position] = -1.0
-        self.signs[self.row_position] = 1.0
-        self.band = None
+    Returns ``(template, is_variable)``: ``template[j, k] = K[j + k, j]`` (``k >= 1``; column 0 is
+    zero) and whether band position ``j`` holds an unknown (else an equation), plus the band
+    positions of the unknowns and of the equations.
+    """
+    n_rows, n_columns = matrix.shape
+    keys = np.concatenate([var_key, row_key])
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    position = np.empty(order.size, dtype=np.int64)
+    position[order] = np.arange(order.size)
+    var_position, row_position = position[:n_columns], position[n_columns:]
+    coo = matrix.tocoo()
+    row_at = row_position[coo.row]
+    column_at = var_position[coo.col]
+    low = np.minimum(row_at, column_at)
+    distance = np.abs(row_at - column_at)
+    bandwidth = int(distance.max()) if distance.size else 0
+    template = np.zeros((order.size, bandwidth + 1))
+    template[low, distance] = coo.data
+    is_variable = np.zeros(order.size, dtype=np.bool_)
+    is_variable[var_position] = True
+    return template, is_variable, var_position, row_position
 
-    def factor(self, inverse_theta, delta):
-        band = self.template.copy()
-        band[self.var_position, 0] = -(inverse_theta + delta)
-        band[self.row_position, 0] = delta
-        _banded_ldl(band, self.signs, 1e-3 * delta)
-        self.band = band
 
-    def solve(self, top, bottom):
-        x = np.empty(self.template.shape[0])
-        x[self.var_position] = top
-        x[self.row_position] = bottom
-        _banded_ldl_solve(self.band, x)
-        return x[self.var_position], x[self.row_position]
+@numba.njit(cache=True)
+def _band_matvec(template, x, out):  # pragma: no cover - compiled
+    """``out = K x`` for the symmetric band ``template`` (``template[j, k] = K[j + k, j]``)."""
+    n, width = template.shape
+    out[:] = 0.0
+    for j in range(n):
+        xj = x[j]
+        total = out[j] + template[j, 0] * xj
+        for k in range(1, min(width - 1, n - 1 - j) + 1):
+            a = template[j, k]
+            if a != 0.0:
+                out[j + k] += a * xj
+                total += a * x[j + k]
+        out[j] = total
+
+
+@numba.njit(cache=True)
+def _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2,
+                      with_residual, refine_tol, d, dl1, dl2, rhs, work):  # pragma: no cover - compiled
+    """Solve one Newton system with the factor in ``band``; fills ``(d, dl1, dl2)``.
+
+    Unknown positions: ``-theta^-1 dz + A^T dy = rho`` with ``rho = rd - r1/s1 + r2/s2``;
+    equation positions: ``A dz = rp`` (``rd``, ``rp`` from ``residual`` when ``with_residual``,
+    else zero). Then ``dl1 = (r1 - l1 dz)/s1``, ``dl2 = (r2 + l2 dz)/s2``. Up to three steps of
+    iterative refinement against the unregularised system, until the residual is below
+    ``refine_tol * (1 + max|rhs|)``.
+    """
+    n = d.size
+    largest = 0.0
+    for j in range(n):
+        value = residual[j] if with_residual else 0.0
+        if is_variable[j]:
+            value += r2[j] / s2[j] - r1[j] / s1[j]
+        rhs[j] = value
+        d[j] = value
+        largest = max(largest, abs(value))
+    _banded_ldl_solve(band, d)
+    scale = refine_tol * (1.0 + largest)
+    for _ in range(3):
+        _band_matvec(template, d, work)
+        worst = 0.0
+        for j in range(n):
+            t = rhs[j] - work[j]
+            if is_variable[j]:
+                t += inverse_theta[j] * d[j]
+            work[j] = t
+            worst = max(worst, abs(t))
+        if worst <= scale:
+            break
+        _banded_ldl_solve(band, work)
+        for j in range(n):
+            d[j] += work[j]
+    for j in range(n):
+        if is_variable[j]:
+            dl1[j] = (r1[j] - l1[j] * d[j]) / s1[j]
+            dl2[j] = (r2[j] + l2[j] * d[j]) / s2[j]
+
+
+@numba.njit(cache=True)
+def _step_lengths(is_variable, s1, s2, l1, l2, d, dl1, dl2):  # pragma: no cover - compiled
+    """Largest primal and dual steps in (0, 1] keeping ``s1, s2, l1, l2`` non-negative."""
+    primal = 1.0
+    dual = 1.0
+    for j in range(d.size):
+        if is_variable[j]:
+            dz = d[j]
+            if dz < 0.0:
+                primal = min(primal, -s1[j] / dz)
+            elif dz > 0.0:
+                primal = min(primal, s2[j] / dz)
+            if dl1[j] < 0.0:
+                dual = min(dual, -l1[j] / dl1[j])
+            if dl2[j] < 0.0:
+                dual = min(dual, -l2[j] / dl2[j])
+    return primal, dual
+
+
+@numba.njit(cache=True)
+def _ipm_loop(template, is_variable, h, c, signs, tol, max_iter, correctors, delta,
+              refine_tol):  # pragma: no cover - compiled
+    """The interior point iterations of :func:`_interior_point`, all in band order.
+
+    Returns ``(x, l1, l2, stats)`` with ``x`` holding ``z`` at unknown positions and ``y`` at
+    equation positions, and ``stats = [iterations, relative gap, primal residual, dual residual,
+    converged, primal objective, dual bound]``.
+    """
+    n = template.shape[0]
+    x = np.zeros(n)
+    s1 = np.ones(n)
+    s2 = np.ones(n)
+    l1 = np.zeros(n)
+    l2 = np.zeros(n)
+    n_var = 0
+    cost_norm = 1.0
+    for j in range(n):
+        if is_variable[j]:
+            n_var += 1
+            s1[j] = h[j]
+            s2[j] = h[j]
+            l1[j] = max(c[j], 0.0) + 1.0
+            l2[j] = max(-c[j], 0.0) + 1.0
+            cost_norm = max(cost_norm, 1.0 + abs(c[j]))
+    band = np.empty_like(template)
+    kx = np.empty(n)
+    residual = np.empty(n)
+    inverse_theta = np.zeros(n)
+    d, dl1, dl2 = np.zeros(n), np.zeros(n), np.zeros(n)
+    e, el1, el2 = np.zeros(n), np.zeros(n), np.zeros(n)
+    r1, r2 = np.zeros(n), np.zeros(n)
+    rhs, work = np.empty(n), np.empty(n)
+    stats = np.zeros(7)
+    stats[1:4] = np.inf
+    for iteration in range(max_iter + 1):
+        _band_matvec(template, x, kx)
+        primal = 0.0
+        dual_bound = 0.0
+        complementarity = 0.0
+        primal_worst = 0.0
+        dual_worst = 0.0
+        z_largest = 0.0
+        for j in range(n):
+            if is_variable[j]:
+                reduced = c[j] - kx[j]  # c - A^T y
+                residual[j] = reduced - l1[j] + l2[j]
+                primal += c[j] * x[j]
+                dual_bound -= h[j] * abs(reduced)  # min of (c - A^T y).z over the box: a bound for any y
+                complementarity += s1[j] * l1[j] + s2[j] * l2[j]
+                dual_worst = max(dual_worst, abs(residual[j]))
+                z_largest = max(z_largest, abs(x[j]))
+            else:
+                residual[j] = -kx[j]  # -A z
+                primal_worst = max(primal_worst, abs(kx[j]))
+        mu = complementarity / (2 * n_var)
+        stats[0] = iteration
+        stats[1] = (primal - dual_bound) / (1.0 + abs(primal))
+        stats[2] = primal_worst / (1.0 + z_largest)
+        stats[3] = dual_worst / cost_norm
+        stats[5] = primal
+        stats[6] = dual_bound
+        if abs(stats[1]) < tol and stats[2] < tol:
+            stats[4] = 1.0
+            break
+        if iteration == max_iter or not mu > 1e-300:
+            break
+        # factorise the regularised augmented system
+        for j in range(n):
+            for k in range(template.shape[1]):
+                band[j, k] = template[j, k]
+            if is_variable[j]:
+                inverse_theta[j] = l1[j] / s1[j] + l2[j] / s2[j]
+                band[j, 0] = -(inverse_theta[j] + delta)
+            else:
+                band[j, 0] = delta
+        _banded_ldl(band, signs, 1e-3 * delta)
+        # predictor
+        for j in range(n):
+            r1[j] = -s1[j] * l1[j]
+            r2[j] = -s2[j] * l2[j]
+        _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2, True,
+                          refine_tol, d, dl1, dl2, rhs, work)
+        ap, ad = _step_lengths(is_variable, s1, s2, l1, l2, d, dl1, dl2)
+        affine = 0.0
+        for j in range(n):
+            if is_variable[j]:
+                affine += (s1[j] + ap * d[j]) * (l1[j] + ad * dl1[j]) + (s2[j] - ap * d[j]) * (l2[j] + ad * dl2[j])
+        sigma = (affine / (2 * n_var) / mu) ** 3
+        target = sigma * mu
+        # Mehrotra's corrector
+        for j in range(n):
+            if is_variable[j]:
+                r1[j] = target - s1[j] * l1[j] - d[j] * dl1[j]
+                r2[j] = target - s2[j] * l2[j] + d[j] * dl2[j]
+        _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2, True,
+                          refine_tol, d, dl1, dl2, rhs, work)
+        ap, ad = _step_lengths(is_variable, s1, s2, l1, l2, d, dl1, dl2)
+        # Gondzio's centrality correctors
+        for _ in range(correctors):
+            trial_p = min(1.0, 1.5 * ap + 0.1)
+            trial_d = min(1.0, 1.5 * ad + 0.1)
+            for j in range(n):
+                if is_variable[j]:
+                    p1 = (s1[j] + trial_p * d[j]) * (l1[j] + trial_d * dl1[j])
+                    p2 = (s2[j] - trial_p * d[j]) * (l2[j] + trial_d * dl2[j])
+                    r1[j] = max(min(max(p1, 0.1 * target), 10 * target) - p1, -10 * target)
+                    r2[j] = max(min(max(p2, 0.1 * target), 10 * target) - p2, -10 * target)
+            _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2,
+                              False, refine_tol, e, el1, el2, rhs, work)
+            for j in range(n):
+                e[j] += d[j]
+                el1[j] += dl1[j]
+                el2[j] += dl2[j]
+            new_ap, new_ad = _step_lengths(is_variable, s1, s2, l1, l2, e, el1, el2)
+            if new_ap + new_ad < 1.01 * (ap + ad) + 0.02:
+                break
+            d, e = e, d
+            dl1, el1 = el1, dl1
+            dl2, el2 = el2, dl2
+            ap, ad = new_ap, new_ad
+        finite = np.isfinite(ap) and np.isfinite(ad)
+        for j in range(n):
+            if not np.isfinite(d[j]):
+                finite = False
+        if not finite:
+            break  # numerical breakdown: keep the last finite iterate (stats say it did not converge)
+        step_p = 0.995 * ap
+        step_d = 0.995 * ad
+        positive = True
+        for j in range(n):
+            if is_variable[j] and (s1[j] + step_p * d[j] <= 0.0 or s2[j] - step_p * d[j] <= 0.0):
+                positive = False
+        if not positive:
+            break
+        for j in range(n):
+            if is_variable[j]:
+                s1[j] += step_p * d[j]
+                s2[j] -= step_p * d[j]
+                x[j] = 0.5 * (s1[j] - s2[j])
+                l1[j] += step_d * dl1[j]
+                l2[j] += step_d * dl2[j]
+            else:
+                x[j] += step_d * d[j]
+    return x, l1, l2, stats
 
 
 @dataclass
@@ -533,111 +750,37 @@ def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, corre
     as a band by :func:`_banded_ldl` and solved with up to three steps of
     iterative refinement against the unregularised system (until the
     residual is below ``refine_tol`` relative to the right-hand side).
+    Every vector operation of an iteration runs in compiled loops in band
+    order (:func:`_ipm_loop`).
+
+    Stopping rule: the relative gap between the primal objective and the
+    dual bound :math:`-\sum_j h_j |c_j - (A^T y)_j|` (a lower bound on the
+    optimum for *any* ``y``, since ``z`` ranges over the box; unlike
+    :math:`-h\cdot(\lambda_1 + \lambda_2)` it does not carry the rounding
+    error of the dual residual, which kept that gap above 1e-9 for 90
+    iterations at n = 2e5) below ``tol``, and the primal residual
+    ``|A z|`` below ``tol`` relative to ``1 + max|z|``.
     Returns ``(z, y, info)``.
     """
-    A = program.matrix
-    h = program.half_width
-    n_rows, n_columns = A.shape
-    AT = A.T.tocsr()
-    kkt = _BandedKKT(A, program.var_key, program.row_key)
-    s1 = h.copy()  # h + z
-    s2 = h.copy()  # h - z
-    y = np.zeros(n_rows)
-    l1 = np.maximum(cost, 0.0) + 1.0
-    l2 = np.maximum(-cost, 0.0) + 1.0
-    cost_norm = 1.0 + np.abs(cost).max()
-    zeros_columns, zeros_rows = np.zeros(n_columns), np.zeros(n_rows)
-    info = _IPMInfo(0, np.inf, np.inf, np.inf, False)
-    for iteration in range(max_iter + 1):
-        z = 0.5 * (s1 - s2)
-        rd = cost - AT @ y - l1 + l2
-        rp = -(A @ z)
-        complementarity = _dot(s1, l1) + _dot(s2, l2)
-        mu = complementarity / (2 * n_columns)
-        primal = _dot(cost, z)
-        dual = -_dot(h, l1 + l2)
-        info = _IPMInfo(
-            iteration,
-            abs(primal - dual) / (1.0 + abs(primal)),
-            float(np.abs(rp).max()) / (1.0 + float(np.abs(z).max())),
-            float(np.abs(rd).max()) / cost_norm,
-            False,
-        )
-        if info.relative_gap < tol and info.primal_residual < tol and info.dual_residual < tol:
-            info.converged = True
-            break
-        if iteration == max_iter or not mu > 1e-300:
-            break
-        inverse_theta = l1 / s1 + l2 / s2
-        kkt.factor(inverse_theta, delta)
-
-        def direction(r1, r2, rd=rd, rp=rp):
-            rho = rd - r1 / s1 + r2 / s2
-            dz, dy = kkt.solve(rho, rp)
-            scale = refine_tol * (1.0 + np.abs(rho).max() + np.abs(rp).max())
-            for _ in range(3):  # iterative refinement
-                t1 = rho + inverse_theta * dz - AT @ dy
-                t2 = rp - A @ dz
-                if max(np.abs(t1).max(), np.abs(t2).max()) <= scale:
-                    break
-                ez, ey = kkt.solve(t1, t2)
-                dz += ez
-                dy += ey
-            return dy, dz, (r1 - l1 * dz) / s1, (r2 + l2 * dz) / s2
-
-        def step_lengths(dz, dl1, dl2):
-            primal_step = min(1.0, _max_step(s1, dz), _max_step(s2, -dz))
-            dual_step = min(1.0, _max_step(l1, dl1), _max_step(l2, dl2))
-            return primal_step, dual_step
-
-        # predictor
-        dy, dz, dl1, dl2 = direction(-s1 * l1, -s2 * l2)
-        ap, ad = step_lengths(dz, dl1, dl2)
-        mu_affine = (_dot(s1 + ap * dz, l1 + ad * dl1) + _dot(s2 - ap * dz, l2 + ad * dl2)) / (2 * n_columns)
-        sigma = (mu_affine / mu) ** 3
-        target = sigma * mu
-        # Mehrotra corrector
-        dy, dz, dl1, dl2 = direction(target - s1 * l1 - dz * dl1, target - s2 * l2 + dz * dl2)
-        ap, ad = step_lengths(dz, dl1, dl2)
-        # Gondzio's centrality correctors
-        for _ in range(correctors):
-            trial_p, trial_d = min(1.0, 1.5 * ap + 0.1), min(1.0, 1.5 * ad + 0.1)
-            p1 = (s1 + trial_p * dz) * (l1 + trial_d * dl1)
-            p2 = (s2 - trial_p * dz) * (l2 + trial_d * dl2)
-            t1 = np.maximum(np.clip(p1, 0.1 * target, 10 * target) - p1, -10 * target)
-            t2 = np.maximum(np.clip(p2, 0.1 * target, 10 * target) - p2, -10 * target)
-            cy, cz, cl1, cl2 = direction(t1, t2, rd=zeros_columns, rp=zeros_rows)
-            new = (dy + cy, dz + cz, dl1 + cl1, dl2 + cl2)
-            new_ap, new_ad = step_lengths(*new[1:])
-            if new_ap + new_ad < 1.01 * (ap + ad) + 0.02:
-                break
-            (dy, dz, dl1, dl2), ap, ad = new, new_ap, new_ad
-        if not (np.isfinite(ap) and np.isfinite(ad) and np.all(np.isfinite(dz)) and np.all(np.isfinite(dy))):
-            break  # numerical breakdown: keep the last finite iterate (its info says it did not converge)
-        eta = 0.995
-        new_s1 = s1 + eta * ap * dz
-        new_s2 = s2 - eta * ap * dz
-        if not (new_s1.min() > 0 and new_s2.min() > 0):
-            break
-        s1, s2 = new_s1, new_s2
-        y = y + eta * ad * dy
-        l1 = l1 + eta * ad * dl1
-        l2 = l2 + eta * ad * dl2
-    return 0.5 * (s1 - s2), y, info
+    template, is_variable, var_position, row_position = _band_template(
+        program.matrix, program.var_key, program.row_key
+    )
+    n_band = template.shape[0]
+    h = np.zeros(n_band)
+    h[var_position] = program.half_width
+    c = np.zeros(n_band)
+    c[var_position] = cost
+    signs = np.where(is_variable, -1.0, 1.0)
+    x, _, _, stats = _ipm_loop(template, is_variable, h, c, signs, float(tol), int(max_iter), int(correctors),
+                               float(delta), float(refine_tol))
+    info = _IPMInfo(int(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]), bool(stats[4]))
+    return x[var_position], x[row_position], info
 
 
 def _dot(a, b) -> float:
     """Inner product without BLAS: a threaded BLAS ``ddot`` on a loaded machine took 7 ms at length 15 000
-    (busy-waiting threads) against 10 us single-threaded, which made the IPM 10x slower."""
+    (busy-waiting threads) against 10 us single-threaded."""
     return float(np.multiply(a, b).sum())
-
-
-def _max_step(x, dx):
-    """Largest ``alpha`` with ``x + alpha dx >= 0`` (``inf`` if none binds)."""
-    negative = dx < 0
-    if not negative.any():
-        return np.inf
-    return float(np.min(-x[negative] / dx[negative]))
 
 
 def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9):
