@@ -95,6 +95,16 @@ SCRIPT = textwrap.dedent(
             np.array_equal(reference.step_size_factor, warm.step_size_factor)
         )
 
+    if full:  # the data-using proposals: full-data gradient (log_likelihood_sum's custom gradient), SGLD's rows
+        for label, proposal, test in [
+            ("langevin + exact_barker", tallmcmc.langevin(0.002), tallmcmc.exact_barker()),
+            ("sgld", tallmcmc.stochastic_gradient_langevin(1e-4, 50), tallmcmc.always_accept()),
+        ]:
+            pair = [tallmcmc.sample(model, proposal, test, start, num_samples=20, num_chains=4, seed=1,
+                                    progress=False, num_chunks=1, mesh=mesh)
+                    for mesh in (None, meshes["data x chains"])]
+            out[f"close: {label} | data x chains"] = compare(*pair)
+
     # bad input: chains that the mesh's 'chains' axis does not divide; the padded layout of N = 1003 over 4
     try:
         tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
@@ -130,8 +140,9 @@ def _assert_same(results: dict) -> None:
             continue
         assert result["same_data_used"], key
         assert result["same_decisions"], key
-        assert 0.0 < result["acceptance"] < 1.0, key  # the comparison means something: both moves and stays
-        if key.endswith("| chains"):
+        if not key.startswith("close: sgld"):  # (SGLD accepts everything)
+            assert 0.0 < result["acceptance"] < 1.0, key  # the comparison means something: both moves and stays
+        if key.endswith("| chains") or key.startswith("close:"):
             assert result["close"], key
         else:
             assert result["identical"], key
@@ -150,7 +161,7 @@ def test_sharded_runs_match_the_unsharded_run():
 
 @pytest.mark.slow
 def test_every_test_on_every_mesh():
-    """Minibatch and exact Barker, AustereMH(nc), MHSubLhd and TunaMH on every mesh, and sharded warm-up."""
+    """Minibatch and exact Barker, AustereMH(nc), MHSubLhd and TunaMH on every mesh; sharded warm-up; Langevin, SGLD."""
     _assert_same(_run_checks("full"))
 
 

@@ -330,17 +330,17 @@ def sample(
         raise ValueError("give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)")
     layout = None
     data = model.data
-    check = check_model
+    check = lambda position, name: check_model(model, position, name)  # noqa: E731
     if mesh is not None:
         from tallmcmc.sharding import check_model_on_mesh, layout_for
 
         layout = layout_for(mesh, model.num_data, num_chains, driver)
         data = layout.distribute(model.data)
-        check = check_model_on_mesh(model, layout, data)
+        check = check_model_on_mesh(model, layout, data)  # every datum checked where it lives
 
     if initial_position is not None:
         start = as_position(initial_position)
-        check(model, start, "initial_position") if layout is None else check(start, "initial_position")
+        check(start, "initial_position")
         starts = jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, (num_chains,) + leaf.shape), start)
     else:
         starts = as_position(initial_positions)
@@ -352,11 +352,12 @@ def sample(
                 )
         for chain in range(num_chains):
             one = jax.tree_util.tree_map(lambda leaf: leaf[chain], starts)
-            check(model, one, f"initial_positions[{chain}]") if layout is None else check(one, f"initial_positions[{chain}]")
+            check(one, f"initial_positions[{chain}]")
     if layout is None:
         test.init(model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts))  # settings checked before compiling
     else:  # the same checks, on shapes only (the data may live in other processes)
-        jax.eval_shape(lambda position: test.init(model, position), jax.tree_util.tree_map(lambda leaf: leaf[0], starts))
+        first_start = jax.tree_util.tree_map(lambda leaf: leaf[0], starts)
+        jax.eval_shape(lambda position: test.init(model, position), first_start)
     num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
     target = _target_acceptance(target_acceptance, proposal, test)
     distinct_starts = 1 if initial_position is not None else num_chains

@@ -42,7 +42,6 @@ import dataclasses
 import math
 import os
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
