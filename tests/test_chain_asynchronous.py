@@ -234,12 +234,3 @@ def test_recording_proposals_fails_the_posterior_check(monkeypatch):
     recording_proposals(monkeypatch)
     check = moments_check()
     assert not check.passed, str(check)
-
-
-def test_chains_ended_one_at_a_time_give_the_vmapped_draws(monkeypatch):
-    """The driver ends and restarts finished chains ``finish_width`` at a time; with a width of 1 every
-    iteration where several chains finish takes several rounds, and the draws must not change."""
-    test = tallmcmc.minibatch_barker(20)
-    vmapped = run(test, "vmap", 4)
-    monkeypatch.setattr(chain_asynchronous, "finish_width", lambda num_chains: 1)
-    assert draws_equal(vmapped, run(test, "asynchronous", 4))

@@ -152,18 +152,6 @@ def _select(mask: jax.Array, new, old):
     return jax.tree_util.tree_map(pick, new, old)
 
 
-def finish_width(num_chains: int) -> int:
-    """How many finished chains the driver ends and restarts at a time (a static batch size).
-
-    A growing-minibatch step takes a few chunks (about 3.7 for minibatch
-    Barker on the mixture), so about a quarter of the chains finish after
-    each chunk; a batch of 3/8 of the chains (at least 4) ends them in one
-    round most of the time. Measured in ``benchmarks/RESULTS.md`` (issue 11):
-    on the mixture at 64 chains, 3/8 beat 1/4 and ending all chains.
-    """
-    return max(1, min(num_chains, max(4, -(-3 * num_chains // 8))))
-
-
 def asynchronous_runner(
     model: Model,
     proposal: Proposal,
@@ -172,7 +160,6 @@ def asynchronous_runner(
     *,
     temperatures: jax.Array | None = None,
     step_factors: jax.Array | None = None,
-    finishing: int | None = None,
 ):
     """The ``initialise`` and ``run`` functions of the asynchronous driver (to be jitted).
 
@@ -182,11 +169,7 @@ def asynchronous_runner(
     least ``checkpoint`` draws (chains ahead keep going meanwhile, up to
     ``num_samples``). ``factors`` (per-chain step-size factors from warm-up)
     may be ``None``; ``temperatures`` and ``step_factors`` are per-step
-    schedules of length ``num_samples`` or ``None``. After each chunk the
-    chains that finished are ended and restarted ``finishing`` at a time
-    (gathered, run batched, scattered back; default :func:`finish_width`),
-    so that ending a step (e.g. minibatch Barker's moments over its buffer)
-    and beginning the next cost in proportion to the chains that finished.
+    schedules of length ``num_samples`` or ``None``.
     """
     machine = machine_of(test)
 
@@ -232,7 +215,7 @@ def asynchronous_runner(
 
     def run(data, carry: AsyncCarry, chain_keys, factors, checkpoint) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
-        width = finish_width(num_chains) if finishing is None else max(1, min(int(finishing), num_chains))
+        chains = jnp.arange(num_chains)
 
         def advance_one(flight, state, step, factor):
             return parts_for(data, factor, step).advance(flight, state)
@@ -240,42 +223,20 @@ def asynchronous_runner(
         def end_one(flight, state, step, factor):
             return parts_for(data, factor, step).end(flight, state)
 
-        def finish_some(loop):
-            # up to ``width`` of the pending chains: gather them, end their steps, record the draws,
-            # begin their next steps, scatter them back (indices ``num_chains`` are dropped)
-            carry, pending = loop
-            (chosen,) = jnp.nonzero(pending, size=width, fill_value=num_chains)
-            real = chosen < num_chains
-            lanes = jnp.where(real, chosen, 0)
-
-            def take(tree):
-                return jax.tree_util.tree_map(lambda leaf: leaf[lanes], tree)
-
-            flight, state, step = take((carry.flight, carry.state, carry.step))
-            factor = None if factors is None else factors[lanes]
-            new_state, info = per_chain(end_one, factors)(flight, state, step, factor)
-            rows = jnp.where(real, step, num_samples)  # out of range: dropped
+        def finish(carry: AsyncCarry, finished) -> AsyncCarry:
+            new_state, info = per_chain(end_one, factors)(carry.flight, carry.state, carry.step, factors)
+            rows = jnp.where(finished, carry.step, num_samples)  # out of range: dropped
 
             def record(buffer, value):
-                return buffer.at[lanes, rows].set(value, mode="drop")
+                return buffer.at[chains, rows].set(value, mode="drop")
 
             positions = jax.tree_util.tree_map(record, carry.positions, new_state.position)
             infos = jax.tree_util.tree_map(record, carry.info, info)
-            step = step + 1
-            following = begin_all(data, keys_at(chain_keys[lanes], step), new_state, step, factor)
-            restart = jnp.where(real & (step < num_samples), chosen, num_chains)
-
-            def put(where):
-                return lambda full, part: full.at[where].set(part, mode="drop")
-
-            carry = carry._replace(
-                state=jax.tree_util.tree_map(put(chosen), carry.state, new_state),
-                flight=jax.tree_util.tree_map(put(restart), carry.flight, following),
-                step=carry.step.at[chosen].set(step, mode="drop"),
-                positions=positions,
-                info=infos,
-            )
-            return carry, pending.at[chosen].set(False, mode="drop")
+            state = _select(finished, new_state, carry.state)
+            step = carry.step + finished.astype(jnp.int32)
+            following = begin_all(data, keys_at(chain_keys, step), state, step, factors)
+            flight = _select(finished & (step < num_samples), following, carry.flight)
+            return carry._replace(state=state, flight=flight, step=step, positions=positions, info=infos)
 
         def body(carry: AsyncCarry) -> AsyncCarry:
             active = carry.step < num_samples
@@ -285,9 +246,7 @@ def asynchronous_runner(
             flight = advanced if machine.idle_when_done else _select(running, advanced, carry.flight)
             finished = active & jax.vmap(machine.done)(flight.test_state)
             carry = carry._replace(flight=flight, iterations=carry.iterations + 1)
-            # only the chains that finished are ended and restarted, ``width`` at a time
-            carry, _ = lax.while_loop(lambda loop: jnp.any(loop[1]), finish_some, (carry, finished))
-            return carry
+            return lax.cond(jnp.any(finished), finish, lambda c, f: c, carry, finished)
 
         return lax.while_loop(lambda c: jnp.any(c.step < checkpoint), body, carry)
 
