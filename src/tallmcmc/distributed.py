@@ -46,6 +46,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from tallmcmc.sharding import CHAINS_AXIS, DATA_AXIS, to_host
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Processes",
@@ -62,9 +64,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 60
 """Seconds after which a process that sent no heartbeat counts as dead (and the shutdown wait)."""
-
-DATA_AXIS = "data"
-CHAINS_AXIS = "chains"
 
 
 class Processes(NamedTuple):
@@ -452,12 +451,7 @@ def gather(tree: Any) -> Any:
     it (it is a collective when any leaf spans processes).
     """
 
-    def home(leaf):
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
-        return np.asarray(leaf)
-
-    return jax.tree_util.tree_map(home, tree)
+    return jax.tree_util.tree_map(np.asarray, to_host(tree))
 
 
 @contextlib.contextmanager
