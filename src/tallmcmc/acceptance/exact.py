@@ -9,8 +9,14 @@ each per-datum product ``x_i·θ`` into an ``(N, chains)`` block whose inner axi
 is the handful of chains, and XLA's CPU code for that layout (a small-output
 matrix product, transcendental functions vectorised over 4 lanes, a transpose
 back to the ``(chains, N)`` cache) cost 4 chains 9–12× one chain's step on the
-logistic model (benchmarks/bench_chains.py); one chain at a time keeps the
-one-chain layout. The draws are the same either way.
+logistic model (benchmarks/bench_chains.py). Each chain's evaluation is traced
+separately (a Python loop over the few chains) and the results stacked: every
+chain keeps the one-chain layout, and XLA fuses the per-datum work of all the
+chains into one loop that it splits over the CPU's threads. (``lax.map`` over the
+chains, the earlier form, ran that work inside a ``while`` loop, where XLA:CPU
+runs it on one thread: on 2 idle cores 4 chains' step cost 7.0× one chain's,
+against 4.0× stacked; the rest is per-chain work, benchmarks/RESULTS.md.) The
+draws are the same either way.
 
 References
 ----------
@@ -34,8 +40,9 @@ from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model, Position
 
 
-#: Up to this many chains vmapped together, the CPU evaluates θ′ of a full-data test one chain at a
-#: time (``lax.map``); above it (and on accelerators) in one vmapped pass. See the module docstring.
+#: Up to this many chains vmapped together, the CPU evaluates θ′ of a full-data test chain by chain
+#: (one traced evaluation per chain, stacked); above it (and on accelerators) in one vmapped pass.
+#: See the module docstring.
 CHAIN_BY_CHAIN_MAX = 8
 
 
@@ -47,9 +54,10 @@ def per_datum_log_likelihood(model: Model, position: Position) -> jax.Array:
     """``model.per_datum_log_likelihood(position)``, vmapped over few chains one chain at a time on the CPU.
 
     Unbatched it is exactly the model's method. Under ``vmap`` with the
-    position batched and the data not, it runs ``lax.map`` over the chains
-    when :func:`_chain_by_chain` says so (same values, the one-chain memory
-    layout), and the ordinary vmapped evaluation otherwise.
+    position batched and the data not, it evaluates each chain's position
+    separately and stacks the values when :func:`_chain_by_chain` says so
+    (same values, the one-chain memory layout, all threads), and the ordinary
+    vmapped evaluation otherwise.
     """
 
     def plain(position, data):
@@ -64,7 +72,8 @@ def per_datum_log_likelihood(model: Model, position: Position) -> jax.Array:
             jax.tree_util.tree_leaves(data_batched)
         )
         if positions_only and _chain_by_chain(axis_size):
-            return jax.lax.map(lambda one: plain(one, data), position), True
+            chains = [plain(jax.tree_util.tree_map(lambda leaf: leaf[chain], position), data) for chain in range(axis_size)]
+            return jnp.stack(chains), True
         in_axes = jax.tree_util.tree_map(lambda batched: 0 if batched else None, (position_batched, data_batched))
         return jax.vmap(plain, in_axes=in_axes)(position, data), True
 
