@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tallmcmc.acceptance.base import AcceptanceTest, machine_of
+from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
@@ -137,10 +137,18 @@ class AsyncCarry(NamedTuple):
     iterations: jax.Array
 
 
-def _select(mask: jax.Array, new, old):
-    """Per chain (leading axis), ``new`` where ``mask`` else ``old``, for every leaf."""
+def _select(mask: jax.Array, new, old, *, restart: bool = False):
+    """Per chain (leading axis), ``new`` where ``mask`` else ``old``, for every leaf.
+
+    With ``restart`` (``new`` a freshly begun step), a
+    :class:`~tallmcmc.acceptance.base.Workspace` keeps ``old``: its stale
+    contents are never read, so the restarted step may reuse the old array
+    (and a pass over it is saved).
+    """
 
     def pick(a, b):
+        if is_workspace(a):
+            return b if restart else Workspace(pick(a.values, b.values))
         shaped = mask.reshape(mask.shape + (1,) * (jnp.ndim(a) - 1))
         if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
             return jax.random.wrap_key_data(
@@ -149,7 +157,7 @@ def _select(mask: jax.Array, new, old):
             )
         return jnp.where(shaped, a, b)
 
-    return jax.tree_util.tree_map(pick, new, old)
+    return jax.tree_util.tree_map(pick, new, old, is_leaf=is_workspace)
 
 
 def asynchronous_runner(
@@ -235,7 +243,7 @@ def asynchronous_runner(
             state = _select(finished, new_state, carry.state)
             step = carry.step + finished.astype(jnp.int32)
             following = begin_all(data, keys_at(chain_keys, step), state, step, factors)
-            flight = _select(finished & (step < num_samples), following, carry.flight)
+            flight = _select(finished & (step < num_samples), following, carry.flight, restart=True)
             return carry._replace(state=state, flight=flight, step=step, positions=positions, info=infos)
 
         def body(carry: AsyncCarry) -> AsyncCarry:

@@ -72,6 +72,24 @@ class Decision(NamedTuple):
     info: AcceptanceInfo
 
 
+class Workspace(NamedTuple):
+    """Part of a ``test_state`` whose stale contents are never read.
+
+    A test that writes values into ``values`` before it reads them (the
+    minibatch Barker test's buffer of the first lᵢ, read only below the
+    count seen) marks it so; a driver restarting a chain's step may then keep
+    the old array instead of copying in the fresh one (the asynchronous driver
+    does), with the same results.
+    """
+
+    values: jax.Array
+
+
+def is_workspace(node: Any) -> bool:
+    """Whether ``node`` is a :class:`Workspace` (for ``tree_map(..., is_leaf=is_workspace)``)."""
+    return isinstance(node, Workspace)
+
+
 class StepMachine(NamedTuple):
     """One decision of a test cut into chunks of work (see the module docstring).
 

@@ -12,7 +12,10 @@ a stage boundary that is not a multiple of the chunk is honoured exactly by
 masking, so the count of data used is the count of log ratios the test saw.
 
 Running mean and sum of squared deviations are merged chunk by chunk with the
-pairwise update of Chan, Golub and LeVeque, which is stable in float32.
+pairwise update of Chan, Golub and LeVeque, which is stable in float32; a test
+that keeps the first values it saw (``buffer_size``) also gets their central
+moments up to the fourth, merged the same way (Pébay 2008), so that a stopping
+rule can read their kurtosis without a pass over the buffer.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ import jax.numpy as jnp
 from jax import lax
 
 from tallmcmc._checks import integer_at_least
-from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, decide_by_machine, info_for, is_bad
+from tallmcmc.acceptance.base import (
+    AcceptanceTest,
+    Decision,
+    StepMachine,
+    Workspace,
+    decide_by_machine,
+    info_for,
+    is_bad,
+)
 from tallmcmc.model import Model, Position
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
@@ -36,8 +47,11 @@ class SequentialState(NamedTuple):
     ``count`` points used so far; their ``mean`` and ``sum_squares``
     (Σ (l_i − mean)²); ``stage`` checks made; ``next_check`` the size of the
     next stage; ``buffer`` the first values seen (for moment estimates that
-    need the values themselves; empty unless asked for); ``done`` and
-    ``non_finite`` flags.
+    need the values themselves; empty unless asked for; a
+    :class:`~tallmcmc.acceptance.base.Workspace`: only its first
+    ``min(count, buffer_size)`` places are ever read) and
+    ``buffer_moments`` theirs, (n, mean, M₂, M₃, M₄) with Mₖ = Σ (lᵢ − mean)ᵏ
+    (see :func:`buffered_central_sum`); ``done`` and ``non_finite`` flags.
     """
 
     count: jax.Array
@@ -45,9 +59,51 @@ class SequentialState(NamedTuple):
     sum_squares: jax.Array
     stage: jax.Array
     next_check: jax.Array
-    buffer: jax.Array
+    buffer: Workspace
     done: jax.Array
     non_finite: jax.Array
+    buffer_moments: jax.Array
+
+
+def merged_moments(first: jax.Array, second: jax.Array) -> jax.Array:
+    """Central moments (n, mean, M₂, M₃, M₄) of two samples pooled (Pébay 2008, eqs. 3.1 and 3.3).
+
+    Exact in real arithmetic, and stable in float32 like Chan's update of M₂:
+    the moments are never formed from raw power sums.
+    """
+    n_a, mean_a, m2_a, m3_a, m4_a = first
+    n_b, mean_b, m2_b, m3_b, m4_b = second
+    n = n_a + n_b
+    safe = jnp.maximum(n, 1)
+    delta = mean_b - mean_a
+    share = delta / safe  # δ / n
+    mean = mean_a + n_b * share
+    m2 = m2_a + m2_b + delta * share * n_a * n_b
+    m3 = m3_a + m3_b + delta * share**2 * n_a * n_b * (n_a - n_b) + 3 * share * (n_a * m2_b - n_b * m2_a)
+    m4 = (
+        m4_a
+        + m4_b
+        + delta * share**3 * n_a * n_b * (n_a * n_a - n_a * n_b + n_b * n_b)
+        + 6 * share**2 * (n_a * n_a * m2_b + n_b * n_b * m2_a)
+        + 4 * share * (n_a * m3_b - n_b * m3_a)
+    )
+    return jnp.stack([n, mean, m2, m3, m4])
+
+
+def buffered_central_sum(state: SequentialState, power: int, center: jax.Array) -> jax.Array:
+    """Σ (lᵢ − ``center``)^``power`` over the buffered lᵢ (``power`` ≤ 4), from ``state.buffer_moments``.
+
+    Shifting moments about their own mean to ``center`` (d = mean − center):
+    Σ (x − c)⁴ = M₄ + 4d M₃ + 6d² M₂ + n d⁴ (the first central moment is 0).
+    """
+    n, mean, m2, m3, m4 = state.buffer_moments
+    d = mean - center
+    sums = {
+        2: m2 + n * d**2,
+        3: m3 + 3 * d * m2 + n * d**3,
+        4: m4 + 4 * d * m3 + 6 * d**2 * m2 + n * d**4,
+    }
+    return sums[power]
 
 
 def sample_variance(state: SequentialState) -> jax.Array:
@@ -79,9 +135,10 @@ def sequential_initial_state(num_data: int, rule: LoopRule, dtype, skip: jax.Arr
         sum_squares=zero,
         stage=jnp.zeros((), jnp.int32),
         next_check=jnp.asarray(min(rule.first_stage, num_data), jnp.int32),
-        buffer=jnp.zeros((rule.buffer_size + rule.chunk_size,) if rule.buffer_size else (0,), dtype),
+        buffer=Workspace(jnp.zeros((rule.buffer_size + rule.chunk_size,) if rule.buffer_size else (0,), dtype)),
         done=jnp.asarray(skip, bool),
         non_finite=jnp.zeros((), bool),
+        buffer_moments=jnp.zeros((5,) if rule.buffer_size else (0,), dtype),
     )
 
 
@@ -113,16 +170,28 @@ def sequential_chunk(
     delta = chunk_mean - state.mean
     mean = state.mean + delta * chunk_n / total
     sum_squares = state.sum_squares + chunk_squares + delta**2 * state.count.astype(dtype) * chunk_n / total
-    buffer = state.buffer
+    buffer, buffer_moments = state.buffer, state.buffer_moments
     if buffer_size:
         start = jnp.minimum(state.count, buffer_size)
         # a finished state is left as it is (only the chunk's slice is rewritten, with its own values)
-        kept = lax.dynamic_slice(buffer, (start,), (chunk_size,))
-        buffer = lax.dynamic_update_slice(buffer, jnp.where(state.done, kept, values), (start,))
+        kept = lax.dynamic_slice(buffer.values, (start,), (chunk_size,))
+        buffer = Workspace(lax.dynamic_update_slice(buffer.values, jnp.where(state.done, kept, values), (start,)))
+        # the moments of the values that land in the first buffer_size places
+        buffered = valid & (positions < buffer_size)
+        buffered_n = jnp.sum(buffered).astype(dtype)
+        buffered_mean = jnp.sum(jnp.where(buffered, values, 0)) / jnp.maximum(buffered_n, 1)
+        centred = jnp.where(buffered, values - buffered_mean, 0)
+        squared = centred * centred
+        chunk_moments = jnp.stack(
+            [buffered_n, buffered_mean, jnp.sum(squared), jnp.sum(squared * centred), jnp.sum(squared * squared)]
+        )
+        buffer_moments = merged_moments(buffer_moments, chunk_moments)
     non_finite = ~(jnp.isfinite(mean) & jnp.isfinite(sum_squares))
     at_check = (count >= limit) | non_finite
     stage = state.stage + at_check.astype(jnp.int32)
-    new = SequentialState(count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite)
+    new = SequentialState(
+        count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite, buffer_moments
+    )
     stopped = at_check & (non_finite | (count >= num_data) | rule.stop(new))
     following = jnp.clip(rule.next_stage(count, stage), count + 1, num_data)
     next_check = jnp.where(at_check & ~stopped, following, state.next_check)
