@@ -30,11 +30,46 @@ from tallmcmc.model import Model
 __all__ = ["log_likelihood", "model", "sample_tall", "simulate"]
 
 
+@jax.custom_jvp
+def log_sigmoid(z: jax.Array) -> jax.Array:
+    """log σ(z), the values and derivatives (of every order) of ``jax.nn.log_sigmoid``, faster on the CPU.
+
+    ``min(z, 0) − log1p(exp(−|z|))`` is the expression ``jax.nn.log_sigmoid``
+    evaluates, without its NaN guard (a ``select`` that NaN already passes
+    through); that guard keeps XLA:CPU from fusing the function into a sum
+    (YNNPACK's vectorised reduction), so Σᵢ log σ(zᵢ) over 2·10⁵ values takes
+    a third of the time. The derivative rule is ``jnp.logaddexp``'s, so
+    gradients and Hessians are the same bits as ``jax.nn.log_sigmoid``'s
+    (tests/test_logistic_example.py); the values differ only in the sign of
+    a zero (``+0`` here, ``−0`` there) where exp(−|z|) underflows, z ≳ 87.
+    """
+    return jnp.minimum(z, 0) - jnp.log1p(jnp.exp(-jnp.abs(z)))
+
+
+@log_sigmoid.defjvp
+def _log_sigmoid_jvp(primals, tangents):
+    (z,), (tangent,) = primals, tangents
+    value = log_sigmoid(z)
+
+    def finite(v):  # jnp.logaddexp's rule maps +inf to 0 before subtracting
+        return jnp.where(v == jnp.inf, jnp.zeros_like(v), v)
+
+    # log σ(z) = −logaddexp(−z, 0): that function's tangent, at its value −log σ(z)
+    zero = jnp.zeros_like(z)
+    softplus = -value
+    inner = (-tangent) * jnp.exp(finite(-z) - finite(softplus)) + zero * jnp.exp(finite(zero) - finite(softplus))
+    return value, -inner
+
+
 def log_likelihood(coefficients: jax.Array, datum: dict) -> jax.Array:
-    """log p(y | x, β) of one datum ``{"covariates": x (d,), "response": y}``, in log-space."""
+    """log p(y | x, β) of one datum ``{"covariates": x (d,), "response": y}`` with y 0 or 1, in log-space.
+
+    ``log σ(±xᵀβ)``, the sign from the response: one log-sigmoid per datum
+    (the same values as ``y log σ(xᵀβ) + (1 − y) log σ(−xᵀβ)`` for y ∈ {0, 1},
+    which evaluates two).
+    """
     logit = jnp.dot(datum["covariates"], coefficients)
-    response = datum["response"]
-    return response * jax.nn.log_sigmoid(logit) + (1.0 - response) * jax.nn.log_sigmoid(-logit)
+    return log_sigmoid((2.0 * datum["response"] - 1.0) * logit)
 
 
 def model(covariates: np.ndarray, response: np.ndarray, prior_variance: float = 1.0) -> Model:
