@@ -11,6 +11,9 @@ Three checks, each with a deliberately wrong driver that fails it:
   and a chain's draws do not depend on how many chains run beside it; a driver
   that reuses step t's key for step t + 1, or records the proposal on a
   rejection, fails this;
+* on a mesh (4 forced host devices, in a subprocess), the driver's draws,
+  decisions and data counts equal the run without one bit for bit; leaving
+  the data shards' psum out fails this;
 * a statistical check that can fail: the asynchronous driver's draws of the
   minibatch Barker test reproduce a known posterior's mean and variance
   within Monte Carlo error, and the driver that records the proposal on a
@@ -234,3 +237,57 @@ def test_recording_proposals_fails_the_posterior_check(monkeypatch):
     recording_proposals(monkeypatch)
     check = moments_check()
     assert not check.passed, str(check)
+
+
+MESH_SCRIPT = """
+import json, warnings
+import jax, jax.numpy as jnp, numpy as np
+import tallmcmc, tallmcmc.sharding as sharding
+from tallmcmc.examples import gaussian_mixture
+
+warnings.simplefilter("ignore")
+assert len(jax.devices()) == 4, jax.devices()
+model = gaussian_mixture.model(num_data=1003, temperature=1.0)  # the last of 4 data blocks is padded
+meshes = {"data": jax.make_mesh((4,), ("data",)), "chains": jax.make_mesh((4,), ("chains",)),
+          "data x chains": jax.make_mesh((2, 2), ("data", "chains"))}
+
+def run(test, mesh=None):
+    return tallmcmc.sample(model, tallmcmc.random_walk(0.05), test, jnp.array([0.0, 1.0]), num_samples=30,
+                           num_chains=4, seed=3, progress=False, num_chunks=2, mesh=mesh, driver="asynchronous")
+
+def same(a, b):
+    return bool(np.array_equal(a.positions, b.positions) and np.array_equal(a.data_used, b.data_used)
+                and np.array_equal(a.accepted, b.accepted))
+
+out = {}
+for name, make, names in [("minibatch_barker", lambda: tallmcmc.minibatch_barker(50), list(meshes)),
+                          ("exact_barker", tallmcmc.exact_barker, ["data x chains"])]:
+    reference = run(make())
+    for mesh_name in names:
+        out[f"{name} | {mesh_name}"] = same(reference, run(make(), meshes[mesh_name]))
+    if name == "minibatch_barker":
+        combine_exact = sharding.combine_exact
+        sharding.combine_exact = lambda values, axis: values  # wrong: each device sees only its own rows
+        out["wrong"] = same(reference, run(make(), meshes["data"]))
+        sharding.combine_exact = combine_exact
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one():
+    """Data, chains and 2 × 2 meshes (4 forced host devices): the same draws, decisions and data counts
+    bit for bit; the psum left out fails the same comparison."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    completed = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, env=env,
+                               timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
+    results = json.loads(line[len("RESULT "):])
+    wrong = results.pop("wrong")
+    assert all(results.values()), results
+    assert not wrong

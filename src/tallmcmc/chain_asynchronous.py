@@ -276,20 +276,33 @@ def run_asynchronous(
     dtype=jnp.float32,
     bar=None,
     description: str = "",
+    data=None,
+    layout=None,
 ):
     """Run the kept draws with the asynchronous driver (called by :func:`tallmcmc.sample`).
 
+    With ``layout`` (a :class:`tallmcmc.sharding.MeshLayout`; ``model`` then
+    carries its shards and ``data`` is laid out over the mesh), the loop runs
+    on every device of the mesh over its own chains and rows: each device's
+    loop waits only for its own chains, and devices that share chains (a
+    ``"data"`` axis) make the same iterations, since their exact collectives
+    give them the same values. ``states`` then has the layout's ``"state"``
+    form (a leading axis of one copy per data shard), as is the returned state.
+
     Returns ``(final_state, positions, info, compile_seconds, sampling_seconds,
     iterations, recorded)``: positions and info ``(chain, draw, ...)`` as
-    NumPy arrays, ``iterations`` the loop iterations made (one chunk each),
-    ``recorded`` the draws every chain has (``num_samples`` unless
-    interrupted).
+    NumPy arrays, ``iterations`` the loop iterations made (one chunk each; the
+    most any device made, with a mesh), ``recorded`` the draws every chain has
+    (``num_samples`` unless interrupted).
     """
     schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
     initialise, run = asynchronous_runner(
         model, proposal, test, num_samples, temperatures=schedule[0], step_factors=schedule[1]
     )
-    data = model.data
+    if data is None:
+        data = model.data
+    if layout is not None:
+        initialise, run = _on_mesh(layout, initialise, run)
     compile_seconds = sampling_seconds = 0.0
     if bar is not None:
         bar.set_description(f"compiling {test.name}")
@@ -315,6 +328,43 @@ def run_asynchronous(
         if recorded == 0:
             raise
         warnings.warn(f"interrupted: returning the {recorded} of {num_samples} draws per chain made so far", stacklevel=3)
-    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], carry.positions)
-    info = {name: np.asarray(getattr(carry.info, name))[:, :recorded] for name in MHInfo._fields}
-    return carry.state, positions, info, compile_seconds, sampling_seconds, int(carry.iterations), recorded
+    outputs = carry.positions, carry.info, carry.iterations
+    if layout is not None:
+        from tallmcmc.sharding import to_host
+
+        outputs = to_host(outputs)
+        # one copy per data shard, all equal (exact collectives): keep the first
+        outputs = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], outputs[:2]) + (outputs[2],)
+    positions, info, iterations = outputs
+    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], positions)
+    info = {name: np.asarray(getattr(info, name))[:, :recorded] for name in MHInfo._fields}
+    return carry.state, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)), recorded
+
+
+def _on_mesh(layout, initialise_one, run_one):
+    """``initialise`` and ``run`` as one ``shard_map`` each over ``layout``'s mesh.
+
+    Every per-chain value travels in the layout's ``"state"`` form (one copy
+    per data shard: the cache of a full-data test differs between shards);
+    the loop's iteration count is kept per device.
+    """
+
+    def initialise_here(data, states, chain_keys, factors):
+        carry = initialise_one(data, states, chain_keys, factors)
+        return carry._replace(iterations=carry.iterations[None])
+
+    def run_here(data, state, flight, step, positions, info, iterations, chain_keys, factors, checkpoint):
+        carry = AsyncCarry(state, flight, step, positions, info, iterations[0])
+        carry = run_one(data, carry, chain_keys, factors, checkpoint)
+        return carry._replace(iterations=carry.iterations[None])
+
+    carry_kinds = AsyncCarry("state", "state", "state", "state", "state", "chains")
+    initialise = layout.shard_map(initialise_here, ("data", "state", "chains", "chains"), carry_kinds)
+    run_fields = layout.shard_map(
+        run_here, ("data", *carry_kinds, "chains", "chains", "replicated"), carry_kinds
+    )
+
+    def run(data, carry, chain_keys, factors, checkpoint):
+        return run_fields(data, *carry, chain_keys, factors, checkpoint)
+
+    return initialise, run

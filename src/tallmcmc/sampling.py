@@ -293,8 +293,13 @@ def sample(
         :func:`jax.make_array_from_process_local_data`) are used in place and
         never brought to one host. With a mesh, ``final_state``'s leaves have
         a leading axis of one copy per data shard (a full-data test's cached
-        per-datum values differ between shards), and only ``driver="vmap"``
-        runs.
+        per-datum values differ between shards). Both drivers run on a mesh;
+        the asynchronous one runs one loop per device, which waits only for
+        that device's chains. On a CPU with several cores, one host device
+        per core (``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``
+        set before JAX starts) and a ``"chains"`` mesh over them is the
+        fastest layout for many chains: XLA:CPU splits the small operations of
+        one device poorly over its threads (``docs/sharding.md``).
 
     Returns
     -------
@@ -469,12 +474,12 @@ def sample(
     description = f"{test.name} x {num_chains} chain(s)"
     bar = _progress_bar(num_samples, progress, description)
     loop_iterations = None
-    if driver == "asynchronous":  # never with a mesh (refused by layout_for)
+    if driver == "asynchronous":
         from tallmcmc.chain_asynchronous import run_asynchronous
 
         try:
             states, positions, info, compile_seconds, sampling_seconds, loop_iterations, _ = run_asynchronous(
-                model,
+                held,
                 proposal,
                 test,
                 states,
@@ -487,6 +492,8 @@ def sample(
                 dtype=dtype,
                 bar=bar,
                 description=description,
+                data=data,
+                layout=layout,
             )
         finally:
             bar.close()

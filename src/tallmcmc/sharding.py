@@ -325,11 +325,6 @@ def layout_for(mesh, num_data: int, num_chains: int, driver: str) -> MeshLayout:
             f"{layout.num_chain_shards * max(1, round(num_chains / layout.num_chain_shards))} or a mesh whose "
             "'chains' axis divides num_chains"
         )
-    if driver != "vmap":
-        raise ValueError(
-            f"driver={driver!r} does not run on a mesh yet: use driver='vmap' with mesh= (or drop mesh= to use the "
-            "asynchronous driver on one device)"
-        )
     return layout
 
 
