@@ -19,7 +19,8 @@ with the load, which is printed before and after every table):
    chains ``--exact-repeats`` times.
 
 Every figure is ``chains × draws / sampling_seconds`` (compilation excluded) from :func:`tallmcmc.sample` with
-one chunk, best of ``--repeats`` runs. Goals (issue 11, this 2-core CPU): 64 chains ≥ 8× the chain-steps/s of
+one chunk, best of ``--repeats`` runs. ``--host-devices 2`` gives XLA one host device per core and runs the chain
+counts that 2 divides on a ``"chains"`` mesh (one asynchronous loop per device), the others (1 chain) on one device. Goals (issue 11, this 2-core CPU): 64 chains ≥ 8× the chain-steps/s of
 1 chain, and ≤ 5 µs per chain-step at 64 chains. The script prints markdown tables.
 """
 
@@ -29,7 +30,13 @@ import argparse
 import inspect
 import os
 import platform
+import sys
 import time
+
+# --host-devices must act before JAX starts: one XLA host device per core
+if "--host-devices" in sys.argv:
+    _devices = sys.argv[sys.argv.index("--host-devices") + 1]
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={_devices}"
 
 import jax
 import jax.numpy as jnp
@@ -52,8 +59,18 @@ def load() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
+def chains_mesh(chains: int):
+    """A ``"chains"`` mesh over every device when there are several and they divide ``chains``, else ``None``."""
+    devices = jax.devices()
+    if len(devices) == 1 or chains % len(devices):
+        return None
+    return jax.sharding.Mesh(np.array(devices), ("chains",))
+
+
 def run(model, proposal, test, start, chains: int, steps: int, driver: str, seed: int = 0):
     options = {"driver": driver} if "driver" in inspect.signature(tallmcmc.sample).parameters else {}
+    if chains_mesh(chains) is not None:
+        options["mesh"] = chains_mesh(chains)
     return tallmcmc.sample(model, proposal, test, initial_position=start, num_samples=steps, num_chains=chains,
                            seed=seed, progress=False, num_chunks=1, **options)
 
@@ -140,6 +157,9 @@ def exact_one_vs_four(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--driver", choices=drivers(), default=drivers()[0], help="how sample() runs the chains")
+    parser.add_argument("--host-devices", type=int, default=1,
+                        help="XLA host devices (one per core); with more than one, chain counts they divide run on a "
+                             "'chains' mesh over them (one loop per device), the others on one device")
     parser.add_argument("--only", choices=["gmm", "logistic", "exact"], nargs="+",
                         default=["gmm", "logistic", "exact"])
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 8, 64, 512])
@@ -156,7 +176,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}, "
           f"jax {jax.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"# drivers of tallmcmc.sample: {', '.join(drivers())}; this run: {args.driver}")
+    print(f"# drivers of tallmcmc.sample: {', '.join(drivers())}; this run: {args.driver}; {len(jax.devices())} "
+          f"device(s){': chain counts they divide run on a chains mesh' if len(jax.devices()) > 1 else ''}")
     if jax.devices()[0].platform == "cpu":
         print("# GPU figures: not measured (no accelerator here)")
     if "gmm" in args.only:
