@@ -160,10 +160,33 @@ def test_a_chain_draws_the_same_whatever_the_number_of_chains():
     assert np.any(six.info["data_used"].std(axis=0) > 0)
 
 
-def test_warmup_and_step_size_schedule_give_the_vmapped_draws():
+def warmups_equal(a, b) -> bool:
+    """Warm-up draws, their statistics and the adapted step-size factors equal bit for bit."""
+    return bool(
+        np.array_equal(a.warmup_positions, b.warmup_positions)
+        and all(np.array_equal(a.warmup_info[k], b.warmup_info[k]) for k in a.warmup_info if k not in REPORTED_ONLY)
+        and np.array_equal(a.step_size_factor, b.step_size_factor)
+    )
+
+
+@pytest.mark.parametrize("adapt_covariance", [False, True])
+def test_warmup_and_step_size_schedule_give_the_vmapped_draws(adapt_covariance):
+    """The asynchronous driver warms up asynchronously too (each chain adapts its step size as its
+    own steps finish): the same warm-up draws, factors and kept draws as the lockstep warm-up."""
     test = tallmcmc.minibatch_barker(20)
-    options = dict(num_warmup=20, step_size_schedule=np.linspace(1.0, 0.5, 40))
-    assert draws_equal(run(test, "vmap", 2, **options), run(test, "asynchronous", 2, **options))
+    options = dict(num_warmup=40, step_size_schedule=np.linspace(1.0, 0.5, 40), adapt_covariance=adapt_covariance)
+    vmapped, asynchronous = run(test, "vmap", 2, **options), run(test, "asynchronous", 2, **options)
+    assert warmups_equal(vmapped, asynchronous)
+    assert draws_equal(vmapped, asynchronous)
+
+
+def test_a_wrong_asynchronous_adaptation_fails_the_warmup_check(monkeypatch):
+    """Wrong: each chain's adaptation counts its steps from 1 instead of 0."""
+    test = tallmcmc.minibatch_barker(20)
+    vmapped = run(test, "vmap", 2, num_warmup=40)
+    honest = chain_asynchronous.adaptation_update
+    monkeypatch.setattr(chain_asynchronous, "adaptation_update", lambda state, step, *a: honest(state, step + 1, *a))
+    assert not warmups_equal(vmapped, run(test, "asynchronous", 2, num_warmup=40))
 
 
 def test_temperature_schedule_gives_the_vmapped_draws_up_to_rounding():
@@ -251,9 +274,10 @@ model = gaussian_mixture.model(num_data=1003, temperature=1.0)  # the last of 4 
 meshes = {"data": jax.make_mesh((4,), ("data",)), "chains": jax.make_mesh((4,), ("chains",)),
           "data x chains": jax.make_mesh((2, 2), ("data", "chains"))}
 
-def run(test, mesh=None):
+def run(test, mesh=None, num_warmup=0):
     return tallmcmc.sample(model, tallmcmc.random_walk(0.05), test, jnp.array([0.0, 1.0]), num_samples=30,
-                           num_chains=4, seed=3, progress=False, num_chunks=2, mesh=mesh, driver="asynchronous")
+                           num_chains=4, seed=3, progress=False, num_chunks=2, mesh=mesh, driver="asynchronous",
+                           num_warmup=num_warmup)
 
 def same(a, b):
     return bool(np.array_equal(a.positions, b.positions) and np.array_equal(a.data_used, b.data_used)
@@ -265,7 +289,10 @@ for name, make, names in [("minibatch_barker", lambda: tallmcmc.minibatch_barker
     reference = run(make())
     for mesh_name in names:
         out[f"{name} | {mesh_name}"] = same(reference, run(make(), meshes[mesh_name]))
-    if name == "minibatch_barker":
+    if name == "minibatch_barker":  # an adaptive warm-up, asynchronous on the mesh too
+        warm = [run(make(), mesh, num_warmup=10) for mesh in (None, meshes["data x chains"])]
+        out["warm-up | data x chains"] = same(*warm) and bool(
+            np.array_equal(warm[0].step_size_factor, warm[1].step_size_factor))
         combine_exact = sharding.combine_exact
         sharding.combine_exact = lambda values, axis: values  # wrong: each device sees only its own rows
         out["wrong"] = same(reference, run(make(), meshes["data"]))

@@ -36,6 +36,8 @@ import numpy as np
 from jax import lax
 
 from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
+from tallmcmc.adaptation import DualAveraging
+from tallmcmc.adaptation import update as adaptation_update
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
@@ -126,8 +128,9 @@ def step_key(chain_key: jax.Array, step: jax.Array) -> jax.Array:
 
 class AsyncCarry(NamedTuple):
     """What the asynchronous loop carries: per chain (leading axis) the state, the step in flight,
-    its index ``step`` (= draws recorded so far), the output buffers ``(chain, draw, ...)``, and
-    the number of loop ``iterations`` made (one chunk each)."""
+    its index ``step`` (= draws recorded so far), the output buffers ``(chain, draw, ...)``, the
+    number of loop ``iterations`` made (one chunk each) and, in an adaptive warm-up, each chain's
+    :class:`~tallmcmc.adaptation.DualAveraging` state (else ``None``)."""
 
     state: MHState
     flight: InFlight
@@ -135,6 +138,7 @@ class AsyncCarry(NamedTuple):
     positions: Position
     info: MHInfo
     iterations: jax.Array
+    adaptation: DualAveraging | None = None
 
 
 def _select(mask: jax.Array, new, old, *, restart: bool = False):
@@ -168,6 +172,7 @@ def asynchronous_runner(
     *,
     temperatures: jax.Array | None = None,
     step_factors: jax.Array | None = None,
+    adapt_target: float | None = None,
 ):
     """The ``initialise`` and ``run`` functions of the asynchronous driver (to be jitted).
 
@@ -177,9 +182,17 @@ def asynchronous_runner(
     least ``checkpoint`` draws (chains ahead keep going meanwhile, up to
     ``num_samples``). ``factors`` (per-chain step-size factors from warm-up)
     may be ``None``; ``temperatures`` and ``step_factors`` are per-step
-    schedules of length ``num_samples`` or ``None``.
+    schedules of length ``num_samples`` or ``None``. With ``adapt_target``
+    (a warm-up), each chain's step-size factor is adapted by dual averaging
+    towards that acceptance rate as its own steps finish
+    (:mod:`tallmcmc.adaptation`, the same update as the lockstep warm-up);
+    ``factors`` must then be ``None``.
     """
     machine = machine_of(test)
+    adapting = adapt_target is not None
+
+    def current_factors(carry, factors):
+        return jnp.exp(carry.adaptation.log_factor) if adapting else factors
 
     def parts_for(data, factor, step):
         # the same kernel the vmapped driver builds for this chain and step
@@ -209,6 +222,9 @@ def asynchronous_runner(
     def initialise(data, states, chain_keys, factors) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
         steps = jnp.zeros((num_chains,), jnp.int32)
+        adaptation = DualAveraging.start(num_chains) if adapting else None
+        if adapting:
+            factors = jnp.exp(adaptation.log_factor)
         flight = begin_all(data, keys_at(chain_keys, steps), states, steps, factors)
 
         def end_one(flight, state, step, factor):
@@ -219,7 +235,7 @@ def asynchronous_runner(
             lambda leaf: jnp.zeros((num_chains, num_samples) + leaf.shape[1:], leaf.dtype), shapes
         )
         new_state, info = buffers
-        return AsyncCarry(states, flight, steps, new_state.position, info, jnp.zeros((), jnp.int32))
+        return AsyncCarry(states, flight, steps, new_state.position, info, jnp.zeros((), jnp.int32), adaptation)
 
     def run(data, carry: AsyncCarry, chain_keys, factors, checkpoint) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
@@ -232,7 +248,8 @@ def asynchronous_runner(
             return parts_for(data, factor, step).end(flight, state)
 
         def finish(carry: AsyncCarry, finished) -> AsyncCarry:
-            new_state, info = per_chain(end_one, factors)(carry.flight, carry.state, carry.step, factors)
+            factors_now = current_factors(carry, factors)
+            new_state, info = per_chain(end_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
             rows = jnp.where(finished, carry.step, num_samples)  # out of range: dropped
 
             def record(buffer, value):
@@ -241,15 +258,23 @@ def asynchronous_runner(
             positions = jax.tree_util.tree_map(record, carry.positions, new_state.position)
             infos = jax.tree_util.tree_map(record, carry.info, info)
             state = _select(finished, new_state, carry.state)
+            adaptation = carry.adaptation
+            if adapting:
+                updated = adaptation_update(adaptation, carry.step, info.accepted, adapt_target)
+                adaptation = _select(finished, updated, adaptation)
             step = carry.step + finished.astype(jnp.int32)
-            following = begin_all(data, keys_at(chain_keys, step), state, step, factors)
+            factors_next = current_factors(carry._replace(adaptation=adaptation), factors)
+            following = begin_all(data, keys_at(chain_keys, step), state, step, factors_next)
             flight = _select(finished & (step < num_samples), following, carry.flight, restart=True)
-            return carry._replace(state=state, flight=flight, step=step, positions=positions, info=infos)
+            return carry._replace(
+                state=state, flight=flight, step=step, positions=positions, info=infos, adaptation=adaptation
+            )
 
         def body(carry: AsyncCarry) -> AsyncCarry:
             active = carry.step < num_samples
             running = active & ~jax.vmap(machine.done)(carry.flight.test_state)
-            advanced = per_chain(advance_one, factors)(carry.flight, carry.state, carry.step, factors)
+            factors_now = current_factors(carry, factors)
+            advanced = per_chain(advance_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
             # a machine that idles once done needs no mask (finished and parked chains are done)
             flight = advanced if machine.idle_when_done else _select(running, advanced, carry.flight)
             finished = active & jax.vmap(machine.done)(flight.test_state)
@@ -278,8 +303,9 @@ def run_asynchronous(
     description: str = "",
     data=None,
     layout=None,
+    adapt_target: float | None = None,
 ):
-    """Run the kept draws with the asynchronous driver (called by :func:`tallmcmc.sample`).
+    """Run the kept draws, or a warm-up, with the asynchronous driver (called by :func:`tallmcmc.sample`).
 
     With ``layout`` (a :class:`tallmcmc.sharding.MeshLayout`; ``model`` then
     carries its shards and ``data`` is laid out over the mesh), the loop runs
@@ -289,15 +315,20 @@ def run_asynchronous(
     give them the same values. ``states`` then has the layout's ``"state"``
     form (a leading axis of one copy per data shard), as is the returned state.
 
+    With ``adapt_target``, each chain adapts its step-size factor as its
+    steps finish (see :func:`asynchronous_runner`).
+
     Returns ``(final_state, positions, info, compile_seconds, sampling_seconds,
-    iterations, recorded)``: positions and info ``(chain, draw, ...)`` as
-    NumPy arrays, ``iterations`` the loop iterations made (one chunk each; the
-    most any device made, with a mesh), ``recorded`` the draws every chain has
-    (``num_samples`` unless interrupted).
+    iterations, recorded, adapted_factors)``: positions and info ``(chain,
+    draw, ...)`` as NumPy arrays, ``iterations`` the loop iterations made (one
+    chunk each; the most any device made, with a mesh), ``recorded`` the draws
+    every chain has (``num_samples`` unless interrupted), ``adapted_factors``
+    each chain's exp(log ε̄) after an adaptive warm-up (else ``None``).
     """
     schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
     initialise, run = asynchronous_runner(
-        model, proposal, test, num_samples, temperatures=schedule[0], step_factors=schedule[1]
+        model, proposal, test, num_samples, temperatures=schedule[0], step_factors=schedule[1],
+        adapt_target=adapt_target,
     )
     if data is None:
         data = model.data
@@ -338,7 +369,16 @@ def run_asynchronous(
     positions, info, iterations = outputs
     positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], positions)
     info = {name: np.asarray(getattr(info, name))[:, :recorded] for name in MHInfo._fields}
-    return carry.state, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)), recorded
+    adapted = None
+    if adapt_target is not None:
+        adapted = jnp.exp(carry.adaptation.log_factor_bar)
+        if layout is not None:
+            from tallmcmc.sharding import to_host
+
+            adapted = jnp.asarray(np.asarray(to_host(adapted))[0])  # one copy per data shard, all equal
+    return (
+        carry.state, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)), recorded, adapted
+    )
 
 
 def _on_mesh(layout, initialise_one, run_one):
@@ -353,12 +393,12 @@ def _on_mesh(layout, initialise_one, run_one):
         carry = initialise_one(data, states, chain_keys, factors)
         return carry._replace(iterations=carry.iterations[None])
 
-    def run_here(data, state, flight, step, positions, info, iterations, chain_keys, factors, checkpoint):
-        carry = AsyncCarry(state, flight, step, positions, info, iterations[0])
+    def run_here(data, state, flight, step, positions, info, iterations, adaptation, chain_keys, factors, checkpoint):
+        carry = AsyncCarry(state, flight, step, positions, info, iterations[0], adaptation)
         carry = run_one(data, carry, chain_keys, factors, checkpoint)
         return carry._replace(iterations=carry.iterations[None])
 
-    carry_kinds = AsyncCarry("state", "state", "state", "state", "state", "chains")
+    carry_kinds = AsyncCarry("state", "state", "state", "state", "state", "chains", "state")
     initialise = layout.shard_map(initialise_here, ("data", "state", "chains", "chains"), carry_kinds)
     run_fields = layout.shard_map(
         run_here, ("data", *carry_kinds, "chains", "chains", "replicated"), carry_kinds

@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.adaptation import DualAveraging
+from tallmcmc.adaptation import update as adaptation_update
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.model import Model, Position, as_position, check_model
@@ -268,7 +270,10 @@ def sample(
         the number of chains (bit for bit in the tests, except that with a
         ``temperature_schedule`` each chain's temperature is batched and the
         statistics may differ in the last place, and AustereMH's reported
-        ``error_bound`` may too). Warm-up runs as with ``"vmap"``. The
+        ``error_bound`` may too). Warm-up runs with the same driver: with
+        ``"asynchronous"`` each chain adapts its step size as its own steps
+        finish (:mod:`tallmcmc.adaptation`), with the lockstep warm-up's
+        factors and draws. The
         asynchronous driver pays where minibatch sizes vary from step to step
         and many chains run (measured on the paper's mixture at 64 chains:
         about 2-3x the vmapped chain-steps/s, ``benchmarks/RESULTS.md``); with
@@ -443,28 +448,38 @@ def sample(
         )
         if progress:
             print(f"warm-up: {num_warmup} steps{' adapting the step size' if adapt else ''} ...", flush=True)
+
+        def warm(states, keys, steps: int, proposal_now):
+            """``steps`` warm-up steps: ``(states, adapted factors or None, (positions, info))``, ``(step, chain, …)``."""
+            if driver == "asynchronous":  # each chain adapts as its own steps finish
+                from tallmcmc.chain_asynchronous import run_asynchronous
+
+                states, positions, info, *_, adapted = run_asynchronous(
+                    held, proposal_now, test, states, keys, None, steps, [steps], data=data, layout=layout,
+                    adapt_target=target if adapt else None,
+                )
+                positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(leaf, 0, 1), positions)
+                return states, adapted, (positions, MHInfo(**{k: np.swapaxes(v, 0, 1) for k, v in info.items()}))
+            if adapt:
+                return _adaptive_warmup(kernel_for, data, states, keys, steps, target, layout)
+            states, outputs = jax.jit(
+                lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None))
+            )(data, states, keys)
+            return states, None, outputs
+
         if adapt_covariance:
             first = num_warmup // 2
-            states, _, (early_positions, early_info) = _adaptive_warmup(
-                kernel_for, data, states, warmup_keys, first, target, layout
-            )
+            states, _, (early_positions, early_info) = warm(states, warmup_keys, first, proposal)
             adapted_covariance = _warmup_covariance(early_positions, first // 2)
             proposal = proposal.with_covariance(adapted_covariance)
-            states, factors, (late_positions, late_info) = _adaptive_warmup(
-                kernel_for, data, states, jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1),
-                num_warmup - first, target, layout,
+            states, factors, (late_positions, late_info) = warm(
+                states, jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1), num_warmup - first, proposal
             )
             warm_positions, warm_info = jax.tree_util.tree_map(
                 lambda a, b: jnp.concatenate([a, b], axis=0), (early_positions, early_info), (late_positions, late_info)
             )
-        elif adapt:
-            states, factors, (warm_positions, warm_info) = _adaptive_warmup(
-                kernel_for, data, states, warmup_keys, num_warmup, target, layout
-            )
         else:
-            states, (warm_positions, warm_info) = jax.jit(
-                lambda d, st, k: run_chunk(d, st, k, jnp.arange(num_warmup, dtype=jnp.uint32), None, (None, None))
-            )(data, states, warmup_keys)
+            states, factors, (warm_positions, warm_info) = warm(states, warmup_keys, num_warmup, proposal)
         warm_positions, warm_info = to_host((warm_positions, warm_info))
         warmup_positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(np.asarray(leaf), 0, 1), warm_positions)
         warmup_info = {name: np.swapaxes(np.asarray(getattr(warm_info, name)), 0, 1) for name in MHInfo._fields}
@@ -478,7 +493,7 @@ def sample(
         from tallmcmc.chain_asynchronous import run_asynchronous
 
         try:
-            states, positions, info, compile_seconds, sampling_seconds, loop_iterations, _ = run_asynchronous(
+            states, positions, info, compile_seconds, sampling_seconds, loop_iterations, *_ = run_asynchronous(
                 held,
                 proposal,
                 test,
@@ -709,43 +724,33 @@ def _setup_costs(proposal: Proposal, test: AcceptanceTest) -> dict[str, int]:
 
 
 def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, target: float, layout=None):
-    """Dual averaging of log(step-size factor) per chain (Hoffman & Gelman 2014, Algorithm 5).
+    """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.adaptation`), all chains in lockstep.
 
     The statistic is the acceptance indicator of each step. Returns the
     states after warm-up, the per-chain factor exp(x̄) (the running average),
     and the warm-up draws and infos.
     """
-    gamma, t0, kappa = 0.05, 10.0, 0.75
-    mu = jnp.log(10.0)  # bias towards larger steps than the factory's, as in NUTS
-
     def one(data, chain_keys, carry, t):
-        states, log_factor, log_factor_bar, h_bar = carry
+        states, adaptation = carry
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
         step = jax.vmap(lambda key, state, log_f: kernel_for(data, jnp.exp(log_f)).step(key, state))
-        states, info = step(keys, states, log_factor)
-        count = t.astype(log_factor.dtype) + 1.0
-        weight = 1.0 / (count + t0)
-        h_bar = (1.0 - weight) * h_bar + weight * (target - info.accepted.astype(log_factor.dtype))
-        log_factor = mu - jnp.sqrt(count) / gamma * h_bar
-        eta = count ** (-kappa)
-        log_factor_bar = eta * log_factor + (1.0 - eta) * log_factor_bar
-        return (states, log_factor, log_factor_bar, h_bar), (states.position, info)
+        states, info = step(keys, states, adaptation.log_factor)
+        return (states, adaptation_update(adaptation, t, info.accepted, target)), (states.position, info)
 
     def run(data, states, chain_keys):
-        zeros = jnp.zeros((chain_keys.shape[0],), jnp.float32)
         steps = jnp.arange(num_warmup, dtype=jnp.uint32)
-        return jax.lax.scan(lambda carry, t: one(data, chain_keys, carry, t), (states, zeros, zeros, zeros), steps)
+        return jax.lax.scan(
+            lambda carry, t: one(data, chain_keys, carry, t), (states, DualAveraging.start(chain_keys.shape[0])), steps
+        )
 
     if layout is None:  # the keys are closed over (constants of the compiled loop), as they always were
-        (states, _, log_factor_bar, _), outputs = jax.jit(lambda data, states: run(data, states, chain_keys))(
-            data, states
-        )
+        (states, adaptation), outputs = jax.jit(lambda data, states: run(data, states, chain_keys))(data, states)
     else:  # the same loop on every device of the mesh, over its own chains and rows
-        kinds = (("state", "chains", "chains", "chains"), "draws")
-        (states, _, log_factor_bar, _), outputs = jax.jit(
-            layout.shard_map(run, ("data", "state", "chains"), kinds)
-        )(data, states, chain_keys)
-    return states, jnp.exp(log_factor_bar), outputs
+        kinds = (("state", DualAveraging("chains", "chains", "chains")), "draws")
+        (states, adaptation), outputs = jax.jit(layout.shard_map(run, ("data", "state", "chains"), kinds))(
+            data, states, chain_keys
+        )
+    return states, jnp.exp(adaptation.log_factor_bar), outputs
 
 
 class _NoBar:

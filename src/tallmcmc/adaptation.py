@@ -1,0 +1,49 @@
+"""Dual averaging of a chain's step-size factor during warm-up (Hoffman & Gelman 2014, Algorithm 5).
+
+Each chain keeps ``(log_factor, log_factor_bar, h_bar)``: after its step
+``t`` (0-based) with acceptance indicator ``a``,
+
+    h̄ ← (1 − w) h̄ + w (target − a),   w = 1/(t + 1 + t₀),
+    log ε ← μ − √(t + 1)/γ · h̄,
+    log ε̄ ← η log ε + (1 − η) log ε̄,   η = (t + 1)^(−κ),
+
+and its next step uses the factor exp(log ε); after warm-up the chain keeps
+exp(log ε̄). Both drivers of :func:`tallmcmc.sample` call :func:`update`, so
+their warm-ups give the same factors.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
+#: μ = log 10: a bias towards larger steps than the proposal's own, as in NUTS.
+MU = float(jnp.log(10.0))
+
+
+class DualAveraging(NamedTuple):
+    """Per chain (leading axis): the current log factor, its running average, and h̄."""
+
+    log_factor: jax.Array
+    log_factor_bar: jax.Array
+    h_bar: jax.Array
+
+    @classmethod
+    def start(cls, num_chains: int) -> DualAveraging:
+        zeros = jnp.zeros((num_chains,), jnp.float32)
+        return cls(zeros, zeros, zeros)
+
+
+def update(state: DualAveraging, step: jax.Array, accepted: jax.Array, target: float) -> DualAveraging:
+    """The state after step ``step`` (0-based, per chain or shared) whose acceptance indicator is ``accepted``."""
+    dtype = state.log_factor.dtype
+    count = step.astype(dtype) + 1.0
+    weight = 1.0 / (count + T0)
+    h_bar = (1.0 - weight) * state.h_bar + weight * (target - accepted.astype(dtype))
+    log_factor = MU - jnp.sqrt(count) / GAMMA * h_bar
+    eta = count ** (-KAPPA)
+    log_factor_bar = eta * log_factor + (1.0 - eta) * state.log_factor_bar
+    return DualAveraging(log_factor, log_factor_bar, h_bar)
