@@ -54,10 +54,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc.model import Model, Position, check_model
+from tallmcmc.sharding import row_sharding
 
 __all__ = ["CURVATURES", "ControlVariate", "ResidualModel", "taylor_control_variate"]
 
@@ -351,7 +353,11 @@ def taylor_control_variate(
         raise ValueError(f"rank is for curvature='low_rank' only; got rank={rank!r} with curvature={curvature!r}")
     batch_size = optional_integer_at_least(batch_size, "batch_size")
     center = jax.tree_util.tree_map(jnp.asarray, center)
-    check_model(model, center, "center")
+    rows = row_sharding(model.data, "taylor_control_variate")  # data split over a mesh: passes run where rows live
+    if rows is None:
+        check_model(model, center, "center")
+    else:
+        rows.check_model(model, model.data)(center, "center")
     flat_center, unravel = ravel_pytree(center)
     dimension = flat_center.shape[0]
     if curvature == "low_rank" and rank >= dimension:
@@ -360,7 +366,7 @@ def taylor_control_variate(
             "For the whole summed Hessian use curvature='shared'"
         )
     num_data = model.num_data
-    passes = _SetupPasses(model, flat_center, unravel, batch_size)
+    passes = _SetupPasses(model, flat_center, unravel, batch_size, rows)
     largest = -np.inf  # largest eigenvalue (or diagonal entry) of H̄ seen: > 0 means not near a mode
     hessian_sum = hessian_diagonal = hessian_basis = hessian_eigenvalues = None
     if order == 1:
@@ -415,12 +421,23 @@ def taylor_control_variate(
 
 
 class _SetupPasses:
-    """Passes over the data in chunks of rows, summed in float64; ``count`` says how many were made."""
+    """Passes over the data in chunks of rows, summed in float64; ``count`` says how many were made.
 
-    def __init__(self, model: Model, flat_center: jax.Array, unravel, batch_size: int | None):
+    With ``rows`` (a :class:`tallmcmc.sharding.RowSharding`: data split over a
+    mesh) a chunk is the same ``size`` rows of every device's block: each
+    device evaluates its own, and the per-device results are gathered
+    (:func:`tallmcmc.sharding.gather_partials`) and added on the host in
+    float64, in device order. ``batch_size`` then bounds the rows per chunk
+    on each device.
+    """
+
+    def __init__(self, model: Model, flat_center: jax.Array, unravel, batch_size: int | None, rows=None):
         self.model = model
         self.center = flat_center
-        self.size = model.num_data if batch_size is None else min(batch_size, model.num_data)
+        self.rows = rows
+        self.data = model.data if rows is None else rows.place(model.data)
+        self.block = model.num_data if rows is None else rows.rows_per_shard
+        self.size = self.block if batch_size is None else min(batch_size, self.block)
         self.count = 0
 
         def total(flat, rows):
@@ -432,15 +449,41 @@ class _SetupPasses:
 
             return jax.vmap(product)(directions)
 
-        self._gradient = jax.jit(lambda rows: jax.grad(total)(flat_center, rows))
-        self._hessian = jax.jit(lambda rows: jax.hessian(total)(flat_center, rows))
-        self._products = jax.jit(hessian_products)
+        self._gradient = self._per_chunk(lambda rows: jax.grad(total)(flat_center, rows))
+        self._hessian = self._per_chunk(lambda rows: jax.hessian(total)(flat_center, rows))
+        self._products = self._per_chunk(hessian_products)
+
+    def _per_chunk(self, function):
+        """``function(rows, *arguments)`` jitted, as a function of a chunk from :meth:`_chunks` (float64 NumPy)."""
+        if self.rows is None:
+            compiled = jax.jit(function)
+            return lambda rows, *arguments: np.asarray(compiled(rows, *arguments), np.float64)
+        from tallmcmc import sharding
+
+        rows, by_size = self.rows, {}
+
+        def run(chunk, *arguments):
+            start, size = chunk
+            if size not in by_size:  # at most two sizes: full chunks and the last one
+
+                def local(data, start, *arguments):
+                    block = jax.tree_util.tree_map(lambda leaf: lax.dynamic_slice_in_dim(leaf, start, size), data)
+                    return sharding.gather_partials(function(block, *arguments), rows.axis)
+
+                by_size[size] = rows.jit(local, ("rows", "replicated") + ("replicated",) * len(arguments))
+            partials = by_size[size](self.data, np.int32(start), *arguments)
+            return np.sum(np.asarray(partials, np.float64), axis=0)
+
+        return run
 
     def _chunks(self):
         self.count += 1
-        data, size = self.model.data, self.size
-        for start in range(0, self.model.num_data, size):
-            yield jax.tree_util.tree_map(lambda leaf: leaf[start : start + size], data)
+        data, size = self.data, self.size
+        for start in range(0, self.block, size):
+            if self.rows is None:
+                yield jax.tree_util.tree_map(lambda leaf: leaf[start : start + size], data)
+            else:
+                yield start, min(size, self.block - start)
 
     def gradient_and_hessian(self, hessian: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """One pass: G and, if ``hessian``, H̄ (d × d)."""
@@ -448,9 +491,9 @@ class _SetupPasses:
         gradient_sum = np.zeros(dimension, np.float64)
         hessian_sum = np.zeros((dimension, dimension), np.float64) if hessian else None
         for rows in self._chunks():
-            gradient_sum += np.asarray(self._gradient(rows), np.float64)
+            gradient_sum += self._gradient(rows)
             if hessian:
-                hessian_sum += np.asarray(self._hessian(rows), np.float64)
+                hessian_sum += self._hessian(rows)
         return gradient_sum, hessian_sum
 
     def gradient_diagonal_and_products(self, directions: np.ndarray | None):
@@ -462,19 +505,19 @@ class _SetupPasses:
         products = None if directions is None else np.zeros(directions.shape, np.float64)
         block = min(_DIRECTION_BLOCK, dimension)
         for rows in self._chunks():
-            gradient_sum += np.asarray(self._gradient(rows), np.float64)
+            gradient_sum += self._gradient(rows)
             for first in range(0, dimension, block):
                 basis = np.zeros((block, dimension), dtype)  # padded with zero rows: one compiled shape
                 count = min(block, dimension - first)
                 basis[np.arange(count), first + np.arange(count)] = 1
-                hessian_rows = np.asarray(self._products(rows, jnp.asarray(basis)), np.float64)
+                hessian_rows = self._products(rows, jnp.asarray(basis))
                 diagonal[first : first + count] += hessian_rows[np.arange(count), first + np.arange(count)]
             if directions is not None:
                 products += self.products_in_chunk(rows, directions)
         return gradient_sum, diagonal, products
 
     def products_in_chunk(self, rows, directions: np.ndarray) -> np.ndarray:
-        return np.asarray(self._products(rows, jnp.asarray(directions.T, self.center.dtype)), np.float64).T
+        return self._products(rows, jnp.asarray(directions.T, self.center.dtype)).T
 
     def products(self, directions: np.ndarray) -> np.ndarray:
         """One pass: H̄ W for ``directions`` W (d, m)."""

@@ -33,6 +33,7 @@ from tallmcmc._checks import integer_at_least, optional_integer_at_least, positi
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.laplace import laplace_covariance
+from tallmcmc.sharding import row_sharding
 
 __all__ = ["METHODS", "ModeResult", "find_mode", "laplace_covariance"]
 
@@ -187,18 +188,22 @@ def find_mode(
             ) from error
 
     start = as_position(initial_position)
-    check_model(model, start, "initial_position")
+    rows = row_sharding(model.data, "find_mode")  # data split over a mesh: every pass runs where the rows live
+    if rows is None:
+        check_model(model, start, "initial_position")
+    else:
+        rows.check_model(model, model.data)(start, "initial_position")
     num_data = model.num_data
     data_used = num_data  # the start check
     flat, unravel = ravel_pytree(start)
     dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float)
     flat = flat.astype(dtype)
     scale = num_data / model.temperature
-    value_and_gradient, hessian_of = _full_data_functions(model, unravel, batch_size)
+    value_and_gradient, hessian_of = _full_data_functions(model, unravel, batch_size, rows)
 
     if adam_steps:
         batch = min(adam_batch_size or 1000, num_data)
-        flat = _adam(model, unravel, optax.adam(adam_learning_rate), flat, adam_steps, batch, rng_key)
+        flat = _adam(model, unravel, optax.adam(adam_learning_rate), flat, adam_steps, batch, rng_key, rows)
         data_used += adam_steps * batch
 
     numpy_dtype = np.dtype(dtype)
@@ -285,10 +290,18 @@ def find_mode(
     )
 
 
-def _full_data_functions(model: Model, unravel, batch_size: int | None):
-    """Jitted ``(θ, data) -> (−log π, ∇)`` and ``(θ, data) -> ∇²(−log π)`` over flat θ, summed in chunks."""
-    num_data = model.num_data
-    chunk = None if batch_size is None or batch_size >= num_data else batch_size
+def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=None):
+    """``(θ, data) -> (−log π, ∇)`` and ``(θ, data) -> ∇²(−log π)`` over flat θ, summed in chunks (jitted).
+
+    With ``rows`` (a :class:`tallmcmc.sharding.RowSharding`) every device sums
+    its own block of rows in chunks and the partial sums are added in device
+    order (:func:`tallmcmc.sharding.sum_partials`); ``batch_size`` then bounds
+    the rows per chunk on each device.
+    """
+    from tallmcmc import sharding
+
+    block = model.num_data if rows is None else rows.rows_per_shard
+    chunk = None if batch_size is None or batch_size >= block else batch_size
 
     def negative_log_prior(theta):
         return -model.log_prior(unravel(theta))
@@ -300,7 +313,7 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None):
         """``per_rows(θ, rows)`` summed over all rows of ``data``, ``chunk`` rows at a time."""
         if chunk is None:
             return per_rows(theta, data)
-        num_chunks, remainder = divmod(num_data, chunk)
+        num_chunks, remainder = divmod(block, chunk)
 
         def add(total, index):
             rows = jax.tree_util.tree_map(lambda leaf: lax.dynamic_slice_in_dim(leaf, index * chunk, chunk), data)
@@ -314,30 +327,43 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None):
             total = jax.tree_util.tree_map(jnp.add, total, per_rows(theta, tail))
         return total
 
-    @jax.jit
     def value_and_gradient(theta, data):
         prior_value, prior_gradient = jax.value_and_grad(negative_log_prior)(theta)
         value, gradient = summed(jax.value_and_grad(negative_log_likelihood), theta, data)
+        if rows is not None:
+            value, gradient = sharding.sum_partials((value, gradient), rows.axis)
         return prior_value + value, prior_gradient + gradient
 
-    @jax.jit
     def hessian(theta, data):
-        return jax.hessian(negative_log_prior)(theta) + summed(jax.hessian(negative_log_likelihood), theta, data)
+        likelihood = summed(jax.hessian(negative_log_likelihood), theta, data)
+        if rows is not None:
+            likelihood = sharding.sum_partials(likelihood, rows.axis)
+        return jax.hessian(negative_log_prior)(theta) + likelihood
 
-    return value_and_gradient, hessian
+    if rows is None:
+        return jax.jit(value_and_gradient), jax.jit(hessian)
+    return rows.jit(value_and_gradient, ("replicated", "rows")), rows.jit(hessian, ("replicated", "rows"))
 
 
-def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, batch: int, rng_key: jax.Array):
-    """``num_steps`` Adam steps on −log π/(N/K) estimated from ``batch`` points drawn without replacement."""
+def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, batch: int, rng_key: jax.Array,
+          rows=None):
+    """``num_steps`` Adam steps on −log π/(N/K) estimated from ``batch`` points drawn without replacement.
+
+    With ``rows`` (data split over a mesh) every device runs the same steps and
+    each minibatch's rows are copied from the devices that hold them
+    (:meth:`tallmcmc.Model.data_at`), exactly.
+    """
     num_data = model.num_data
 
     def minibatch_loss(theta, indices, data):
-        rows = jax.tree_util.tree_map(lambda leaf: leaf[indices], data)
+        if rows is None:
+            picked = jax.tree_util.tree_map(lambda leaf: leaf[indices], data)
+        else:
+            picked = model.with_data(data).with_shards(rows.shards).data_at(indices)
         position = unravel(theta)
-        likelihood = jnp.sum(model.per_datum_log_likelihood(position, rows)) / model.temperature
+        likelihood = jnp.sum(model.per_datum_log_likelihood(position, picked)) / model.temperature
         return -(model.log_prior(position) + likelihood * num_data / batch) * model.temperature / num_data
 
-    @jax.jit
     def run(theta, data, keys):
         def step(carry, key):
             theta, state = carry
@@ -348,7 +374,10 @@ def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, bat
         (theta, _), _ = lax.scan(step, (theta, optimizer.init(theta)), keys)
         return theta
 
-    return run(flat, model.data, jax.random.split(rng_key, num_steps))
+    keys = jax.random.split(rng_key, num_steps)
+    if rows is None:
+        return jax.jit(run)(flat, model.data, keys)
+    return jnp.asarray(rows.jit(run, ("replicated", "rows", "replicated"))(flat, model.data, keys))
 
 
 def _is_one_key(rng_key: Any) -> bool:

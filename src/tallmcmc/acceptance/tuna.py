@@ -481,6 +481,20 @@ def _norms(rows: np.ndarray) -> np.ndarray:
     return np.sqrt(np.sum(np.asarray(rows, np.float64) ** 2, axis=tuple(range(1, np.ndim(rows)))))
 
 
+def _host_rows(model: Model, leaf, function: str):
+    """The rows of a data ``leaf`` this process holds (:class:`tallmcmc.sharding.HostRows`), checked for layout.
+
+    The helpers below compute their constants in float64 on the host from
+    these rows: in one process every row (what ``np.asarray`` gives, also for
+    data split over local devices); across processes each its own rows,
+    with per-row results and sums exchanged (so the data never move).
+    """
+    from tallmcmc.sharding import HostRows, row_sharding
+
+    row_sharding(model.data, function)  # refuses a layout other than rows split over a mesh
+    return HostRows(leaf)
+
+
 def _flat(position: Position) -> jax.Array:
     return jax.flatten_util.ravel_pytree(position)[0]
 
@@ -507,7 +521,7 @@ def logistic_regression_bound(model: Model, control_variate=None) -> TunaBound:
 
     if model.log_likelihood is not logistic_regression.log_likelihood:
         raise ValueError("logistic_regression_bound is for tallmcmc.examples.logistic_regression.model(...) only")
-    norms = _norms(np.asarray(model.data["covariates"]))
+    norms = _host_rows(model, model.data["covariates"], "logistic_regression_bound").map(_norms)
     if control_variate is None:
         return tuna_bound(norms, lambda a, b: jnp.linalg.norm(_flat(b) - _flat(a)),
                           name="tuna bound (logistic regression)")
@@ -555,9 +569,13 @@ def gaussian_mean_bound(model: Model, scale: float = 1.0) -> TunaBound:
     if model.log_likelihood is not gaussian_mean.log_likelihood:
         raise ValueError("gaussian_mean_bound is for tallmcmc.examples.gaussian_mean.model(...) only")
     scale = positive_finite(scale, "scale", "s in c_i = ‖x_i − x₀‖ + s")
-    data = np.asarray(model.data, np.float64).reshape(model.num_data, -1)
-    center = data.mean(axis=0)
-    return tuna_bound(_norms(data - center) + scale, _centred_distance(center, scale),
+    rows = _host_rows(model, model.data, "gaussian_mean_bound")
+
+    def flat(block):
+        return np.asarray(block, np.float64).reshape(block.shape[0], -1)
+
+    center = rows.sum(lambda block: flat(block).sum(axis=0)) / model.num_data
+    return tuna_bound(rows.map(lambda block: _norms(flat(block) - center) + scale), _centred_distance(center, scale),
                       name="tuna bound (gaussian mean)")
 
 
@@ -573,10 +591,20 @@ def weighted_mean_bound(model: Model, scale: float = 1.0) -> TunaBound:
     if model.log_likelihood is not weighted_mean.log_likelihood:
         raise ValueError("weighted_mean_bound is for tallmcmc.examples.weighted_mean.model(...) only")
     scale = positive_finite(scale, "scale", "s in c_i = w_i(|x_i − x₀| + s)")
-    values, weights = np.asarray(model.data, np.float64).T
-    center = np.array([np.sum(weights * values) / np.sum(weights)])
-    return tuna_bound(weights * (np.abs(values - center[0]) + scale), _centred_distance(center, scale),
-                      name="tuna bound (weighted mean)")
+    rows = _host_rows(model, model.data, "weighted_mean_bound")
+
+    def sums(block):
+        values, weights = np.asarray(block, np.float64).T
+        return np.array([np.sum(weights * values), np.sum(weights)])
+
+    weighted, total = rows.sum(sums)
+    center = np.array([weighted / total])
+
+    def constants(block):
+        values, weights = np.asarray(block, np.float64).T
+        return weights * (np.abs(values - center[0]) + scale)
+
+    return tuna_bound(rows.map(constants), _centred_distance(center, scale), name="tuna bound (weighted mean)")
 
 
 def gaussian_mixture_bound(model: Model, scale: float = 1.0) -> TunaBound:
@@ -595,12 +623,13 @@ def gaussian_mixture_bound(model: Model, scale: float = 1.0) -> TunaBound:
     if model.log_likelihood is not gaussian_mixture.log_likelihood:
         raise ValueError("gaussian_mixture_bound is for tallmcmc.examples.gaussian_mixture.model(...) only")
     scale = positive_finite(scale, "scale", "s in c_i = (2/σ²)(|x_i − x₀| + s)")
-    values = np.asarray(model.data, np.float64)
-    center = float(values.mean())
+    rows = _host_rows(model, model.data, "gaussian_mixture_bound")
+    center = float(rows.sum(lambda block: np.asarray(block, np.float64).sum()) / model.num_data)
 
     def distance(a, b):
         reach = jnp.max(jnp.abs(jnp.stack([a[0], b[0], a[0] + a[1], b[0] + b[1]]) - center))
         return jnp.linalg.norm(b - a) * jnp.maximum(1.0, reach / scale)
 
     slope = 2.0 / gaussian_mixture.DATA_VARIANCE
-    return tuna_bound(slope * (np.abs(values - center) + scale), distance, name="tuna bound (gaussian mixture)")
+    constants = rows.map(lambda block: slope * (np.abs(np.asarray(block, np.float64) - center) + scale))
+    return tuna_bound(constants, distance, name="tuna bound (gaussian mixture)")
