@@ -46,10 +46,12 @@ def child_environment() -> dict:
 
 
 def launch(
-    num_processes: int, arguments: list[str], tmp_path: pathlib.Path, slurm: bool = False
+    num_processes: int, arguments: list[str], tmp_path: pathlib.Path, slurm: bool = False,
+    script: pathlib.Path = EXAMPLE,
 ) -> list[subprocess.Popen]:
-    """Start the example in ``num_processes`` processes: with the three options, or (``slurm``) with no option
-    and SLURM's variables set as ``srun`` would on one node (JAX's auto-detection finds them)."""
+    """Start ``script`` (default: the example) in ``num_processes`` processes: with the three options, or
+    (``slurm``) with no option and SLURM's variables set as ``srun`` would on one node (JAX's auto-detection
+    finds them)."""
     port = free_port()
     processes = []
     for index in range(num_processes):
@@ -64,7 +66,7 @@ def launch(
                        "--coordinator", f"127.0.0.1:{port}"]
         processes.append(
             subprocess.Popen(
-                [sys.executable, str(EXAMPLE), *options, *arguments],
+                [sys.executable, str(script), *options, *arguments],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPOSITORY, start_new_session=True,
             )
         )
@@ -258,3 +260,95 @@ def test_single_process_helpers():
     with pytest.raises(ValueError, match="same number of rows"):
         distributed.shard_rows({"x": np.arange(4.0), "y": np.arange(5.0)}, mesh)
     assert distributed.is_main_process()
+
+
+SETUP_PASSES = """
+import argparse, warnings
+
+import numpy as np
+from tallmcmc import distributed
+
+parser = argparse.ArgumentParser()
+for option in ("--process-id", "--num-processes"):
+    parser.add_argument(option, type=int)
+parser.add_argument("--coordinator")
+parser.add_argument("--output")
+arguments = parser.parse_args()
+distributed.initialize(arguments.coordinator, arguments.num_processes, arguments.process_id, timeout=30,
+                       initialization_timeout=60)
+import jax.numpy as jnp
+import tallmcmc
+from tallmcmc.acceptance.tuna import gaussian_mixture_bound
+from tallmcmc.examples import gaussian_mixture
+
+warnings.simplefilter("ignore")
+with distributed.exit_on_error():
+    mesh = distributed.global_mesh()
+    rows = distributed.local_rows(gaussian_mixture.simulate_data(4000, seed=0))  # this process's half
+    model = gaussian_mixture.model(num_data=8, temperature=1.0).with_data(distributed.shard_rows(rows, mesh))
+    assert not model.data.is_fully_addressable
+    mode = tallmcmc.find_mode(model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500, adam_steps=10,
+                              adam_batch_size=50)
+    variate = tallmcmc.taylor_control_variate(model, mode.position, batch_size=500)
+    bound = gaussian_mixture_bound(model)
+    run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.tuna(1e-4, bound), jnp.array([0.0, 1.0]),
+                          num_samples=50, seed=3, progress=False, mesh=mesh)
+    if distributed.is_main_process():
+        np.savez(arguments.output, position=np.asarray(mode.position), hessian=mode.hessian,
+                 mode_data_used=mode.data_used, iterations=mode.iterations,
+                 gradient_sum=np.asarray(variate.gradient_sum), hessian_sum=np.asarray(variate.hessian_sum),
+                 variate_data_used=variate.data_used, constants=bound.constants, positions=run.positions,
+                 data_used=run.data_used, accepted=run.accepted)
+"""
+
+
+@pytest.mark.slow
+def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
+    """find_mode, taylor_control_variate and gaussian_mixture_bound with each process holding half the rows.
+
+    Each pass runs where the rows live (only partial sums, per-row constants
+    and scalars travel) and equals the one-process run: the mode to 1e-5
+    with the same iterations and data count, the control variate's sums
+    within 16 float32 roundings of Σᵢ|per-datum term|, the TunaMH constants
+    bit for bit, and TunaMH on the two processes then draws what one process
+    draws, bit for bit. About 25 s on a loaded 2-core machine (hence slow).
+    """
+    import jax
+    import jax.numpy as jnp
+    from tallmcmc.acceptance.tuna import gaussian_mixture_bound
+
+    script = tmp_path / "setup_passes.py"
+    script.write_text(SETUP_PASSES)
+    output = tmp_path / "two.npz"
+    processes = launch(2, ["--output", str(output)], tmp_path, script=script)
+    try:
+        model = gaussian_mixture.model(num_data=4000, temperature=1.0, seed=0)
+        mode = tallmcmc.find_mode(model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500, adam_steps=10,
+                                  adam_batch_size=50)
+        variate = tallmcmc.taylor_control_variate(model, mode.position, batch_size=500)
+        bound = gaussian_mixture_bound(model)
+        run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.tuna(1e-4, bound), jnp.array([0.0, 1.0]),
+                              num_samples=50, seed=3, progress=False)
+        codes = wait_all(processes, time.monotonic() + LIMIT)
+        logs = [read_log(process) for process in processes]
+    finally:
+        kill_all(processes)
+    assert codes == [0, 0], f"exit codes {codes}:\n" + "\n".join(log[-3000:] for log in logs)
+    two = np.load(output)
+    np.testing.assert_allclose(two["position"], np.asarray(mode.position), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(two["hessian"], mode.hessian, rtol=1e-5, atol=0)
+    assert int(two["mode_data_used"]) == mode.data_used and int(two["iterations"]) == mode.iterations
+    eps = float(np.finfo(np.float32).eps)
+    center = mode.position
+    gradients = np.asarray(jax.vmap(jax.grad(gaussian_mixture.log_likelihood), (None, 0))(center, model.data),
+                           np.float64)
+    hessians = np.asarray(jax.vmap(jax.hessian(gaussian_mixture.log_likelihood), (None, 0))(center, model.data),
+                          np.float64)
+    assert np.max(np.abs(two["gradient_sum"] - np.asarray(variate.gradient_sum))) < 16 * eps * np.abs(gradients).sum()
+    assert np.max(np.abs(two["hessian_sum"] - np.asarray(variate.hessian_sum))) < 16 * eps * np.abs(hessians).sum()
+    assert int(two["variate_data_used"]) == variate.data_used
+    np.testing.assert_array_equal(two["constants"], bound.constants)
+    np.testing.assert_array_equal(two["positions"], np.asarray(run.positions))
+    np.testing.assert_array_equal(two["accepted"], run.accepted)
+    np.testing.assert_array_equal(two["data_used"], run.data_used)
+    assert 0 < run.acceptance_rate < 1

@@ -377,7 +377,14 @@ def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, bat
     keys = jax.random.split(rng_key, num_steps)
     if rows is None:
         return jax.jit(run)(flat, model.data, keys)
-    return jnp.asarray(rows.jit(run, ("replicated", "rows", "replicated"))(flat, model.data, keys))
+    typed = jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key)
+    if typed:  # travels as its raw bits (placed on every process like any host value)
+        implementation, keys = jax.random.key_impl(keys), jax.random.key_data(keys)
+
+    def run_raw(theta, data, raw):
+        return run(theta, data, jax.random.wrap_key_data(raw, impl=implementation) if typed else raw)
+
+    return jnp.asarray(rows.jit(run_raw, ("replicated", "rows", "replicated"))(flat, model.data, keys))
 
 
 def _is_one_key(rng_key: Any) -> bool:

@@ -452,8 +452,11 @@ class RowSharding:
         sharding = self._sharding(kind)
 
         def put(leaf):
-            if isinstance(leaf, jax.Array) and leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
-                return leaf
+            if isinstance(leaf, jax.Array):
+                if leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
+                    return leaf
+                if leaf.is_fully_addressable and not sharding.is_fully_addressable:
+                    leaf = np.asarray(leaf)  # the same value in every process: JAX places host values only
             return jax.device_put(leaf, sharding)
 
         return jax.tree_util.tree_map(put, tree)
