@@ -278,7 +278,11 @@ def sample(
         and many chains run (measured on the paper's mixture at 64 chains:
         about 2-3x the vmapped chain-steps/s, ``benchmarks/RESULTS.md``); with
         one chain, a full-data test, or a test whose minibatch never grows
-        (e.g. a good control variate) it only adds overhead.
+        (e.g. a good control variate) it only adds overhead, and a test that
+        makes a full pass before its minibatch loop (AustereMH(nc),
+        ``confidence_sampler`` without a ``bound``) makes it for every chain
+        whenever any chain starts a step (a vectorised start cannot skip
+        chains), so ``"vmap"`` is the better driver for those.
     mesh
         Optional :class:`jax.sharding.Mesh` with axis names from
         ``{"data", "chains"}`` (:mod:`tallmcmc.sharding`, ``docs/sharding.md``).
