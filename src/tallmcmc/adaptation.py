@@ -18,10 +18,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
-#: μ = log 10: a bias towards larger steps than the proposal's own, as in NUTS.
-MU = float(jnp.log(10.0))
+#: μ = log 10 (rounded to float32, as the warm-up computes in float32): a bias towards larger
+#: steps than the proposal's own, as in NUTS. NumPy, not JAX, so that importing tallmcmc does not
+#: start JAX's backend (``tallmcmc.distributed.initialize`` must run before it starts).
+MU = float(np.float32(np.log(10.0)))
 
 
 class DualAveraging(NamedTuple):
