@@ -16,7 +16,11 @@ unsharded run of the same seed:
 * a deliberately wrong sharded evaluation (the psum left out: each device
   sees only its own rows' values) fails the same comparison;
 * bad meshes and the out-of-memory estimate (memory query monkeypatched)
-  raise clear errors.
+  raise clear errors;
+* the one-off passes before ``sample`` (``find_mode``,
+  ``taylor_control_variate``, the TunaMH bound helpers) on data split over the
+  4 devices equal the unsharded ones, with the same data counts; keeping only
+  each device's own partial sum fails.
 """
 
 from __future__ import annotations
@@ -327,7 +331,8 @@ out["HostRows by shard"] = {
 # a layout the passes do not know: split along the second axis
 try:
     tallmcmc.find_mode(regression.with_data({
-        "covariates": jax.device_put(regression.data["covariates"], NamedSharding(reversed_mesh, PartitionSpec(None, "rows"))),
+        "covariates": jax.device_put(regression.data["covariates"],
+                                     NamedSharding(reversed_mesh, PartitionSpec(None, "rows"))),
         "response": regression.data["response"]}), jnp.zeros(4))
     out["bad layout"] = None
 except ValueError as error:

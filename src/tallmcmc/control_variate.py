@@ -337,6 +337,12 @@ def taylor_control_variate(
     (seed 0, so builds are reproducible), one power iteration, and the
     projection QᵀH̄Q of the randomized eigendecomposition (Halko, Martinsson
     & Tropp 2011, Algorithms 4.4 and 5.3).
+
+    Data split by rows over a mesh (``jax.device_put(leaf, NamedSharding(mesh,
+    PartitionSpec("data")))`` or :func:`tallmcmc.distributed.shard_rows`) are
+    used where they live: every device evaluates its own rows, ``batch_size``
+    rows of its block at a time, and the per-device sums are added on the host
+    in float64 (``docs/sharding.md``); the counts are the same.
     """
     if order not in (1, 2):
         raise ValueError(f"order must be 1 (gradient only) or 2 (gradient and Hessian); got {order!r}")

@@ -163,6 +163,16 @@ def find_mode(
         If the optimiser did not converge, or the Hessian of −log π at the
         result is not positive definite (a saddle or a flat direction, where
         the Laplace approximation does not exist).
+
+    Notes
+    -----
+    Data split by rows over a mesh (``jax.device_put(leaf, NamedSharding(mesh,
+    PartitionSpec("data")))`` or :func:`tallmcmc.distributed.shard_rows`) are
+    used where they live: each device sums its own rows and the partial sums
+    are added in device order (:class:`tallmcmc.sharding.RowSharding`); the
+    Adam minibatches' rows are copied from their owners. The result equals
+    the unsharded one to float32 rounding of the sums, with the same count
+    per evaluation (``docs/sharding.md``).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)}; got {method!r}")
@@ -291,7 +301,7 @@ def find_mode(
 
 
 def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=None):
-    """``(θ, data) -> (−log π, ∇)`` and ``(θ, data) -> ∇²(−log π)`` over flat θ, summed in chunks (jitted).
+    """Jitted ``(θ, data) -> (−log π, ∇)`` and ``(θ, data) -> ∇²(−log π)`` over flat θ, summed in chunks.
 
     With ``rows`` (a :class:`tallmcmc.sharding.RowSharding`) every device sums
     its own block of rows in chunks and the partial sums are added in device

@@ -607,7 +607,8 @@ class HostRows:
         if not self.spread:
             return values[0]
         trailing = values[0].shape[1:]
-        encoded = {start: value.reshape(value.shape[0], -1).view(np.uint32) for start, value in zip(self.starts, values)}
+        encoded = {start: value.reshape(value.shape[0], -1).view(np.uint32)
+                   for start, value in zip(self.starts, values)}
         width = next(iter(encoded.values())).shape[1]
         sharding = NamedSharding(self.sharding.mesh, P(self.sharding.spec[0], None))
         every = jax.make_array_from_callback(
