@@ -311,7 +311,7 @@ def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
     with the same iterations and data count, the control variate's sums
     within 16 float32 roundings of Σᵢ|per-datum term|, the TunaMH constants
     bit for bit, and TunaMH on the two processes then draws what one process
-    draws, bit for bit. About 25 s on a loaded 2-core machine (hence slow).
+    draws, bit for bit. 15-25 s on this 2-core machine, depending on its load (hence slow).
     """
     import jax
     import jax.numpy as jnp
