@@ -359,23 +359,18 @@ def run_asynchronous(
         if recorded == 0:
             raise
         warnings.warn(f"interrupted: returning the {recorded} of {num_samples} draws per chain made so far", stacklevel=3)
-    outputs = carry.positions, carry.info, carry.iterations
+    adapted = None if adapt_target is None else jnp.exp(carry.adaptation.log_factor_bar)
+    outputs = carry.positions, carry.info, adapted, carry.iterations
     if layout is not None:
         from tallmcmc.sharding import to_host
 
-        outputs = to_host(outputs)
         # one copy per data shard, all equal (exact collectives): keep the first
-        outputs = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], outputs[:2]) + (outputs[2],)
-    positions, info, iterations = outputs
+        *per_chain_outputs, iterations = to_host(outputs)
+        outputs = (*jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], per_chain_outputs), iterations)
+    positions, info, adapted, iterations = outputs
     positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], positions)
     info = {name: np.asarray(getattr(info, name))[:, :recorded] for name in MHInfo._fields}
-    adapted = None
-    if adapt_target is not None:
-        adapted = jnp.exp(carry.adaptation.log_factor_bar)
-        if layout is not None:
-            from tallmcmc.sharding import to_host
-
-            adapted = jnp.asarray(np.asarray(to_host(adapted))[0])  # one copy per data shard, all equal
+    adapted = None if adapted is None else jnp.asarray(adapted)
     return (
         carry.state, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)), recorded, adapted
     )
