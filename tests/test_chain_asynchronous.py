@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from analytic_models import CONJUGATE_1D, TEMPERED_2D
+from forced_devices import run_on_host_devices
 
 import tallmcmc
 import tallmcmc.chain_asynchronous as chain_asynchronous
@@ -304,17 +305,7 @@ print("RESULT " + json.dumps(out))
 def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one():
     """Data, chains and 2 × 2 meshes (4 forced host devices): the same draws, decisions and data counts
     bit for bit; the psum left out fails the same comparison."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    completed = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, env=env,
-                               timeout=600)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    results = json.loads(line[len("RESULT "):])
+    results = run_on_host_devices(MESH_SCRIPT)
     wrong = results.pop("wrong")
     assert all(results.values()), results
     assert not wrong

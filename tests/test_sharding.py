@@ -25,15 +25,12 @@ unsharded run of the same seed:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from forced_devices import run_on_host_devices
 
 import tallmcmc
 import tallmcmc.sharding as sharding
@@ -129,13 +126,7 @@ SCRIPT = textwrap.dedent(
 
 
 def _run_checks(which: str) -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    completed = subprocess.run(
-        [sys.executable, "-c", SCRIPT, which], capture_output=True, text=True, env=env, timeout=900
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return run_on_host_devices(SCRIPT, which, timeout=900)
 
 
 def _assert_same(results: dict) -> None:
@@ -374,12 +365,7 @@ def test_setup_passes_on_sharded_data_match_the_unsharded_ones():
     (float64, computed on the host from the same rows) bit for bit. Data
     counts identical. Keeping only each device's own partial sum fails.
     """
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    completed = subprocess.run([sys.executable, "-c", SETUP_SCRIPT], capture_output=True, text=True, env=env,
-                               timeout=600)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    results = json.loads(line[len("RESULT "):])
+    results = run_on_host_devices(SETUP_SCRIPT)
     print(f"setup passes: {results['seconds']:.1f} s in the subprocess")
     for key, result in results.items():
         if key.startswith("wrong") or key in ("seconds", "HostRows by shard", "bad layout"):
