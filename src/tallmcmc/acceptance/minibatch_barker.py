@@ -58,7 +58,7 @@ from tallmcmc.acceptance.sequential import (
     sample_variance,
     sequential_decision,
     sequential_machine,
-    buffered_central_sum,
+    buffered_fourth_central_sum,
     with_control_variate,
 )
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
@@ -254,7 +254,7 @@ def minibatch_barker(
             b = state.count.astype(dtype)
             spread = jnp.sqrt(state.sum_squares / b)
             spread = jnp.where(spread > 0, spread, 1)
-            return buffered_central_sum(state, 4, state.mean) / spread**4
+            return buffered_fourth_central_sum(state, state.mean) / spread**4
 
         def pooled_kurtosis(state):
             used = jnp.minimum(state.count, buffer_size).astype(dtype)
@@ -325,7 +325,7 @@ def minibatch_barker(
             pool.steps + learned.astype(dtype),
         )
         return sequential_decision(
-            state, num_data, estimate, estimate + noise > 0, pool, variance=variance, error_bound=(0.0*variance if __import__('os').environ.get('HACK_NOCLT') else clt_error(state))
+            state, num_data, estimate, estimate + noise > 0, pool, variance=variance, error_bound=clt_error(state)
         )
 
     machine = sequential_machine(prepare, rule, conclude)

@@ -51,7 +51,7 @@ class SequentialState(NamedTuple):
     :class:`~tallmcmc.acceptance.base.Workspace`: only its first
     ``min(count, buffer_size)`` places are ever read) and
     ``buffer_moments`` theirs, (n, mean, M₂, M₃, M₄) with Mₖ = Σ (lᵢ − mean)ᵏ
-    (see :func:`buffered_central_sum`); ``done`` and ``non_finite`` flags.
+    (see :func:`buffered_fourth_central_sum`); ``done`` and ``non_finite`` flags.
     """
 
     count: jax.Array
@@ -90,20 +90,15 @@ def merged_moments(first: jax.Array, second: jax.Array) -> jax.Array:
     return jnp.stack([n, mean, m2, m3, m4])
 
 
-def buffered_central_sum(state: SequentialState, power: int, center: jax.Array) -> jax.Array:
-    """Σ (lᵢ − ``center``)^``power`` over the buffered lᵢ (``power`` ≤ 4), from ``state.buffer_moments``.
+def buffered_fourth_central_sum(state: SequentialState, center: jax.Array) -> jax.Array:
+    """Σ (lᵢ − ``center``)⁴ over the buffered lᵢ, from ``state.buffer_moments``.
 
-    Shifting moments about their own mean to ``center`` (d = mean − center):
-    Σ (x − c)⁴ = M₄ + 4d M₃ + 6d² M₂ + n d⁴ (the first central moment is 0).
+    Shifting the moments about their own mean to ``center`` (d = mean − center;
+    the first central moment is 0): Σ (x − c)⁴ = M₄ + 4d M₃ + 6d² M₂ + n d⁴.
     """
     n, mean, m2, m3, m4 = state.buffer_moments
     d = mean - center
-    sums = {
-        2: m2 + n * d**2,
-        3: m3 + 3 * d * m2 + n * d**3,
-        4: m4 + 4 * d * m3 + 6 * d**2 * m2 + n * d**4,
-    }
-    return sums[power]
+    return m4 + 4 * d * m3 + 6 * d**2 * m2 + n * d**4
 
 
 def sample_variance(state: SequentialState) -> jax.Array:
