@@ -15,6 +15,13 @@ the task's rank, the task count and the first host from SLURM's variables::
 
     srun --ntasks=2 --nodes=2 python examples/distributed_sampling.py
 
+Many chains, each at its own pace (``tallmcmc.sample(driver="asynchronous")``), two
+devices per process with a ``"chains"`` axis::
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 python examples/distributed_sampling.py \
+        --process-id 0 --num-processes 2 --coordinator 127.0.0.1:12355 \
+        --driver asynchronous --num-chains 16 --chain-devices 2
+
 A single process (no runtime started)::
 
     python examples/distributed_sampling.py --num-processes 1
@@ -53,6 +60,10 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     model.add_argument("--num-samples", type=int, default=2000)
     model.add_argument("--num-chains", type=int, default=1)
     model.add_argument("--seed", type=int, default=0, help="seed of the chains (same draws for any process count)")
+    model.add_argument(
+        "--driver", choices=("vmap", "asynchronous"), default="vmap",
+        help="tallmcmc.sample's driver: lockstep vmapped chains, or each chain at its own pace",
+    )
     parser.add_argument("--output", default=None, help="process 0 writes draws, decisions and data counts (.npz)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
@@ -75,7 +86,7 @@ def model_and_settings(args: argparse.Namespace, data, temperature: float):
     settings = dict(
         proposal=tallmcmc.random_walk(args.step_size), test=test,
         initial_position=jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32),
-        num_samples=args.num_samples, num_chains=args.num_chains, seed=args.seed,
+        num_samples=args.num_samples, num_chains=args.num_chains, seed=args.seed, driver=args.driver,
     )
     return model, settings
 

@@ -37,26 +37,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def child_environment() -> dict:
+def child_environment(devices_per_process: int = 1) -> dict:
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
-    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    env.pop("XLA_FLAGS", None)  # one CPU device per process, unless more are asked for
+    if devices_per_process > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices_per_process}"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 def launch(
     num_processes: int, arguments: list[str], tmp_path: pathlib.Path, slurm: bool = False,
-    script: pathlib.Path = EXAMPLE,
+    script: pathlib.Path = EXAMPLE, devices_per_process: int = 1,
 ) -> list[subprocess.Popen]:
     """Start ``script`` (default: the example) in ``num_processes`` processes: with the three options, or
     (``slurm``) with no option and SLURM's variables set as ``srun`` would on one node (JAX's auto-detection
-    finds them)."""
+    finds them); each process sees ``devices_per_process`` forced CPU devices."""
     port = free_port()
     processes = []
     for index in range(num_processes):
         log = open(tmp_path / f"process{index}.log", "w+")
-        env = child_environment()
+        env = child_environment(devices_per_process)
         if slurm:
             env.update(SLURM_JOB_ID="4242", SLURM_STEP_NODELIST="localhost", SLURM_NTASKS=str(num_processes),
                        SLURM_PROCID=str(index), SLURM_LOCALID=str(index), JAX_COORDINATOR_PORT=str(port))
@@ -116,19 +118,32 @@ def load_example():
     return module
 
 
-def test_two_processes_reproduce_the_single_process_draws(tmp_path):
+@pytest.mark.parametrize(
+    "driver, num_chains, devices_per_process, mesh_text",
+    [("vmap", 1, 1, "mesh {'data': 2}"), ("asynchronous", 4, 2, "mesh {'data': 2, 'chains': 2}")],
+    ids=["vmap-data", "asynchronous-data-chains"],
+)
+def test_two_processes_reproduce_the_single_process_draws(tmp_path, driver, num_chains, devices_per_process,
+                                                          mesh_text):
     """Each process holds half the rows; the draws, decisions and data counts equal one process's bit for bit.
 
     The minibatch Barker test only ever evaluates drawn rows, each on the
     process that holds it (the other lanes add exact zeros), so nothing is
-    summed in a different order and the two runs must agree exactly.
+    summed in a different order and the two runs must agree exactly. With the
+    asynchronous driver each process brings two devices, and the global mesh
+    splits the 4 chains over a ``"chains"`` axis inside each process as well as
+    the rows over the processes; the loop's stopping test and each chain's
+    decision are then collectives across processes.
     """
     output = tmp_path / "two.npz"
-    processes = launch(2, [*SMALL_RUN, "--output", str(output), "--timeout", "30"], tmp_path)
+    run = [*SMALL_RUN, "--driver", driver, "--num-chains", str(num_chains),
+           "--chain-devices", str(devices_per_process)]
+    processes = launch(2, [*run, "--output", str(output), "--timeout", "30"], tmp_path,
+                       devices_per_process=devices_per_process)
     try:
         # Meanwhile, the reference: the same settings, one process, the whole data set, no mesh.
         example = load_example()
-        arguments = example.parse_arguments(SMALL_RUN)
+        arguments = example.parse_arguments(run)
         data = gaussian_mixture.simulate_data(arguments.num_data, seed=arguments.data_seed)
         model, settings = example.model_and_settings(arguments, data, arguments.num_data / 100)
         reference = tallmcmc.sample(model, **settings, progress=False)
@@ -137,10 +152,11 @@ def test_two_processes_reproduce_the_single_process_draws(tmp_path):
     finally:
         kill_all(processes)
     assert codes == [0, 0], f"exit codes {codes}:\n" + "\n".join(log[-3000:] for log in logs)
-    assert "2 process(es), 2 cpu device(s); mesh {'data': 2}" in logs[0]
+    assert f"2 process(es), {2 * devices_per_process} cpu device(s); {mesh_text}" in logs[0]
     assert "process 0: rows 0 to 2,000" in logs[0] and "process 1: rows 2,000 to 4,000" in logs[1]
     two = np.load(output)
     assert int(two["process_count"]) == 2 and int(two["num_data"]) == 4000
+    assert reference.driver == driver and two["positions"].shape == (num_chains, 100, 2)
     np.testing.assert_array_equal(two["positions"], np.asarray(reference.positions))
     np.testing.assert_array_equal(two["accepted"], reference.accepted)
     np.testing.assert_array_equal(two["data_used"], reference.data_used)
