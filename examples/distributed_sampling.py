@@ -18,9 +18,9 @@ the task's rank, the task count and the first host from SLURM's variables::
 Many chains, each at its own pace (``tallmcmc.sample(driver="asynchronous")``), two
 devices per process with a ``"chains"`` axis::
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=2 python examples/distributed_sampling.py \
-        --process-id 0 --num-processes 2 --coordinator 127.0.0.1:12355 \
-        --driver asynchronous --num-chains 16 --chain-devices 2
+    export XLA_FLAGS=--xla_force_host_platform_device_count=2
+    python examples/distributed_sampling.py --process-id 0 --num-processes 2 --coordinator 127.0.0.1:12355 --driver asynchronous --num-chains 16 --chain-devices 2
+    python examples/distributed_sampling.py --process-id 1 --num-processes 2 --coordinator 127.0.0.1:12355 --driver asynchronous --num-chains 16 --chain-devices 2
 
 A single process (no runtime started)::
 
