@@ -79,6 +79,39 @@ def test_every_subsampling_test_has_a_machine_that_decide_runs(control_variate):
     assert machine_of(replaced) is not barker.machine
 
 
+def test_a_full_pass_at_the_start_is_made_only_for_the_chains_that_start(control_variate, monkeypatch):
+    """AustereMH(nc) and the confidence sampler without a bound make a full pass before their minibatch
+    loop; the asynchronous driver must then begin each chain's step once (not every chain at every
+    iteration where one finishes, as it does for the tests with a cheap start). Counted by a callback
+    in ``begin``: ``num_chains × num_samples`` begins exactly. Their draws equal the vmapped driver's
+    (``test_asynchronous_draws_equal_vmapped_draws``)."""
+    tests = subsampling_tests(control_variate)
+    flagged = {name for name, test in tests.items() if test.machine.start_is_full_pass}
+    assert flagged == {"austere_adaptive", "confidence_sampler"}
+    assert tallmcmc.austere_adaptive(0.05, control_variate=control_variate).machine.start_is_full_pass
+
+    honest = chain_asynchronous.step_parts
+    begins = []
+
+    def counting(model, proposal, test):
+        right = honest(model, proposal, test)
+
+        def begin(key, state):
+            # a batched operand: under vmap the callback then runs once per chain
+            jax.debug.callback(lambda position: begins.append(1), state.position)
+            return right.begin(key, state)
+
+        return right._replace(begin=begin)
+
+    monkeypatch.setattr(chain_asynchronous, "step_parts", counting)
+    for name, expected in (("austere_adaptive", "exact"), ("minibatch_barker", "more")):
+        begins.clear()
+        result = run(tests[name], "asynchronous", 3)
+        jax.effects_barrier()
+        steps = result.num_chains * result.num_draws
+        assert (len(begins) == steps) if expected == "exact" else (len(begins) > steps), (name, len(begins), steps)
+
+
 def test_step_parts_equal_the_kernel_step_bit_for_bit(control_variate):
     model = TARGET.model
     tests = {**subsampling_tests(control_variate), "exact_barker": tallmcmc.exact_barker()}

@@ -219,6 +219,20 @@ def asynchronous_runner(
     def keys_at(chain_keys, steps):
         return jax.vmap(step_key)(chain_keys, steps)
 
+    def begin_chosen(data, chain_keys, states, steps, factors, chosen, flight):
+        # One chain at a time, only the chosen ones: for a test whose ``start`` is a full pass, which
+        # ``begin_all`` would make for every chain at every iteration where any chain finishes.
+        order = jnp.nonzero(chosen, size=chosen.shape[0], fill_value=0)[0]
+
+        def begin_one(i, flight):
+            chain = order[i]
+            here = jax.tree_util.tree_map(lambda leaf: leaf[chain], (chain_keys, states, steps, factors))
+            key, state, step, factor = here
+            began = parts_for(data, factor, step).begin(step_key(key, step), state)
+            return jax.tree_util.tree_map(lambda leaf, value: leaf.at[chain].set(value), flight, began)
+
+        return lax.fori_loop(0, jnp.sum(chosen, dtype=jnp.int32), begin_one, flight)
+
     def initialise(data, states, chain_keys, factors) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
         steps = jnp.zeros((num_chains,), jnp.int32)
@@ -264,8 +278,12 @@ def asynchronous_runner(
                 adaptation = _select(finished, updated, adaptation)
             step = carry.step + finished.astype(jnp.int32)
             factors_next = current_factors(carry._replace(adaptation=adaptation), factors)
-            following = begin_all(data, keys_at(chain_keys, step), state, step, factors_next)
-            flight = _select(finished & (step < num_samples), following, carry.flight, restart=True)
+            starting = finished & (step < num_samples)
+            if machine.start_is_full_pass:
+                flight = begin_chosen(data, chain_keys, state, step, factors_next, starting, carry.flight)
+            else:
+                following = begin_all(data, keys_at(chain_keys, step), state, step, factors_next)
+                flight = _select(starting, following, carry.flight, restart=True)
             return carry._replace(
                 state=state, flight=flight, step=step, positions=positions, info=infos, adaptation=adaptation
             )

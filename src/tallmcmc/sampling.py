@@ -278,11 +278,12 @@ def sample(
         and many chains run (measured on the paper's mixture at 64 chains:
         about 2-3x the vmapped chain-steps/s, ``benchmarks/RESULTS.md``); with
         one chain, a full-data test, or a test whose minibatch never grows
-        (e.g. a good control variate) it only adds overhead, and a test that
+        (e.g. a good control variate) it only adds overhead. A test that
         makes a full pass before its minibatch loop (AustereMH(nc),
-        ``confidence_sampler`` without a ``bound``) makes it for every chain
-        whenever any chain starts a step (a vectorised start cannot skip
-        chains), so ``"vmap"`` is the better driver for those.
+        ``confidence_sampler`` without a ``bound``) starts the steps of the
+        chains that finished one at a time, so each step pays its pass once
+        (on the mixture, N = 10⁵, 16 chains: 0.27x the vmapped driver's time
+        per step for AustereMH(nc), 0.46x for the confidence sampler).
     mesh
         Optional :class:`jax.sharding.Mesh` with axis names from
         ``{"data", "chains"}`` (:mod:`tallmcmc.sharding`, ``docs/sharding.md``).

@@ -430,5 +430,5 @@ def austere_adaptive(
         )
         return Decision(accepted & ~bad, cache, info)
 
-    machine = sequential_machine(prepare, rule, conclude)
+    machine = sequential_machine(prepare, rule, conclude, start_is_full_pass=True)
     return with_control_variate(machine_test(machine, init, "austere_adaptive"), control_variate)

@@ -115,6 +115,10 @@ class StepMachine(NamedTuple):
     #: True if ``advance`` returns a finished ``test_state`` unchanged (a batched driver then
     #: need not mask the finished chains out of an advance).
     idle_when_done: bool = False
+    #: True if ``start`` makes a full pass over the data (AustereMH(nc)'s μ and σ, the confidence
+    #: sampler's range bound): a batched driver should then start only the chains that begin a
+    #: step, one at a time, rather than every chain and keep a few.
+    start_is_full_pass: bool = False
 
 
 class AcceptanceTest(NamedTuple):

@@ -190,6 +190,6 @@ def confidence_sampler(
             non_finite=full_pass & ~jnp.isfinite(range_bound),
         )
 
-    machine = sequential_machine(prepare, rule, conclude)
+    machine = sequential_machine(prepare, rule, conclude, start_is_full_pass=full_pass)
 
     return with_control_variate(machine_test(machine, init, "confidence_sampler"), control_variate)

@@ -257,7 +257,7 @@ class SequentialTestState(NamedTuple):
     state: SequentialState
 
 
-def sequential_machine(prepare, rule, conclude) -> StepMachine:
+def sequential_machine(prepare, rule, conclude, *, start_is_full_pass: bool = False) -> StepMachine:
     """A growing-minibatch test as a :class:`~tallmcmc.acceptance.base.StepMachine`.
 
     Parameters
@@ -272,6 +272,9 @@ def sequential_machine(prepare, rule, conclude) -> StepMachine:
     conclude
         ``conclude(context, state, model, position, proposed,
         log_ratio_offset, cache) -> Decision`` from the loop's end state.
+    start_is_full_pass
+        Whether ``prepare`` reads every data point (the machine's
+        :attr:`~tallmcmc.acceptance.base.StepMachine.start_is_full_pass`).
 
     Returns
     -------
@@ -302,7 +305,7 @@ def sequential_machine(prepare, rule, conclude) -> StepMachine:
     def finish(test_state: SequentialTestState, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
         return conclude(test_state.context, test_state.state, model, position, proposed, log_ratio_offset, cache)
 
-    return StepMachine(start, advance, done, finish, idle_when_done=True)
+    return StepMachine(start, advance, done, finish, idle_when_done=True, start_is_full_pass=start_is_full_pass)
 
 
 def machine_test(machine: StepMachine, init, name: str, **fields) -> AcceptanceTest:
@@ -449,7 +452,9 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
         residuals = control_variate.residual_model(model)
         return inner.finish(state, residuals, position, proposed, log_ratio_offset + proxy, cache)
 
-    machine = StepMachine(start, advance, done, finish, idle_when_done=inner.idle_when_done)
+    machine = StepMachine(
+        start, advance, done, finish, idle_when_done=inner.idle_when_done, start_is_full_pass=inner.start_is_full_pass
+    )
     return test._replace(
         init=init,
         decide=decide_by_machine(machine),
