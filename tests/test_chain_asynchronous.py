@@ -32,6 +32,7 @@ from forced_devices import run_on_host_devices
 import tallmcmc
 import tallmcmc.chain_asynchronous as chain_asynchronous
 from tallmcmc.acceptance.base import machine_of
+from tallmcmc.acceptance.tuna import gaussian_mean_bound
 from tallmcmc.chain_asynchronous import step_parts
 from tallmcmc.kernel import MHState
 from tallmcmc.testing import check_posterior_moments
@@ -61,6 +62,7 @@ def subsampling_tests(control_variate):
         "confidence_sampler_bound_cv": tallmcmc.confidence_sampler(
             30, bound=lambda a, b: 50.0 * jnp.sum(jnp.abs(a - b)) + 1.0, control_variate=control_variate
         ),
+        "tuna": tallmcmc.tuna(1.0, gaussian_mean_bound(TARGET.model), chunk_size=16),
     }
 
 
@@ -152,7 +154,7 @@ def draws_equal(a, b) -> bool:
     return exact and all(np.allclose(a.info[k], b.info[k], rtol=1e-5, atol=0) for k in REPORTED_ONLY)
 
 
-FAST = ("minibatch_barker", "minibatch_barker_cv", "austere", "austere_adaptive", "confidence_sampler")
+FAST = ("minibatch_barker", "minibatch_barker_cv", "austere", "austere_adaptive", "confidence_sampler", "tuna")
 
 
 @pytest.mark.parametrize(

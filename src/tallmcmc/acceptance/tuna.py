@@ -42,12 +42,17 @@ Details of this implementation:
   :func:`gaussian_mixture_bound`, :func:`gaussian_mean_bound` and
   :func:`weighted_mean_bound` give bounds for the shipped examples.
 * Indices are drawn from a Walker alias table (Vose's construction, on the
-  host in float64, once): O(1) per draw. The table and the c̃ᵢ are the test's
-  cache (:class:`TunaTables`, 12 bytes per datum and chain), so that compiled
-  code receives them as arguments: as closed-over constants they cost a copy
-  per step (measured 2–3× slower per step at N = 10⁶).
+  host in float64, once): O(1) per draw. The table and the c̃ᵢ
+  (:class:`TunaTables`, 12 bytes per datum) are one copy shared by every
+  chain, read by the step from the bound; JAX hands such large closed-over
+  arrays to the compiled code as arguments. (Until 2026-11-23 they were each
+  chain's cache: 12 bytes per datum *and chain*, and at 64 chains 5.7× slower
+  per chain-step, every chain gathering from its own copy.)
 * Under ``jit`` the random B is met by a ``while_loop`` over chunks of
-  ``chunk_size`` draws; a step costs ⌈(B + 1)/chunk_size⌉ iterations. B is
+  ``chunk_size`` draws; a step costs ⌈(B + 1)/chunk_size⌉ iterations. The
+  step is a :class:`~tallmcmc.acceptance.base.StepMachine` (one chunk per
+  ``advance``), so the asynchronous driver lets each chain start its next
+  step when its own B is met. B is
   drawn in the same loop as the number of arrivals of a unit-rate Poisson
   process in [0, λ + CM] (exponential gaps, the time left carried with
   Kahan compensation), which compiles far faster than
@@ -92,10 +97,9 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from tallmcmc._checks import integer_at_least, positive_finite
-from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
+from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, decide_by_machine, info_for, is_bad
 from tallmcmc.acceptance.sequential import with_control_variate
 from tallmcmc.model import Model, Position
 
@@ -160,7 +164,9 @@ class TunaBound:
 
     @property
     def tables(self) -> TunaTables:
-        """The per-datum arrays a step reads (the test's cache, so that they enter compiled code as arguments)."""
+        """The per-datum arrays a step reads, one copy shared by every chain (closed over by the step; JAX
+        passes closed-over arrays larger than ``jax_embedded_constants_max_bytes`` to the executable as
+        arguments rather than embedding them)."""
         return TunaTables(self.alias_probability, self.alias_index, self.device_constants)
 
     @property
@@ -186,8 +192,34 @@ class TunaBound:
             )
 
 
+class TunaStepState(NamedTuple):
+    """One TunaMH step under way: what the step fixed at its start, then the loop's running values.
+
+    ``distance`` M, ``lam`` λ = χC²M², ``full`` (the full-data branch), ``bad_distance``, the keys of
+    u and of the draws; then the chunk ``index``, the Poisson time ``left`` (with its compensation),
+    the ``count`` B so far, the compensated ``log_sum``, the ``worst`` violation ratio seen,
+    ``nan_seen`` and ``done``.
+    """
+
+    distance: jax.Array
+    lam: jax.Array
+    full: jax.Array
+    bad_distance: jax.Array
+    uniform_key: jax.Array
+    draw_key: jax.Array
+    index: jax.Array
+    left: jax.Array
+    left_error: jax.Array
+    count: jax.Array
+    log_sum: jax.Array
+    compensation: jax.Array
+    worst: jax.Array
+    nan_seen: jax.Array
+    done: jax.Array
+
+
 class TunaTables(NamedTuple):
-    """TunaMH's cache: the alias table and the constants c̃ᵢ on the device (3 arrays of length N per chain)."""
+    """The alias table and the constants c̃ᵢ on the device (3 arrays of length N, shared by all chains)."""
 
     alias_probability: jax.Array
     alias_index: jax.Array
@@ -390,20 +422,18 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
             )
         distance = bound.distance(position, position)
         if isinstance(distance, jax.core.Tracer):  # inside jit: checked on the concrete start already
-            return bound.tables
+            return ()
         distance = np.asarray(distance)
         if distance.shape != () or not np.isfinite(distance) or distance < 0:
             raise ValueError(
                 f"bound.distance(position, position) must be a finite scalar >= 0; got {distance!r}. "
                 "distance(θ, θ′) is M(θ, θ′) of the bound |U_i(θ) − U_i(θ′)| ≤ c_i M(θ, θ′)"
             )
-        return bound.tables
+        return ()
 
-    def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
+    def start(rng_key, model: Model, position, proposed, log_ratio_offset, cache) -> TunaStepState:
         dtype = log_ratio_offset.dtype
-        num_data = model.num_data
-        tables = cache if isinstance(cache, TunaTables) else bound.tables
-        limit = float(num_data) if max_expected_batch is None else max_expected_batch
+        limit = float(model.num_data) if max_expected_batch is None else max_expected_batch
         temperature = jnp.asarray(model.temperature, dtype)
         total = jnp.asarray(total_untempered, dtype) / temperature  # C
         distance = jnp.asarray(bound.distance(position, proposed), dtype)  # M
@@ -419,58 +449,82 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
         # process in [0, λ + CM]: each chunk draws ``chunk_size`` exponential gaps; the time left is kept
         # with a compensated subtraction so that float32 loses nothing over many chunks
         horizon = jnp.where(full | skip, -1.0, expected).astype(dtype)
-        lanes = jnp.arange(chunk_size, dtype=jnp.int32)
         zero = jnp.zeros((), dtype)
+        state = TunaStepState(
+            distance, lam, full, bad_distance, uniform_key, draw_key,
+            jnp.zeros((), jnp.int32), horizon, zero, jnp.zeros((), jnp.int32), zero, zero, zero, jnp.zeros((), bool),
+            jnp.zeros((), bool),
+        )
+        return state._replace(done=~going(state, model.num_data))
 
-        def body(state):
-            index, left, left_error, count, log_sum, compensation, worst, nan_seen = state
-            gap_key, pick_key, alias_key, keep_key = jax.random.split(jax.random.fold_in(draw_key, index), 4)
-            gaps = jax.random.exponential(gap_key, (chunk_size,), dtype)
-            arrivals = jnp.cumsum(gaps)
-            positions = index * chunk_size + lanes
-            valid = jnp.where(full, positions < num_data, arrivals <= left)
-            column = jax.random.randint(pick_key, (chunk_size,), 0, num_data)
-            stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < tables.alias_probability[column]
-            drawn = jnp.where(stay, column, tables.alias_index[column])
-            indices = jnp.where(full, jnp.minimum(positions, num_data - 1), drawn)
-            ratios = model.log_likelihood_ratios_at(position, proposed, indices).astype(dtype)  # lᵢ = Uᵢ(θ) − Uᵢ(θ′)
-            c = tables.constants[indices].astype(dtype) / temperature
-            cm = c * distance
-            checked = valid & ~full & ~jnp.isnan(ratios)
-            excess = jnp.where(checked & (ratios != 0), jnp.abs(ratios) / cm, 0.0)  # inf where cᵢM = 0 < |lᵢ|
-            nan_seen = nan_seen | jnp.any(valid & jnp.isnan(ratios))
-            clipped = jnp.clip(ratios, -cm, cm)
-            keep_probability, log_terms = terms(clipped, c, cm, lam, total)
-            kept = jax.random.uniform(keep_key, (chunk_size,), dtype) < keep_probability
-            values = jnp.where(full, ratios, jnp.where(kept, log_terms, 0.0))
-            log_sum, compensation = _compensated_add(log_sum, compensation, jnp.sum(jnp.where(valid, values, 0.0)))
-            left, left_error = _compensated_add(left, left_error, -arrivals[-1])
-            count = count + jnp.sum(valid).astype(jnp.int32)
-            return index + 1, left, left_error, count, log_sum, compensation, jnp.maximum(worst, jnp.max(excess)), nan_seen
+    def going(state: TunaStepState, num_data: int) -> jax.Array:
+        return jnp.where(state.full, state.index * chunk_size < num_data, state.left >= 0)
 
-        def going(state):
-            index, left = state[0], state[1]
-            return jnp.where(full, index * chunk_size < num_data, left >= 0)
+    def advance(state: TunaStepState, model: Model, position, proposed, log_ratio_offset, cache) -> TunaStepState:
+        """One chunk of ``chunk_size`` draws (the body of ``decide``'s loop)."""
+        dtype = log_ratio_offset.dtype
+        num_data = model.num_data
+        tables = bound.tables  # one copy for all chains (JAX passes large closed-over arrays as arguments)
+        temperature = jnp.asarray(model.temperature, dtype)
+        total = jnp.asarray(total_untempered, dtype) / temperature  # C
+        full, distance, lam, index = state.full, state.distance, state.lam, state.index
+        lanes = jnp.arange(chunk_size, dtype=jnp.int32)
+        gap_key, pick_key, alias_key, keep_key = jax.random.split(jax.random.fold_in(state.draw_key, index), 4)
+        gaps = jax.random.exponential(gap_key, (chunk_size,), dtype)
+        arrivals = jnp.cumsum(gaps)
+        positions = index * chunk_size + lanes
+        valid = jnp.where(full, positions < num_data, arrivals <= state.left)
+        column = jax.random.randint(pick_key, (chunk_size,), 0, num_data)
+        stay = jax.random.uniform(alias_key, (chunk_size,), dtype) < tables.alias_probability[column]
+        drawn = jnp.where(stay, column, tables.alias_index[column])
+        indices = jnp.where(full, jnp.minimum(positions, num_data - 1), drawn)
+        ratios = model.log_likelihood_ratios_at(position, proposed, indices).astype(dtype)  # lᵢ = Uᵢ(θ) − Uᵢ(θ′)
+        c = tables.constants[indices].astype(dtype) / temperature
+        cm = c * distance
+        checked = valid & ~full & ~jnp.isnan(ratios)
+        excess = jnp.where(checked & (ratios != 0), jnp.abs(ratios) / cm, 0.0)  # inf where cᵢM = 0 < |lᵢ|
+        nan_seen = state.nan_seen | jnp.any(valid & jnp.isnan(ratios))
+        clipped = jnp.clip(ratios, -cm, cm)
+        keep_probability, log_terms = terms(clipped, c, cm, lam, total)
+        kept = jax.random.uniform(keep_key, (chunk_size,), dtype) < keep_probability
+        values = jnp.where(full, ratios, jnp.where(kept, log_terms, 0.0))
+        log_sum, compensation = _compensated_add(
+            state.log_sum, state.compensation, jnp.sum(jnp.where(valid, values, 0.0))
+        )
+        left, left_error = _compensated_add(state.left, state.left_error, -arrivals[-1])
+        count = state.count + jnp.sum(valid).astype(jnp.int32)
+        new = state._replace(
+            index=index + 1, left=left, left_error=left_error, count=count, log_sum=log_sum,
+            compensation=compensation, worst=jnp.maximum(state.worst, jnp.max(excess)), nan_seen=nan_seen,
+        )
+        return new._replace(done=~going(new, num_data))
 
-        initial = (jnp.zeros((), jnp.int32), horizon, zero, jnp.zeros((), jnp.int32), zero, zero, zero,
-                   jnp.zeros((), bool))
-        _, _, _, count, log_sum, _, worst, nan_seen = lax.while_loop(going, body, initial)
-        violated = worst > 1.0 + BOUND_SLACK
-        statistic = log_sum + log_ratio_offset
-        bad = is_bad(statistic) | violated | bad_distance | nan_seen
-        log_u = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
+    def done(state: TunaStepState) -> jax.Array:
+        return state.done
+
+    def finish(state: TunaStepState, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
+        dtype = log_ratio_offset.dtype
+        violated = state.worst > 1.0 + BOUND_SLACK
+        statistic = state.log_sum + log_ratio_offset
+        bad = is_bad(statistic) | violated | state.bad_distance | state.nan_seen
+        log_u = jnp.log(jax.random.uniform(state.uniform_key, dtype=dtype))
         accepted = (log_u < statistic) & ~bad
         info = info_for(
             statistic,
-            count,
-            used_full_data=full,
+            state.count,
+            used_full_data=state.full,
             non_finite=bad,
-            error_bound=jnp.where(violated, worst, 0.0),
+            error_bound=jnp.where(violated, state.worst, 0.0),
         )
         return Decision(accepted, cache, info)
 
-    # the cache is the bound's tables, passed through unchanged (kept on reject: no per-step select)
-    test = AcceptanceTest(init, decide, f"tuna(chi={chi:g})", setup=(bound,), keeps_cache_on_reject=True)
+    machine = StepMachine(start, advance, done, finish)
+
+    # no cache: the tables are read from the bound, one copy shared by every chain
+    test = AcceptanceTest(
+        init, decide_by_machine(machine), f"tuna(chi={chi:g})", setup=(bound,), keeps_cache_on_reject=True,
+        machine=machine,
+    )
     return with_control_variate(test, control_variate)
 
 
