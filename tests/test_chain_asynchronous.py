@@ -262,7 +262,7 @@ def recording_proposals(monkeypatch):
 
         def end(flight, state):
             new_state, info = right.end(flight, state)
-            return MHState(flight.proposed, new_state.log_prior, new_state.cache), info
+            return MHState(flight.proposed.position, new_state.log_prior, new_state.cache), info
 
         return right._replace(end=end)
 

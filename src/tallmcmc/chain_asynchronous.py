@@ -38,19 +38,15 @@ from jax import lax
 from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
 from tallmcmc.adaptation import DualAveraging
 from tallmcmc.adaptation import update as adaptation_update
-from tallmcmc.kernel import MHInfo, MHState
+from tallmcmc.kernel import MHInfo, MHState, ProposedStep, conclude_step, propose_step
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
 
 
 class InFlight(NamedTuple):
-    """A step under way: the proposal, its log-prior, the data-free part of Δ and the test's state."""
+    """A step under way: the proposal (θ′, its log-prior, the data-free part of Δ) and the test's state."""
 
-    proposed: Position
-    log_prior: jax.Array
-    offset: jax.Array
-    nan_offset: jax.Array
-    proposal_data_used: jax.Array
+    proposed: ProposedStep
     test_state: Any
 
 
@@ -76,19 +72,14 @@ def step_parts(model: Model, proposal: Proposal, test: AcceptanceTest) -> StepPa
     machine = machine_of(test)
 
     def begin(rng_key: jax.Array, state: MHState) -> InFlight:
-        proposal_key, test_key = jax.random.split(rng_key)
-        proposed = proposal.propose(proposal_key, state.position, model)
-        log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
-        offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
-        # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
-        nan_offset = jnp.isnan(offset)
-        offset = jnp.where(nan_offset, -jnp.inf, offset)
-        test_state = machine.start(test_key, model, state.position, proposed.position, offset, state.cache)
-        return InFlight(proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used), test_state)
+        test_key, proposed = propose_step(model, proposal, rng_key, state)
+        test_state = machine.start(test_key, model, state.position, proposed.position, proposed.offset, state.cache)
+        return InFlight(proposed, test_state)
 
     def advance(flight: InFlight, state: MHState) -> InFlight:
+        proposed = flight.proposed
         test_state = machine.advance(
-            flight.test_state, model, state.position, flight.proposed, flight.offset, state.cache
+            flight.test_state, model, state.position, proposed.position, proposed.offset, state.cache
         )
         return flight._replace(test_state=test_state)
 
@@ -96,22 +87,11 @@ def step_parts(model: Model, proposal: Proposal, test: AcceptanceTest) -> StepPa
         return machine.done(flight.test_state)
 
     def end(flight: InFlight, state: MHState) -> tuple[MHState, MHInfo]:
-        decision = machine.finish(flight.test_state, model, state.position, flight.proposed, flight.offset, state.cache)
-        accepted = decision.accepted
-
-        def choose(new, old):
-            return jnp.where(accepted, new, old)
-
-        new_state = MHState(
-            jax.tree_util.tree_map(choose, flight.proposed, state.position),
-            choose(flight.log_prior, state.log_prior),
-            decision.cache if test.keeps_cache_on_reject else jax.tree_util.tree_map(choose, decision.cache, state.cache),
+        proposed = flight.proposed
+        decision = machine.finish(
+            flight.test_state, model, state.position, proposed.position, proposed.offset, state.cache
         )
-        test_info = decision.info._replace(
-            data_used=decision.info.data_used + flight.proposal_data_used,
-            non_finite=decision.info.non_finite | jnp.isnan(flight.log_prior) | (flight.nan_offset & ~accepted),
-        )
-        return new_state, MHInfo(accepted, *test_info)
+        return conclude_step(test, state, proposed, decision)
 
     def step(rng_key: jax.Array, state: MHState) -> tuple[MHState, MHInfo]:
         flight = begin(rng_key, state)

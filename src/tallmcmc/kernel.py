@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
+from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest, Decision
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
 
@@ -40,6 +40,55 @@ class Kernel(NamedTuple):
     step: Callable[[jax.Array, MHState], tuple[MHState, MHInfo]]
 
 
+class ProposedStep(NamedTuple):
+    """A step's proposal before the test: θ′, its log-prior, the data-free part of Δ and what the proposal used."""
+
+    position: Position
+    log_prior: jax.Array
+    offset: jax.Array  # log p₀(θ′) − log p₀(θ) + log q(θ|θ′) − log q(θ′|θ); −inf where that is NaN
+    nan_offset: jax.Array
+    data_used: jax.Array
+
+
+def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MHState) -> tuple[jax.Array, ProposedStep]:
+    """The part of a step before the acceptance test: ``(test_key, ProposedStep)``.
+
+    Shared by :func:`build_kernel`'s ``step`` and the chain-asynchronous
+    driver (:func:`tallmcmc.chain_asynchronous.step_parts`), so that both make
+    the same draws.
+    """
+    proposal_key, test_key = jax.random.split(rng_key)
+    proposed = proposal.propose(proposal_key, state.position, model)
+    log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
+    offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
+    # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
+    nan_offset = jnp.isnan(offset)
+    offset = jnp.where(nan_offset, -jnp.inf, offset)
+    return test_key, ProposedStep(proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used))
+
+
+def conclude_step(
+    test: AcceptanceTest, state: MHState, proposed: ProposedStep, decision: Decision
+) -> tuple[MHState, MHInfo]:
+    """The part of a step after the acceptance test: accept or reject, and the step's :class:`MHInfo`."""
+    accepted = decision.accepted
+
+    def choose(new, old):
+        return jnp.where(accepted, new, old)
+
+    new_state = MHState(
+        jax.tree_util.tree_map(choose, proposed.position, state.position),
+        choose(proposed.log_prior, state.log_prior),
+        decision.cache if test.keeps_cache_on_reject else jax.tree_util.tree_map(choose, decision.cache, state.cache),
+    )
+    test_info = decision.info._replace(
+        data_used=decision.info.data_used + proposed.data_used,
+        # a NaN ratio that forced a rejection (e.g. an SGLD proposal under a real test) is flagged too
+        non_finite=decision.info.non_finite | jnp.isnan(proposed.log_prior) | (proposed.nan_offset & ~accepted),
+    )
+    return new_state, MHInfo(accepted, *test_info)
+
+
 def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kernel:
     """Assemble a Metropolis–Hastings kernel.
 
@@ -63,30 +112,8 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kern
         return MHState(position, jnp.asarray(model.log_prior(position)), test.init(model, position))
 
     def step(rng_key: jax.Array, state: MHState) -> tuple[MHState, MHInfo]:
-        proposal_key, test_key = jax.random.split(rng_key)
-        proposed = proposal.propose(proposal_key, state.position, model)
-        log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
-        offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
-        # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
-        nan_offset = jnp.isnan(offset)
-        offset = jnp.where(nan_offset, -jnp.inf, offset)
-        decision = test.decide(test_key, model, state.position, proposed.position, offset, state.cache)
-        accepted = decision.accepted
-
-        def choose(new, old):
-            return jnp.where(accepted, new, old)
-
-        new_state = MHState(
-            jax.tree_util.tree_map(choose, proposed.position, state.position),
-            choose(log_prior, state.log_prior),
-            decision.cache if test.keeps_cache_on_reject else jax.tree_util.tree_map(choose, decision.cache, state.cache),
-        )
-        test_info = decision.info._replace(
-            data_used=decision.info.data_used + proposed.data_used,
-            # a NaN ratio that forced a rejection (e.g. an SGLD proposal under a real test) is flagged too
-            non_finite=decision.info.non_finite | jnp.isnan(log_prior) | (nan_offset & ~accepted),
-        )
-        info = MHInfo(accepted, *test_info)
-        return new_state, info
+        test_key, proposed = propose_step(model, proposal, rng_key, state)
+        decision = test.decide(test_key, model, state.position, proposed.position, proposed.offset, state.cache)
+        return conclude_step(test, state, proposed, decision)
 
     return Kernel(init, step)
