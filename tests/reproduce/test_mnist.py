@@ -21,6 +21,9 @@ def test_mnist_smoke(tmp_path):
     assert [m["display_name"] for m in summary["methods"].values()] == [
         "MHminibatch", "AustereMH(nc)", "AustereMH(c)", "MHSubLhd"]
     assert summary["methods"]["confidence_sampler"]["trials"] == 1
+    # --driver auto: the methods measured faster asynchronously run so (the draws are the same)
+    assert {key: stats["driver"] for key, stats in summary["methods"].items()} == {
+        key: mnist.AUTO_DRIVERS.get(key, "vmap") for key in mnist.METHOD_KEYS}
     for key, stats in summary["methods"].items():
         for field in ("mean_minibatch_size", "std_minibatch_size", "mean_data_used", "acceptance_rate",
                       "final_accuracy", "final_test_log_likelihood", "seconds_per_step"):
