@@ -328,7 +328,9 @@ def sample(
 
     Before compiling, the bytes that the data and the chains' states (e.g. a
     full-data test's ``num_chains × N`` cached values, counted twice: the
-    current and the proposed) need on one device are compared with what it
+    current and the proposed) and, with ``driver="asynchronous"``, all the
+    draws and step statistics it keeps until the end need on one device are
+    compared with what it
     has (:func:`tallmcmc.sharding.check_device_memory`); a run that cannot fit
     raises :class:`tallmcmc.sharding.DeviceMemoryError` (a ``ValueError``)
     with the estimate and the remedy (``mesh=``) before JAX runs out of memory.
@@ -445,7 +447,8 @@ def sample(
         run_chunk = layout.shard_map(
             run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
         )
-    _check_memory(model, layout, data, initialise, starts)
+    draws_on_device = num_chains * max(num_samples, num_warmup) if driver == "asynchronous" else 0
+    _check_memory(model, layout, data, initialise, starts, draws_on_device)
     states = initialise(data, starts)
     base_key = jax.random.key(seed)
     chain_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(num_chains))
@@ -661,15 +664,19 @@ def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
 DRIVERS = ("vmap", "asynchronous")
 
 
-def _check_memory(model: Model, layout, data, initialise, starts) -> None:
+def _check_memory(model: Model, layout, data, initialise, starts, held_draws: int = 0) -> None:
     """Refuse, before compiling, a run whose data and chain states cannot fit on one device (estimate only).
 
     Per device: the data (its block of rows with a mesh) and the chains'
     states counted twice (the current state and the proposed one, e.g. a
     full-data test's ``num_chains × N`` per-datum values and their
-    replacement), from the shapes alone (``jax.eval_shape``).
+    replacement), from the shapes alone (``jax.eval_shape``); and
+    ``held_draws`` draws (position and step statistics) kept on the device
+    until the run ends (the asynchronous driver's output buffers).
     """
     states = jax.eval_shape(initialise, data, starts)
+    one_start = tree_bytes(starts) // max(1, jax.tree_util.tree_leaves(starts)[0].shape[0])
+    draw_bytes = held_draws * (one_start + 4 * len(MHInfo._fields))
     if layout is None:
         devices = {device for leaf in jax.tree_util.tree_leaves(data) if isinstance(leaf, jax.Array)
                    for device in leaf.devices()}
@@ -680,7 +687,10 @@ def _check_memory(model: Model, layout, data, initialise, starts) -> None:
         device = layout.local_device()
         data_bytes = tree_bytes(data) // layout.num_data_shards
         state_bytes = tree_bytes(states) // (layout.num_data_shards * layout.num_chain_shards)
+        draw_bytes //= layout.num_chain_shards
     parts = {"data": data_bytes, "chain states (current and proposed)": 2 * state_bytes}
+    if draw_bytes:
+        parts["draws held on the device (asynchronous driver)"] = draw_bytes
     check_device_memory(parts, device, resident=data_bytes if layout is None else 0, mesh_given=layout is not None)
 
 _WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
