@@ -18,6 +18,10 @@ with the load, which is printed before and after every table):
    N = 2·10⁵, d = 10: wall time per step of 4 chains over that of 1 chain (goal ≤ 1.5×), alternating 1 and 4
    chains ``--exact-repeats`` times.
 
+``--only drivers`` (not in the default set) compares the two drivers, interleaved, on TunaMH (``tuna(1.0)`` with the
+mixture's bound, N = 10⁶) and the tests with a full pass before their minibatch (``austere_adaptive(0.05)``,
+``confidence_sampler(100)``, N = ``--driver-num-data``) for ``--driver-chains`` chains.
+
 Every figure is ``chains × draws / sampling_seconds`` (compilation excluded) from :func:`tallmcmc.sample` with
 one chunk, best of ``--repeats`` runs. ``--host-devices 2`` gives XLA one host device per core and runs the chain
 counts that 2 divides on a ``"chains"`` mesh (one asynchronous loop per device), the others (1 chain) on one device. Goals (issue 11, this 2-core CPU): 64 chains ≥ 8× the chain-steps/s of
@@ -154,14 +158,57 @@ def exact_one_vs_four(args) -> None:
     print(f"\nload average after: {load()}")
 
 
+def driver_tests(num_data: int):
+    """The tests compared driver against driver (``--only drivers``): ``name -> (model, test, chain-steps per run)``."""
+    from tallmcmc.acceptance.tuna import gaussian_mixture_bound
+
+    tall = gaussian_mixture.model(1_000_000, temperature=1_000_000 / 100.0, seed=0)
+    small = gaussian_mixture.model(num_data, temperature=num_data / 100.0, seed=0)
+    return {
+        "tuna(1.0), N = 10⁶": (tall, tallmcmc.tuna(1.0, gaussian_mixture_bound(tall)), 4000),
+        f"austere_adaptive(0.05), N = {num_data:,}": (small, tallmcmc.austere_adaptive(0.05), 1600),
+        f"confidence_sampler(100), N = {num_data:,}": (small, tallmcmc.confidence_sampler(100), 1600),
+    }
+
+
+def driver_table(args) -> None:
+    """TunaMH and the full-pass tests: µs per chain-step with each driver, interleaved, best of ``--repeats``."""
+    if len(drivers()) < 2:
+        print("\n(--only drivers: this tallmcmc.sample has one driver)")
+        return
+    print("\n### TunaMH and the tests with a full pass: vmap against asynchronous (GMM, random walk 0.15)\n")
+    print(f"load average before: {load()}\n")
+    print("| test | chains | vmap µs per chain-step | asynchronous µs per chain-step | asynchronous / vmap | "
+          "points per chain-step |")
+    print("|---|---:|---:|---:|---:|---:|")
+    start = jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32)
+    for name, (model, test, chain_steps) in driver_tests(args.driver_num_data).items():
+        for chains in args.driver_chains:
+            steps = steps_for(chains, chain_steps, 40, 2000)
+            best: dict[str, float] = {}
+            for repeat in range(args.repeats):
+                for driver in ("vmap", "asynchronous"):  # interleaved, so that the load moves both alike
+                    result = run(model, tallmcmc.random_walk(0.15), test, start, chains, steps, driver, seed=repeat)
+                    micro = result.sampling_seconds / (chains * result.num_draws) * 1e6
+                    best[driver] = min(best.get(driver, np.inf), micro)
+            print(f"| {name} | {chains} | {best['vmap']:,.0f} | {best['asynchronous']:,.0f} | "
+                  f"{best['asynchronous'] / best['vmap']:.2f} | {result.data_used.mean():,.0f} |", flush=True)
+    print(f"\nload average after: {load()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--driver", choices=drivers(), default=drivers()[0], help="how sample() runs the chains")
     parser.add_argument("--host-devices", type=int, default=1,
                         help="XLA host devices (one per core); with more than one, chain counts they divide run on a "
                              "'chains' mesh over them (one loop per device), the others on one device")
-    parser.add_argument("--only", choices=["gmm", "logistic", "exact"], nargs="+",
-                        default=["gmm", "logistic", "exact"])
+    parser.add_argument("--only", choices=["gmm", "logistic", "exact", "drivers"], nargs="+",
+                        default=["gmm", "logistic", "exact"],
+                        help="drivers (not run by default): TunaMH and the full-pass tests with both drivers")
+    parser.add_argument("--driver-chains", type=int, nargs="+", default=[1, 16, 64],
+                        help="chain counts of --only drivers")
+    parser.add_argument("--driver-num-data", type=int, default=100_000,
+                        help="N of the full-pass tests in --only drivers")
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 8, 64, 512])
     parser.add_argument("--chain-steps", type=int, default=64_000,
                         help="chain-steps per run; steps = this / chains, clipped to [--min-steps, --max-steps]")
@@ -187,6 +234,8 @@ def main() -> None:
                     "Laplace random walk", logistic_cv(args.num_data, args.dimension), args.chains, args)
     if "exact" in args.only:
         exact_one_vs_four(args)
+    if "drivers" in args.only:
+        driver_table(args)
 
 
 if __name__ == "__main__":
