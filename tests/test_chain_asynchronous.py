@@ -321,7 +321,9 @@ def same(a, b):
 
 out = {}
 for name, make, names in [("minibatch_barker", lambda: tallmcmc.minibatch_barker(50), list(meshes)),
-                          ("exact_barker", tallmcmc.exact_barker, ["data x chains"])]:
+                          ("exact_barker", tallmcmc.exact_barker, ["data x chains"]),
+                          # a full pass at the start: the finished chains begin one at a time, on each device
+                          ("austere_adaptive", lambda: tallmcmc.austere_adaptive(0.05), ["data x chains"])]:
     reference = run(make())
     for mesh_name in names:
         out[f"{name} | {mesh_name}"] = same(reference, run(make(), meshes[mesh_name]))
@@ -339,7 +341,8 @@ print("RESULT " + json.dumps(out))
 
 def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one():
     """Data, chains and 2 × 2 meshes (4 forced host devices): the same draws, decisions and data counts
-    bit for bit; the psum left out fails the same comparison."""
+    bit for bit (minibatch Barker on every mesh, exact Barker and AustereMH(nc) on 2 × 2); the psum left
+    out fails the same comparison."""
     results = run_on_host_devices(MESH_SCRIPT)
     wrong = results.pop("wrong")
     assert all(results.values()), results
