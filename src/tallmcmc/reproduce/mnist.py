@@ -119,13 +119,13 @@ PAPER_TABLE_2 = {
         "confidence_sampler": (14977.3, 582.0),
     },
 }
-#: Table 5's per-data-set settings.
 #: ``--driver auto``: the methods whose trials run faster with ``sample(driver="asynchronous")`` (10 chains,
 #: MNIST-13k, 300 steps, same draws: MHSubLhd 26.7 -> 19.3 s, AustereMH(c) 2.5 -> 1.9 s). AustereMH(nc) stays
 #: vmapped: its per-step full pass over all chains at once is one matrix product (10 chains cost 3.2 single
 #: passes), which the asynchronous driver's one-chain-at-a-time starts give up (1.22 -> 2.63 ms per chain-step).
 AUTO_DRIVERS = {"confidence_sampler": "asynchronous", "austere_conservative": "asynchronous"}
 
+#: Table 5's per-data-set settings.
 PAPER_SETTINGS = {
     "13k": {"samples": 5000, "trials": 10, "step_size": 0.05, "austere_error_bound": 0.1,
             "austere_nc_error_bound": 0.05},
