@@ -239,6 +239,17 @@ def test_temperature_schedule_gives_the_vmapped_draws_up_to_rounding():
         np.testing.assert_allclose(vmapped.info[name], asynchronous.info[name], rtol=1e-5, atol=1e-6)
 
 
+def test_auto_driver_runs_chunk_by_chunk_tests_of_many_chains_asynchronously():
+    barker = tallmcmc.minibatch_barker(20)
+    assert tallmcmc.sampling.choose_driver(barker, 1) == "vmap"
+    assert tallmcmc.sampling.choose_driver(barker, 8) == "asynchronous"
+    assert tallmcmc.sampling.choose_driver(barker, 8, chain_shards=2) == "vmap"  # 4 chains per device
+    assert tallmcmc.sampling.choose_driver(tallmcmc.exact_barker(), 64) == "vmap"  # full data: one iteration a step
+    auto, asynchronous = run(barker, "auto", 8, num_samples=20), run(barker, "asynchronous", 8, num_samples=20)
+    assert auto.driver == "asynchronous" and draws_equal(auto, asynchronous)
+    assert run(barker, "auto", 2, num_samples=20).driver == "vmap"
+
+
 def test_bad_driver_is_refused():
     with pytest.raises(ValueError, match="driver"):
         run(tallmcmc.minibatch_barker(20), "async", 1)

@@ -213,6 +213,10 @@ def test_out_of_memory_estimate_before_sampling(monkeypatch):
                         num_samples=100, num_chains=8, progress=False, driver="asynchronous")
     tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start, num_samples=100,
                     num_chains=8, progress=False)
+    # driver="auto" would pick the asynchronous driver for 8 chains; where its draws do not fit it runs vmapped
+    result = tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start,
+                             num_samples=100, num_chains=8, progress=False, driver="auto")
+    assert result.driver == "vmap"
 
 
 def test_device_memory_query_answers_on_this_machine():

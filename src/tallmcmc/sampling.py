@@ -18,14 +18,14 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
 from tallmcmc.adaptation import DualAveraging
 from tallmcmc.adaptation import update as adaptation_update
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sharding import check_device_memory, to_host, tree_bytes
+from tallmcmc.sharding import DeviceMemoryError, check_device_memory, to_host, tree_bytes
 
 
 @dataclasses.dataclass
@@ -287,6 +287,10 @@ def sample(
         the pass for many chains is one matrix product (logistic regression
         on MNIST-13k, 10 chains: AustereMH(nc) 2.63 against 1.22 ms per
         chain-step) the vmapped driver's batched starts are cheaper.
+        ``"auto"``: :func:`choose_driver` picks (the asynchronous driver for
+        a chunk-by-chunk test from 8 chains per device on, else vmap; vmap if
+        the asynchronous driver's draws would not fit in device memory);
+        ``result.driver`` says which ran.
     mesh
         Optional :class:`jax.sharding.Mesh` with axis names from
         ``{"data", "chains"}`` (:mod:`tallmcmc.sharding`, ``docs/sharding.md``).
@@ -344,8 +348,8 @@ def sample(
         raise TypeError("proposal must be a tallmcmc proposal, e.g. tallmcmc.random_walk(0.1)")
     if not isinstance(test, AcceptanceTest):
         raise TypeError("test must be a tallmcmc acceptance test, e.g. tallmcmc.minibatch_barker(batch_size=50)")
-    if driver not in DRIVERS:
-        raise ValueError(f"driver must be one of {DRIVERS}; got {driver!r}")
+    if driver not in (*DRIVERS, "auto"):
+        raise ValueError(f"driver must be one of {(*DRIVERS, 'auto')}; got {driver!r}")
     if (initial_position is None) == (initial_positions is None):
         raise ValueError("give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)")
     layout = None
@@ -357,6 +361,9 @@ def sample(
         layout = layout_for(mesh, model.num_data, num_chains, driver)
         data = layout.distribute(model.data)
         check = check_model_on_mesh(model, layout, data)  # every datum checked where it lives
+    chosen_automatically = driver == "auto"
+    if chosen_automatically:
+        driver = choose_driver(test, num_chains, 1 if layout is None else layout.num_chain_shards)
 
     if initial_position is not None:
         start = as_position(initial_position)
@@ -448,7 +455,13 @@ def sample(
             run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
         )
     draws_on_device = num_chains * max(num_samples, num_warmup) if driver == "asynchronous" else 0
-    _check_memory(model, layout, data, initialise, starts, draws_on_device)
+    try:
+        _check_memory(model, layout, data, initialise, starts, draws_on_device)
+    except DeviceMemoryError:
+        if not (chosen_automatically and draws_on_device):
+            raise
+        driver = "vmap"  # "auto": the vmapped driver brings the draws home chunk by chunk
+        _check_memory(model, layout, data, initialise, starts, 0)
     states = initialise(data, starts)
     base_key = jax.random.key(seed)
     chain_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(num_chains))
@@ -662,6 +675,31 @@ def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
 
 
 DRIVERS = ("vmap", "asynchronous")
+#: ``driver="auto"`` runs the asynchronous driver from this many chains per loop (per device of a
+#: ``"chains"`` mesh) on: on the paper's mixture the two drivers are level at 2-8 chains and the
+#: asynchronous one 1.5-3x faster at 64 (``benchmarks/RESULTS.md``, ``docs/drivers.md``).
+AUTO_ASYNCHRONOUS_CHAINS = 8
+
+
+def choose_driver(test: AcceptanceTest, num_chains: int, chain_shards: int = 1) -> str:
+    """The driver ``sample(..., driver="auto")`` runs: ``"asynchronous"`` or ``"vmap"``.
+
+    ``"asynchronous"`` for a test that decides chunk by chunk (it has a
+    :class:`~tallmcmc.acceptance.base.StepMachine`: the minibatch Barker
+    test, AustereMH and its designs, MHSubLhd, TunaMH) when each loop runs at
+    least :data:`AUTO_ASYNCHRONOUS_CHAINS` chains (``num_chains /
+    chain_shards``, the chains per device of a ``"chains"`` mesh); otherwise
+    ``"vmap"``: one chain, few chains, and full-data tests gain nothing from
+    the asynchronous loop. Both drivers give the same draws, so the choice
+    changes only the time (and the asynchronous driver keeps the draws on the
+    device until the run ends). A rule of thumb measured on a 2-core CPU; one
+    known exception: a full pass at the start of every step that is one
+    matrix product over many chains (AustereMH(nc) on logistic regression)
+    is cheaper vmapped (``docs/drivers.md``).
+    """
+    if has_step_machine(test) and num_chains // max(1, chain_shards) >= AUTO_ASYNCHRONOUS_CHAINS:
+        return "asynchronous"
+    return "vmap"
 
 
 def _check_memory(model: Model, layout, data, initialise, starts, held_draws: int = 0) -> None:

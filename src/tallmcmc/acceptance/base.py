@@ -155,6 +155,11 @@ def decide_by_machine(machine: StepMachine) -> Callable[..., Decision]:
     return decide
 
 
+def has_step_machine(test: AcceptanceTest) -> bool:
+    """Whether ``test.decide`` was built from ``test.machine`` (a test that decides chunk by chunk)."""
+    return test.machine is not None and getattr(test.decide, "machine", None) is test.machine
+
+
 def machine_of(test: AcceptanceTest) -> StepMachine:
     """The test's :class:`StepMachine`, or a one-shot one that runs ``decide`` in ``start``.
 
@@ -164,9 +169,8 @@ def machine_of(test: AcceptanceTest) -> StepMachine:
     ``test.machine`` that ``test.decide`` was not built from (a wrapper
     replaced ``decide`` only) is not trusted: the one-shot machine is used.
     """
-    machine = test.machine
-    if machine is not None and getattr(test.decide, "machine", None) is machine:
-        return machine
+    if has_step_machine(test):
+        return test.machine
 
     def start(rng_key, model, position, proposed, log_ratio_offset, cache):
         return test.decide(rng_key, model, position, proposed, log_ratio_offset, cache)
