@@ -676,8 +676,9 @@ def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
 
 DRIVERS = ("vmap", "asynchronous")
 #: ``driver="auto"`` runs the asynchronous driver from this many chains per loop (per device of a
-#: ``"chains"`` mesh) on: on the paper's mixture the two drivers are level at 2-8 chains and the
-#: asynchronous one 1.5-3x faster at 64 (``benchmarks/RESULTS.md``, ``docs/drivers.md``).
+#: ``"chains"`` mesh) on: measured with the drivers interleaved, from 8 chains the asynchronous one was
+#: never slower (the mixture: 1.2-1.4x faster at 8 chains, 1.5-2.7x at 64), below it level with a control variate
+#: (``benchmarks/RESULTS.md``, ``docs/drivers.md``).
 AUTO_ASYNCHRONOUS_CHAINS = 8
 
 
