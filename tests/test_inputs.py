@@ -223,3 +223,73 @@ def test_draws_do_not_depend_on_num_chunks(test_name):
 def test_subpackages_are_reachable_from_the_top_level():
     for name in ("acceptance", "proposals", "correction", "stein"):
         assert getattr(tallmcmc, name).__name__ == f"tallmcmc.{name}"
+
+
+def _regression_rows(num=200, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num, 2)).astype(np.float32)
+    y = (x @ np.array([0.5, -1.0]) + 0.3 * rng.standard_normal(num)).astype(np.float32)
+    return x, y
+
+
+def _regression_log_likelihood(position, row):
+    mean = row["x1"] * position["beta"][0] + row["x2"] * position["beta"][1]
+    sigma = jnp.exp(position["log_sigma"])
+    return -0.5 * ((row["y"] - mean) / sigma) ** 2 - position["log_sigma"]
+
+
+def _weak_prior(position):
+    return -0.5 * jnp.sum(position["beta"] ** 2) / 100.0 - 0.5 * position["log_sigma"] ** 2
+
+
+def test_position_shape_as_a_dict_of_shape_tuples():
+    x, y = _regression_rows()
+    data = {"x1": x[:, 0], "x2": x[:, 1], "y": y}
+    model = tallmcmc.Model(_regression_log_likelihood, _weak_prior, data,
+                           position_shape={"beta": (2,), "log_sigma": ()})
+    good = {"beta": jnp.zeros(2), "log_sigma": jnp.zeros(())}
+    run(model, initial_position=good, num_samples=3)
+    with pytest.raises(ValueError, match=r"initial_position must have the structure and shapes \{'beta': \(2,\)"):
+        run(model, initial_position={"beta": jnp.zeros(3), "log_sigma": jnp.zeros(())})
+    with pytest.raises(ValueError, match="non-negative"):
+        tallmcmc.Model(_regression_log_likelihood, _weak_prior, data, position_shape={"beta": (-1,)})
+
+
+def test_a_pandas_data_frame_is_read_as_named_columns():
+    pandas = pytest.importorskip("pandas")
+    x, y = _regression_rows()
+    frame = pandas.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "y": y})
+    model = tallmcmc.Model(_regression_log_likelihood, _weak_prior, frame,
+                           position_shape={"beta": (2,), "log_sigma": ()})
+    assert set(model.data) == {"x1", "x2", "y"} and model.num_data == 200
+    as_dict = tallmcmc.Model(_regression_log_likelihood, _weak_prior, {"x1": x[:, 0], "x2": x[:, 1], "y": y})
+    start = {"beta": jnp.zeros(2), "log_sigma": jnp.zeros(())}
+    np.testing.assert_allclose(model.log_density(start), as_dict.log_density(start), rtol=1e-6)
+    with pytest.raises(ValueError, match="data: column 'label' holds object values"):
+        tallmcmc.Model(_regression_log_likelihood, _weak_prior, frame.assign(label=["a"] * 200))
+
+
+def test_an_integer_start_is_cast_to_float():
+    result = run(initial_position=0, num_samples=3)  # an int, not 0.0
+    assert result.positions.dtype == jnp.result_type(float)
+    result = run(initial_position=jnp.zeros((), jnp.int32), num_samples=3)
+    assert jnp.issubdtype(result.positions.dtype, jnp.floating)
+    with pytest.raises(ValueError, match="initial_position must hold real numbers"):
+        run(initial_position=jnp.zeros((), jnp.complex64))
+
+
+def test_constrain_maps_the_draws_and_leaves_the_chain_state_alone():
+    x, y = _regression_rows()
+    data = {"x1": x[:, 0], "x2": x[:, 1], "y": y}
+    model = tallmcmc.Model(_regression_log_likelihood, _weak_prior, data,
+                           constrain=lambda p: {"beta": p["beta"], "sigma": jnp.exp(p["log_sigma"])})
+    start = {"beta": jnp.zeros(2), "log_sigma": jnp.zeros(())}
+    result = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.exact_metropolis(), initial_position=start,
+                             num_samples=20, num_warmup=10, num_chains=2, progress=False)
+    assert set(result.positions) == {"beta", "sigma"} and result.positions["sigma"].shape == (2, 20)
+    np.testing.assert_allclose(result.positions["sigma"][:, -1], np.exp(result.final_state.position["log_sigma"]),
+                               rtol=1e-6)
+    assert set(result.warmup_positions) == {"beta", "sigma"}
+    assert set(result.to_inference_data().posterior.data_vars) == {"beta", "sigma"}
+    with pytest.raises(TypeError, match="constrain must be a function"):
+        tallmcmc.Model(_regression_log_likelihood, _weak_prior, data, constrain=3)

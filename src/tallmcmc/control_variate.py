@@ -238,6 +238,7 @@ class ControlVariate:
             model.temperature,
             model.position_shape,
             model.shards,
+            model.constrain,
             control_variate=self,
         )
 

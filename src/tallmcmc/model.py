@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -46,9 +46,11 @@ class Model:
     position_shape
         Optional: the shape of a position, so that a start of the wrong shape
         is caught before sampling. A tuple of ints for an array position
-        (``(10,)`` for ten coefficients, ``()`` for a scalar), or an example
-        position (an array or pytree of arrays) whose structure and leaf
-        shapes positions must match. ``None`` (default) skips the check.
+        (``(10,)`` for ten coefficients, ``()`` for a scalar), a pytree of
+        such tuples for a pytree position (``{"beta": (5,), "log_sigma": ()}``),
+        or an example position (an array or pytree of arrays) whose structure
+        and leaf shapes positions must match. ``None`` (default) skips the
+        check.
 
     shards
         Set by :func:`tallmcmc.sample` when it runs on a mesh (``mesh=``), never
@@ -59,6 +61,14 @@ class Model:
         :meth:`sum_over_data`, :meth:`log_likelihood_sum`, …) then combine the
         blocks with collectives (:mod:`tallmcmc.sharding`). ``None``: the data
         are all here.
+    constrain
+        Optional ``constrain(position) -> pytree``: what a position means to
+        the user, when the chain moves on another scale (e.g.
+        :func:`tallmcmc.from_numpyro` samples NumPyro's unconstrained sites and
+        reports them constrained, by site name). :func:`tallmcmc.sample`
+        applies it to the kept and warm-up draws (``result.positions``, the
+        ArviZ variables); the chain's state (``result.final_state``) stays on
+        the sampling scale. ``None`` (default): draws are the positions.
 
     Notes
     -----
@@ -80,15 +90,19 @@ class Model:
     temperature: float = 1.0
     position_shape: Any = None
     shards: Any = None
+    constrain: Callable[[Position], Any] | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.log_likelihood):
             raise TypeError("log_likelihood must be a function log_likelihood(position, datum) -> scalar")
         if not callable(self.log_prior):
             raise TypeError("log_prior must be a function log_prior(position) -> scalar")
+        if self.constrain is not None and not callable(self.constrain):
+            raise TypeError("constrain must be a function constrain(position) -> the draws to report, or None")
         temperature = float(self.temperature)
         if not np.isfinite(temperature) or temperature <= 0:
             raise ValueError(f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}")
+        object.__setattr__(self, "data", as_data(self.data))
         num_data_of(self.data)  # validates the data's shape
         object.__setattr__(self, "data", jax.tree_util.tree_map(jnp.asarray, self.data))
         if self.position_shape is not None:
@@ -204,6 +218,33 @@ class Model:
         return self.log_prior(position) + self.log_likelihood_sum(position) / self.temperature
 
 
+def as_data(data: Any) -> Data:
+    """``data`` as a pytree of arrays: a pandas ``DataFrame`` or any mapping of columns becomes a dict of columns.
+
+    A ``DataFrame`` gives ``{column name: values}`` (so ``datum["x1"]`` reads
+    one row's column); a ``Series`` its values; any other mapping a ``dict``.
+    Columns that are not numbers or booleans are refused naming ``data``.
+    """
+    if hasattr(data, "columns") and hasattr(data, "to_numpy") and hasattr(data, "__getitem__"):  # a DataFrame
+        columns = {}
+        for name in data.columns:
+            values = np.asarray(data[name].to_numpy())
+            if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
+                raise ValueError(
+                    f"data: column {name!r} holds {values.dtype} values, which cannot be an array of numbers; "
+                    "encode it as numbers (e.g. pandas.get_dummies or .cat.codes) or drop it before building the Model"
+                )
+            columns[str(name)] = values
+        if not columns:
+            raise ValueError("data is an empty DataFrame: pass one column per variable and one row per datum")
+        return columns
+    if hasattr(data, "to_numpy") and hasattr(data, "index") and not isinstance(data, np.ndarray):  # a Series
+        return np.asarray(data.to_numpy())
+    if isinstance(data, Mapping) and not isinstance(data, dict):
+        return dict(data)
+    return data
+
+
 def num_data_of(data: Data) -> int:
     """Length ``N`` of the leading axis shared by every leaf of ``data``."""
     leaves = jax.tree_util.tree_leaves(data)
@@ -229,32 +270,65 @@ def num_data_of(data: Data) -> int:
     return int(num)
 
 
+def _is_shape(value: Any) -> bool:
+    """Whether ``value`` is a shape: a tuple of ints (``()`` included)."""
+    return isinstance(value, tuple) and all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in value
+    )
+
+
 def expected_position_shapes(position_shape: Any) -> Any:
-    """``Model.position_shape`` as a pytree of shape tuples (a tuple of ints is one array's shape)."""
-    if isinstance(position_shape, tuple) and all(isinstance(n, (int, np.integer)) for n in position_shape):
-        if any(n < 0 for n in position_shape):
+    """``Model.position_shape`` as a pytree of shape tuples.
+
+    A tuple of ints is one array's shape; in a pytree (``{"beta": (5,),
+    "log_sigma": ()}``) every tuple of ints is a leaf's shape; any other leaf
+    is an example value whose shape is taken.
+    """
+    shapes = jax.tree_util.tree_map(
+        lambda leaf: tuple(int(n) for n in leaf) if _is_shape(leaf) else tuple(np.shape(leaf)),
+        position_shape,
+        is_leaf=_is_shape,
+    )
+    for shape in jax.tree_util.tree_leaves(shapes, is_leaf=_is_shape):
+        if any(n < 0 for n in shape):
             raise ValueError(f"position_shape must hold non-negative sizes; got {position_shape}")
-        return tuple(int(n) for n in position_shape)
-    try:
-        return jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)), position_shape)
-    except Exception as error:  # pragma: no cover - tree_map accepts any pytree
-        raise ValueError(
-            "position_shape must be a tuple of ints (an array position's shape) or an example position"
-        ) from error
+    return shapes
 
 
-def as_position(value: Position) -> Position:
-    """A start as a pytree of JAX arrays; a (nested) list of plain numbers becomes one array.
+def _structure(shapes: Any):
+    return jax.tree_util.tree_structure(shapes, is_leaf=_is_shape)
+
+
+def as_position(value: Position, name: str = "initial_position") -> Position:
+    """A start as a pytree of floating JAX arrays; a (nested) list of plain numbers becomes one array.
 
     ``[0.0, 0.0]`` is read as an array of two numbers, not as a pytree of two
-    scalars; tuples, dicts and lists holding arrays stay pytrees.
+    scalars; tuples, dicts and lists holding arrays stay pytrees. Integer
+    leaves (``jnp.zeros(3, int)``, ``[0, 0]``) are cast to JAX's default
+    float, since a position is differentiated and moved by real-valued steps;
+    anything that is not a number is refused naming ``name``.
     """
     if isinstance(value, list) and all(
         isinstance(leaf, (int, float, np.integer, np.floating)) and not isinstance(leaf, bool)
         for leaf in jax.tree_util.tree_leaves(value)
     ):
-        return jnp.asarray(value)
-    return jax.tree_util.tree_map(jnp.asarray, value)
+        value = np.asarray(value)
+
+    def floating(leaf):
+        try:
+            array = jnp.asarray(leaf)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{name} must be an array or a pytree of arrays of numbers; got a leaf of type "
+                f"{type(leaf).__name__} ({error})"
+            ) from error
+        if jnp.issubdtype(array.dtype, jnp.floating):
+            return array
+        if jnp.issubdtype(array.dtype, jnp.integer) or array.dtype == bool:
+            return array.astype(jnp.result_type(float))
+        raise ValueError(f"{name} must hold real numbers; got a leaf of dtype {array.dtype}")
+
+    return jax.tree_util.tree_map(floating, value)
 
 
 def check_position_shape(model: Model, position: Position, name: str = "initial_position") -> None:
@@ -273,9 +347,7 @@ def check_position_shape(model: Model, position: Position, name: str = "initial_
             )
         return
     got_tree = jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)), position)
-    same = jax.tree_util.tree_structure(position) == jax.tree_util.tree_structure(
-        jax.tree_util.tree_map(lambda leaf: 0, model.position_shape)
-    ) and got_tree == expected
+    same = _structure(got_tree) == _structure(expected) and got_tree == expected
     if not same:
         raise ValueError(f"{name} must have the structure and shapes {expected} for this model; got {got_tree}")
 

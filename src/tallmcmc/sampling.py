@@ -35,7 +35,9 @@ class SamplingResult:
     Attributes
     ----------
     positions
-        Pytree like the position, every leaf with leading axes ``(chain, draw)``.
+        Pytree like the position, every leaf with leading axes ``(chain, draw)``
+        (what ``model.constrain`` makes of each position, if the model has one:
+        e.g. NumPyro sites on their constrained scale).
     info
         Per-step fields of :class:`tallmcmc.kernel.MHInfo`, each ``(chain, draw)``.
     num_data
@@ -566,7 +568,7 @@ def sample(
             stacklevel=2,
         )
     result = SamplingResult(
-        positions=positions,
+        positions=reported_draws(model, positions),
         info=info,
         num_data=model.num_data,
         compile_seconds=compile_seconds,
@@ -575,7 +577,7 @@ def sample(
         test_name=test.name,
         proposal_name=proposal.name,
         setup_data_used=setup_data_used,
-        warmup_positions=warmup_positions,
+        warmup_positions=reported_draws(model, warmup_positions),
         warmup_info=warmup_info,
         step_size_factor=None if factors is None else np.asarray(to_host(factors)),
         adapted_covariance=adapted_covariance,
@@ -594,6 +596,14 @@ def sample(
                     error.add_note("the run's draws and step statistics are on this exception's `result` attribute")
                     raise
     return result
+
+
+def reported_draws(model: Model, positions: Position) -> Position:
+    """Draws ``(chain, draw, …)`` as the user reads them: ``model.constrain`` applied to each, if the model has one."""
+    if positions is None or model.constrain is None:
+        return positions
+    constrained = jax.jit(jax.vmap(jax.vmap(model.constrain)))(positions)
+    return jax.tree_util.tree_map(np.asarray, constrained)
 
 
 def _run_vmapped(
