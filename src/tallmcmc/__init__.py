@@ -22,6 +22,7 @@ from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.tuna import tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
+from tallmcmc.interop.numpyro import from_numpyro
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc.mode import ModeResult, find_mode
 from tallmcmc.model import Model, check_model
@@ -52,6 +53,7 @@ __all__ = [
     "check_model",
     "ModeResult",
     "find_mode",
+    "from_numpyro",
     "ControlVariate",
     "taylor_control_variate",
     "choose_austere_parameters",

@@ -1,0 +1,555 @@
+r"""NumPyro models as tallmcmc models: :func:`from_numpyro`.
+
+A NumPyro model states its data's conditional independence with a plate,
+
+.. code-block:: python
+
+    def model(X, y):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=X @ beta), obs=y)
+
+and :func:`from_numpyro` reads the rest from it. The *data plate* is the plate
+that holds the observed sites. The *data* are the model's array arguments whose
+leading length is the plate's size N (here ``X`` and ``y``); one datum is one
+row of each. The per-datum log-likelihood runs the model on one datum: every
+data argument cut to its row (leading length 1) and the plate's indices
+substituted by ``[0]``, so the plate has one element whether its size is
+written ``X.shape[0]`` or a number, and a model that indexes its data with the
+plate's indices (``y[idx]``) or ``numpyro.subsample`` reads that row. Its value
+is the sum of the plate's observed sites' log-densities. A model with no array
+argument of leading length N (data held in a closure and reached through the
+plate's indices or ``numpyro.subsample``, as NumPyro's HMCECS expects) is run
+on its full arguments with the plate's indices substituted by the datum's
+index ``[i]``; the data are then the indices ``0, …, N − 1``.
+
+The position is NumPyro's own: a dict from latent site name to its value on
+the unconstrained scale, mapped to the site's support by
+``numpyro.distributions.transforms.biject_to(site["fn"].support)`` while the
+model runs (so supports that depend on other sites are followed). The log-prior
+is the sum of the latent sites' log-densities, the log-Jacobians of those maps
+and the log-densities of observed sites outside the data plate, computed by
+running the model on the first datum and keeping only those sites (the
+likelihood part is unused and compiled away under ``jit``).
+:meth:`tallmcmc.Model.log_density` is then −(NumPyro's potential energy) at any
+position when ``temperature`` is 1.
+
+Before the model is returned, the decomposition is checked at two random
+unconstrained points (uniform on (−2, 2), NumPyro's ``init_to_uniform``
+region): site by site, the log-prior's terms must equal the whole-data model's
+and each data-plate site's sum of per-datum values must equal its whole-data
+value, and the total must equal ``-numpyro.infer.util.potential_energy`` on the
+whole data. A model that reads its data outside the plate (``y.mean()`` in a
+prior, a plate size used in a likelihood, data on a non-leading axis) fails
+this check and is refused with the site named.
+
+NumPyro is imported inside :func:`from_numpyro`, not when ``tallmcmc`` is.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tallmcmc.model import Model
+
+__all__ = ["INDEX_KEY", "from_numpyro"]
+
+#: The data's key when the model has no array argument of leading length N and
+#: a datum is the index of a row (``data = {INDEX_KEY: arange(N)}``).
+INDEX_KEY = "index"
+
+_NUM_CHECK_POINTS = 2
+_MAX_CHECK_DRAWS = 20
+_CHECK_RADIUS = 2.0
+_CHUNK = 4096
+
+
+def from_numpyro(
+    model: Callable,
+    *args: Any,
+    plate: str | None = None,
+    temperature: float = 1.0,
+    model_kwargs: dict | None = None,
+    **kwargs: Any,
+) -> Model:
+    """A :class:`tallmcmc.Model` from a NumPyro model function and its arguments.
+
+    Parameters
+    ----------
+    model
+        A NumPyro model: a function whose ``numpyro.sample`` sites with
+        ``obs=`` inside one plate are the data's likelihood and whose other
+        ``numpyro.sample`` sites are global, continuous parameters.
+    *args, **kwargs
+        The arguments to call ``model`` with, data included, as for
+        ``numpyro.infer.MCMC.run``. Arrays (NumPy or JAX) whose leading length
+        is the data plate's size N are the data, one row per datum; every
+        other argument is passed to every evaluation unchanged.
+    plate
+        Name of the data plate. Default: the one plate that holds observed
+        sites; give it when several do (e.g. an inner plate over the entries
+        of a vector observation).
+    temperature
+        The ``K`` of :class:`tallmcmc.Model`: the likelihood enters as
+        ``p(x_i | θ)^(1/K)``.
+    model_kwargs
+        Keyword arguments for ``model`` whose names clash with this function's
+        own (``plate``, ``temperature``, ``model_kwargs``); merged with
+        ``**kwargs``.
+
+    Returns
+    -------
+    Model
+        ``log_likelihood(position, datum)``: the data plate's observed sites'
+        log-density at one datum; ``log_prior(position)``: the latent sites'
+        log-densities on the unconstrained scale (log-Jacobians included) plus
+        observed sites outside the data plate; ``data``: a dict from argument
+        name to array (``"X"``, ``"y"``; a nested argument as
+        ``"name['key']"``), or ``{INDEX_KEY: arange(N)}`` when the data are
+        reached through the plate's indices; ``position_shape``: the position
+        at the unconstrained origin, a dict from latent site name to zeros
+        (a valid start: ``model.position_shape``); ``constrain``: maps a
+        position to a dict from latent site name to its constrained value, so
+        that :func:`tallmcmc.sample` reports the draws by site on the model's
+        own scale.
+
+    Raises
+    ------
+    ValueError
+        Naming the site or argument and the fix, if the model cannot be run
+        with the arguments, if it has no observed site, no plate around its
+        observed sites or several candidate plates (pass ``plate=``), a latent
+        site inside the data plate (a local latent variable: marginalise it),
+        a discrete latent site, a subsampling plate other than the data plate,
+        no latent site, or if the per-datum decomposition does not reproduce
+        NumPyro's log density at the check points (data read outside the
+        plate, a datum's term depending on other data, data on a non-leading
+        axis).
+    """
+    if not callable(model):
+        raise TypeError(f"model must be a NumPyro model function; got {type(model).__name__}")
+    if model_kwargs is not None:
+        if not isinstance(model_kwargs, dict):
+            raise ValueError(f"model_kwargs must be a dict of keyword arguments for the model; got {type(model_kwargs).__name__}")
+        clash = sorted(set(model_kwargs) & set(kwargs))
+        if clash:
+            raise ValueError(f"model_kwargs and **kwargs both give {clash}: pass each keyword argument once")
+        kwargs = {**kwargs, **model_kwargs}
+    built = _NumPyroModel(model, args, kwargs, plate)
+    built.check_decomposition()
+    return Model(
+        built.log_likelihood,
+        built.log_prior,
+        built.data,
+        temperature=temperature,
+        position_shape=built.origin,
+        constrain=built.constrain,
+    )
+
+
+class _NumPyroModel:
+    """What :func:`from_numpyro` finds in a NumPyro model, and its evaluations by datum."""
+
+    def __init__(self, model: Callable, args: tuple, kwargs: dict, plate: str | None) -> None:
+        self.model = model
+        self.signature, arguments = _bind(model, args, kwargs)
+        # NumPy arrays become JAX arrays, as when numpyro.infer.MCMC passes them through jit: the model may
+        # index them with traced values (the plate's indices)
+        self.arguments = jax.tree_util.tree_map(
+            lambda leaf: jnp.asarray(leaf) if isinstance(leaf, np.ndarray) else leaf, arguments
+        )
+        prototype = self._prototype_trace()
+        self.plate, self.num_data = _data_plate(prototype, plate)
+        self.latent_names = _latent_sites(prototype, self.plate)
+        self.origin = _unconstrained_origin(prototype, self.latent_names)
+
+        leaves_with_paths, self.treedef = jax.tree_util.tree_flatten_with_path(self.arguments)
+        self.leaves = [leaf for _, leaf in leaves_with_paths]
+        self.data_slots: dict[int, str] = {}
+        for slot, (path, leaf) in enumerate(leaves_with_paths):
+            if isinstance(leaf, (np.ndarray, jax.Array)) and np.ndim(leaf) >= 1 and np.shape(leaf)[0] == self.num_data:
+                self.data_slots[slot] = _leaf_name(path)
+        if self.data_slots:
+            self.by_rows = True
+            self.data = {name: self.leaves[slot] for slot, name in self.data_slots.items()}
+            self.first_datum = {name: value[0] for name, value in self.data.items()}
+        else:
+            self.by_rows = False
+            self.data = {INDEX_KEY: jnp.arange(self.num_data)}
+            self.first_datum = {INDEX_KEY: jnp.zeros((), jnp.int32)}
+
+    # -- running the model -------------------------------------------------------------
+
+    def _prototype_trace(self):
+        """The model's trace at an ``init_to_uniform`` point, traced with abstract values (as under ``jit``).
+
+        Only what does not depend on values is read from it: sites, plates,
+        supports and shapes.
+        """
+        from numpyro import handlers
+        from numpyro.infer import init_to_uniform
+
+        args, kwargs = self._call_arguments(self.arguments)
+        found = {}
+
+        def run():
+            seeded = handlers.substitute(handlers.seed(self.model, rng_seed=0), substitute_fn=init_to_uniform)
+            found["trace"] = handlers.trace(seeded).get_trace(*args, **kwargs)
+            return 0
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                jax.eval_shape(run)
+        except Exception as error:
+            raise ValueError(
+                f"the NumPyro model could not be run with the arguments given: {type(error).__name__}: {error}. "
+                "Pass the arguments the model takes, data included, as to numpyro.infer.MCMC.run; the model is "
+                "traced as under jax.jit, so it may not branch in Python on the values of its sites"
+            ) from error
+        return found["trace"]
+
+    def _call_arguments(self, arguments: dict) -> tuple[tuple, dict]:
+        if self.signature is None:
+            return tuple(arguments["args"]), dict(arguments["kwargs"])
+        bound = inspect.BoundArguments(self.signature, arguments)
+        return bound.args, bound.kwargs
+
+    def _arguments_with(self, data: dict, rows: bool) -> tuple[tuple, dict]:
+        """The model's arguments with the data leaves taken from ``data`` (one row each when ``rows``)."""
+        leaves = list(self.leaves)
+        for slot, name in self.data_slots.items():
+            leaves[slot] = data[name][None] if rows else data[name]
+        return self._call_arguments(jax.tree_util.tree_unflatten(self.treedef, leaves))
+
+    def run(self, position: dict, arguments: tuple[tuple, dict], indices: jax.Array):
+        """Trace the model with the plate's indices and the latent sites substituted.
+
+        Returns the trace and the log-Jacobians of the unconstraining maps, by site.
+        """
+        from numpyro import handlers
+        from numpyro.distributions import constraints
+        from numpyro.distributions.transforms import biject_to
+
+        log_jacobians = {}
+
+        def constrained_value(site):
+            name = site["name"]
+            if site["type"] != "sample" or site["is_observed"] or name not in position:
+                return None
+            support = site["fn"].support
+            unconstrained = position[name]
+            if support is constraints.real or (
+                isinstance(support, constraints.independent) and support.base_constraint is constraints.real
+            ):
+                return unconstrained
+            transform = biject_to(support)
+            value = transform(unconstrained)
+            log_jacobians[name] = jnp.sum(transform.log_abs_det_jacobian(unconstrained, value))
+            return value
+
+        args, kwargs = arguments
+        substituted = handlers.substitute(
+            handlers.substitute(self.model, data={self.plate: indices}), substitute_fn=constrained_value
+        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="subsample_size does not match")
+            trace = handlers.trace(substituted).get_trace(*args, **kwargs)
+        return trace, log_jacobians
+
+    def _datum_run(self, position: dict, datum: dict):
+        if self.by_rows:
+            return self.run(position, self._arguments_with(datum, rows=True), jnp.zeros(1, jnp.int32))
+        return self.run(position, self._call_arguments(self.arguments), jnp.reshape(datum[INDEX_KEY], (1,)))
+
+    def _terms(self, trace, log_jacobians, *, in_plate: bool) -> dict[str, jax.Array]:
+        """Summed log-densities by site: the data plate's observed sites, or every other term."""
+        plate_site = trace[self.plate]
+        plate_factor = plate_site["args"][0] / np.shape(plate_site["value"])[0]
+        terms = {}
+        for name, site in trace.items():
+            if site["type"] != "sample":
+                continue
+            inside = any(frame.name == self.plate for frame in site["cond_indep_stack"])
+            if inside != in_plate:
+                continue
+            if site["intermediates"]:
+                log_prob = site["fn"].log_prob(site["value"], site["intermediates"])
+            else:
+                log_prob = site["fn"].log_prob(site["value"])
+            scale = site["scale"]
+            if inside and plate_factor != 1 and scale is not None:
+                # the plate scales its sites by size / len(indices); a datum counts once
+                scale = None if isinstance(scale, (int, float)) and scale == plate_factor else scale / plate_factor
+            if scale is not None:
+                log_prob = scale * log_prob
+            terms[name] = jnp.sum(log_prob)
+        if not in_plate:
+            for name, value in log_jacobians.items():
+                terms[f"{name} (log-Jacobian)"] = value
+        return terms
+
+    # -- the Model's functions ---------------------------------------------------------
+
+    def datum_terms(self, position: dict, datum: dict) -> dict[str, jax.Array]:
+        """The data plate's observed sites' log-densities at one datum, by site."""
+        trace, log_jacobians = self._datum_run(position, datum)
+        return self._terms(trace, log_jacobians, in_plate=True)
+
+    def log_likelihood(self, position: dict, datum: dict) -> jax.Array:
+        """log p(datum | position): the data plate's observed sites at one datum."""
+        return sum(self.datum_terms(position, datum).values())
+
+    def prior_terms(self, position: dict) -> dict[str, jax.Array]:
+        """The log-prior's terms by site (log-Jacobians as ``"name (log-Jacobian)"``)."""
+        trace, log_jacobians = self._datum_run(position, self.first_datum)
+        return self._terms(trace, log_jacobians, in_plate=False)
+
+    def log_prior(self, position: dict) -> jax.Array:
+        """Latent sites on the unconstrained scale, log-Jacobians, observed sites outside the data plate."""
+        return sum(self.prior_terms(position).values(), jnp.zeros(()))
+
+    def constrain(self, position: dict) -> dict[str, jax.Array]:
+        """The latent sites' values on their supports, by site name."""
+        trace, _ = self._datum_run(position, self.first_datum)
+        return {name: trace[name]["value"] for name in self.latent_names}
+
+    # -- the check ---------------------------------------------------------------------
+
+    def _full_arguments(self, data: dict) -> tuple[tuple, dict]:
+        if self.by_rows:
+            return self._arguments_with(data, rows=False)
+        return self._call_arguments(self.arguments)
+
+    def whole_data_terms(self, position: dict, data: dict) -> dict[str, jax.Array]:
+        """Every term by site on the whole data (plate indices ``0, …, N − 1``)."""
+        trace, log_jacobians = self.run(position, self._full_arguments(data), jnp.arange(self.num_data))
+        return {**self._terms(trace, log_jacobians, in_plate=False), **self._terms(trace, log_jacobians, in_plate=True)}
+
+    def numpyro_log_density(self, position: dict, data: dict) -> jax.Array:
+        """−``numpyro.infer.util.potential_energy`` on the whole data (the plate's indices all of them)."""
+        from numpyro import handlers
+        from numpyro.infer.util import potential_energy
+
+        args, kwargs = self._full_arguments(data)
+        whole = handlers.substitute(self.model, data={self.plate: jnp.arange(self.num_data)})
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="subsample_size does not match")
+            return -potential_energy(whole, args, kwargs, position)
+
+    def summed_datum_terms(self, position: dict, data: dict) -> tuple[dict, dict]:
+        """Σᵢ and Σᵢ|·| of each data-plate site's per-datum values over all N data."""
+        batch_size = min(self.num_data, _CHUNK)
+        values = jax.lax.map(lambda datum: self.datum_terms(position, datum), data, batch_size=batch_size)
+        return (
+            {name: jnp.sum(value) for name, value in values.items()},
+            {name: jnp.sum(jnp.abs(value)) for name, value in values.items()},
+        )
+
+    def check_points(self) -> list[dict]:
+        """Up to :data:`_MAX_CHECK_DRAWS` unconstrained positions drawn uniformly on (−2, 2)."""
+        rng = np.random.default_rng(0)
+        return [
+            {
+                name: jnp.asarray(rng.uniform(-_CHECK_RADIUS, _CHECK_RADIUS, jnp.shape(zero)), jnp.result_type(zero))
+                for name, zero in sorted(self.origin.items())
+            }
+            for _ in range(_MAX_CHECK_DRAWS)
+        ]
+
+    def check_values(self, position: dict, data: dict):
+        """Everything :meth:`check_decomposition` compares, at one position (one compiled function)."""
+        return (
+            self.numpyro_log_density(position, data),
+            self.whole_data_terms(position, data),
+            self.prior_terms(position),
+            *self.summed_datum_terms(position, data),
+        )
+
+    def check_decomposition(self) -> None:
+        """Raise a ``ValueError`` naming the site unless prior + Σ per-datum = NumPyro's log density.
+
+        See the module's docstring for what is compared.
+        """
+        values_at = jax.jit(self.check_values)
+        checked = 0
+        for point in self.check_points():
+            reference, whole, prior, sums, magnitudes = jax.tree_util.tree_map(float, values_at(point, self.data))
+            if not np.isfinite(reference):
+                continue
+            self._compare(point, whole, prior, sums, magnitudes, reference)
+            checked += 1
+            if checked == _NUM_CHECK_POINTS:
+                return
+        if checked == 0:
+            raise ValueError(
+                f"NumPyro's own log density (-potential_energy) is not finite at any of {_MAX_CHECK_DRAWS} random "
+                f"unconstrained points in (-{_CHECK_RADIUS:g}, {_CHECK_RADIUS:g}), so the per-datum decomposition "
+                "cannot be checked. Check the model and its data with numpyro.infer.util.initialize_model"
+            )
+
+    def _compare(self, point, whole, prior, sums, magnitudes, expected_total) -> None:
+        rtol = 1e-5 if jnp.result_type(float) == jnp.float32 else 1e-10
+        where = "at the unconstrained point " + ", ".join(
+            f"{name}={np.array2string(np.asarray(value), precision=3)}" for name, value in sorted(point.items())
+        )
+        data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
+        for name in sorted(set(whole) - set(prior) - set(sums)):
+            raise ValueError(
+                f"site {name!r} appears when the model runs on all {self.num_data} data but not when it runs on one "
+                f"datum: the model's structure depends on the data's size. Give the model a fixed set of sites"
+            )
+        for name, value in prior.items():
+            if name not in whole or not _close(value, whole[name], rtol * (abs(whole.get(name, 0.0)) + 1.0)):
+                raise ValueError(
+                    f"site {name!r} lies outside the data plate {self.plate!r}, yet its log-density is "
+                    f"{whole.get(name)} with all the data and {value} with one datum's rows {where}: the model reads "
+                    "its data outside the plate (a statistic such as y.mean() or X.shape[0] in a prior, or observed "
+                    f"data outside the plate). Put every observed datum inside numpyro.plate({self.plate!r}, N), and "
+                    "compute data statistics before calling the model and pass them as arguments (arrays whose "
+                    f"leading length is not N = {self.num_data}, or numbers)"
+                )
+        for name, value in sums.items():
+            if name not in whole or not _close(value, whole[name], rtol * (magnitudes[name] + 1.0)):
+                mode = (
+                    f"one row of each data argument ({data_names})"
+                    if self.by_rows
+                    else "the plate's indices substituted by one datum's index (no argument has leading length N)"
+                )
+                raise ValueError(
+                    f"the per-datum decomposition does not hold at site {name!r} in the data plate {self.plate!r}: "
+                    f"the sum over the {self.num_data} data of its log-density evaluated one datum at a time "
+                    f"({mode}) is {value}, the whole-data model gives {whole.get(name)} {where}. A datum's term must "
+                    "depend on that datum only: compute statistics of all the data (y.mean(), X.shape[0]) before "
+                    "calling the model and pass them as arguments, and give every array that holds the data its rows "
+                    "on the leading axis (pass data as arguments, or reach them only through the plate's indices / "
+                    "numpyro.subsample, not both)"
+                )
+        total = sum(prior.values()) + sum(sums.values())
+        tolerance = rtol * (sum(abs(v) for v in prior.values()) + sum(magnitudes.values()) + 1.0)
+        if not _close(total, expected_total, tolerance):
+            raise ValueError(
+                f"the model's log density, log_prior + Σ per-datum log-likelihoods = {total}, differs from NumPyro's "
+                f"-potential_energy = {expected_total} {where}, although every site agrees with the whole-data "
+                "trace; this model uses a NumPyro feature from_numpyro does not handle (e.g. scaled or masked sites "
+                "in nested plates). Write the model as a tallmcmc.Model by hand"
+            )
+
+
+def _close(value: float, expected: float, tolerance: float) -> bool:
+    if not (np.isfinite(value) and np.isfinite(expected)):
+        return value == expected
+    return abs(value - expected) <= tolerance
+
+
+def _bind(model: Callable, args: tuple, kwargs: dict):
+    """The model's arguments by name (``inspect.signature``), or as ``{"args", "kwargs"}`` if it has none."""
+    try:
+        signature = inspect.signature(model)
+        bound = signature.bind(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        try:
+            inspect.signature(model)
+        except (TypeError, ValueError):
+            return None, {"args": tuple(args), "kwargs": dict(kwargs)}
+        raise ValueError(f"the arguments do not fit the model's signature: {error}") from error
+    return signature, dict(bound.arguments)
+
+
+def _leaf_name(path) -> str:
+    head, *rest = path
+    name = str(getattr(head, "key", head))
+    return name + jax.tree_util.keystr(tuple(rest)) if rest else name
+
+
+def _data_plate(trace, plate: str | None) -> tuple[str, int]:
+    """The data plate's name and size: ``plate`` if given, else the one plate that holds observed sites."""
+    plates = {name: site for name, site in trace.items() if site["type"] == "plate"}
+    observed = [site for site in trace.values() if site["type"] == "sample" and site["is_observed"]]
+    described = ", ".join(f"{name!r} (size {site['args'][0]})" for name, site in plates.items()) or "none"
+    if not observed:
+        raise ValueError(
+            "the model has no observed site: pass the data to the model (numpyro.sample(..., obs=y)) "
+            "so that it has a likelihood"
+        )
+    holding: dict[str, list[str]] = {}
+    for site in observed:
+        for frame in site["cond_indep_stack"]:
+            holding.setdefault(frame.name, []).append(site["name"])
+    if plate is not None:
+        if not isinstance(plate, str) or plate not in plates:
+            raise ValueError(f"plate={plate!r}: the model has no plate of that name; its plates: {described}")
+        if plate not in holding:
+            raise ValueError(
+                f"plate={plate!r} holds no observed site; the data plate is the plate around the observed sites "
+                f"(plates holding observed sites: {sorted(holding) or 'none'})"
+            )
+    else:
+        if not holding:
+            names = sorted(site["name"] for site in observed)
+            raise ValueError(
+                f"no data plate: the observed site(s) {names} are not inside a numpyro.plate. tallmcmc needs one "
+                "likelihood term per datum; wrap them: with numpyro.plate('data', N): numpyro.sample(..., obs=y)"
+            )
+        if len(holding) > 1:
+            candidates = ", ".join(
+                f"{name!r} (size {plates[name]['args'][0]}, sites {sorted(sites)})" for name, sites in holding.items()
+            )
+            raise ValueError(
+                f"several plates hold observed sites: {candidates}. Pass plate='name' to say which one runs over "
+                "the data (the outer one, for a plate over the entries of a vector observation)"
+            )
+        (plate,) = holding
+    for name, site in plates.items():
+        size, subsample_size = site["args"]
+        if name != plate and subsample_size is not None and subsample_size < size:
+            raise ValueError(
+                f"plate {name!r} subsamples (subsample_size={subsample_size} of {size}) but is not the data plate "
+                f"{plate!r}: only the data plate may subsample. Drop subsample_size from plate {name!r}"
+            )
+    return plate, int(plates[plate]["args"][0])
+
+
+def _latent_sites(trace, plate: str) -> list[str]:
+    """Names of the latent sites, after refusing local and discrete ones."""
+    names = []
+    for name, site in trace.items():
+        if site["type"] != "sample" or site["is_observed"]:
+            continue
+        if any(frame.name == plate for frame in site["cond_indep_stack"]):
+            raise ValueError(
+                f"latent site {name!r} is inside the data plate {plate!r}: a local latent variable, one per datum. "
+                "tallmcmc samples global parameters with one likelihood term per datum; integrate the local "
+                "variable out of the likelihood (e.g. a mixture with dist.MixtureSameFamily for a discrete "
+                "assignment, a Student-t for a normal scale mixture, or a marginal Gaussian), or move the site out "
+                "of the plate if it is one global parameter (a site with obs=... missing values also creates one)"
+            )
+        if site["fn"].support.is_discrete:
+            raise ValueError(
+                f"latent site {name!r} is discrete ({type(site['fn']).__name__}): tallmcmc's proposals move "
+                "continuous positions. Sum it out of the model (e.g. dist.MixtureSameFamily) or fix it by "
+                "passing its value as an argument"
+            )
+        names.append(name)
+    if not names:
+        raise ValueError("the model has no latent site outside the data plate: there is nothing to sample")
+    return names
+
+
+def _unconstrained_origin(trace, names: list[str]) -> dict[str, jax.Array]:
+    """Zeros of each latent site's unconstrained shape."""
+    from numpyro.distributions.transforms import biject_to
+
+    origin = {}
+    for name in names:
+        site = trace[name]
+        shape = biject_to(site["fn"].support).inverse_shape(jnp.shape(site["value"]))
+        origin[name] = jnp.zeros(shape)
+    return origin
