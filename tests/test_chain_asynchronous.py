@@ -67,7 +67,7 @@ def subsampling_tests(control_variate):
 
 
 def same(a, b) -> bool:
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+    return all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
 def test_every_subsampling_test_has_a_machine_that_decide_runs(control_variate):
@@ -149,7 +149,7 @@ REPORTED_ONLY = ("error_bound",)
 def draws_equal(a, b) -> bool:
     """Positions and every step statistic equal bit for bit (the reported-only ones to float32 rounding)."""
     exact = same(a.positions, b.positions) and all(
-        np.array_equal(a.info[k], b.info[k]) for k in a.info if k not in REPORTED_ONLY
+        np.array_equal(a.info[k], b.info[k], equal_nan=True) for k in a.info if k not in REPORTED_ONLY
     )
     return exact and all(np.allclose(a.info[k], b.info[k], rtol=1e-5, atol=0) for k in REPORTED_ONLY)
 
@@ -200,7 +200,7 @@ def warmups_equal(a, b) -> bool:
     """Warm-up draws, their statistics and the adapted step-size factors equal bit for bit."""
     return bool(
         np.array_equal(a.warmup_positions, b.warmup_positions)
-        and all(np.array_equal(a.warmup_info[k], b.warmup_info[k]) for k in a.warmup_info if k not in REPORTED_ONLY)
+        and all(np.array_equal(a.warmup_info[k], b.warmup_info[k], equal_nan=True) for k in a.warmup_info if k not in REPORTED_ONLY)
         and np.array_equal(a.step_size_factor, b.step_size_factor)
     )
 
@@ -234,7 +234,7 @@ def test_temperature_schedule_gives_the_vmapped_draws_up_to_rounding():
     vmapped, asynchronous = run(test, "vmap", 2, **options), run(test, "asynchronous", 2, **options)
     assert np.array_equal(vmapped.positions, asynchronous.positions)
     for name in ("accepted", "data_used", "used_full_data", "non_finite"):
-        assert np.array_equal(vmapped.info[name], asynchronous.info[name]), name
+        assert np.array_equal(vmapped.info[name], asynchronous.info[name], equal_nan=True), name
     for name in ("statistic", "variance", "error_bound"):
         np.testing.assert_allclose(vmapped.info[name], asynchronous.info[name], rtol=1e-5, atol=1e-6)
 

@@ -1,7 +1,7 @@
 """Dual averaging of a chain's step-size factor during warm-up (Hoffman & Gelman 2014, Algorithm 5).
 
 Each chain keeps ``(log_factor, log_factor_bar, h_bar)``: after its step
-``t`` (0-based) with acceptance indicator ``a``,
+``t`` (0-based) with acceptance statistic ``a``,
 
     h̄ ← (1 − w) h̄ + w (target − a),   w = 1/(t + 1 + t₀),
     log ε ← μ − √(t + 1)/γ · h̄,
@@ -10,6 +10,14 @@ Each chain keeps ``(log_factor, log_factor_bar, h_bar)``: after its step
 and its next step uses the factor exp(log ε); after warm-up the chain keeps
 exp(log ε̄). Both drivers of :func:`tallmcmc.sample` call :func:`update`, so
 their warm-ups give the same factors.
+
+The statistic (:func:`statistic`) is the step's acceptance indicator, except
+for a proposal that reports a data-free proxy ratio
+(``Proposal.proxy_target`` set, e.g. the proxy Hamiltonian and Langevin
+moves): then it is that move's acceptance probability on the proxy,
+min(1, e^{proxy log ratio}). A Barker-type test accepts a near-exact
+proposal about half the time whatever its step size, so its acceptance cannot
+say that a step is too long; the proxy's can (``docs/warmup.md``).
 """
 
 from __future__ import annotations
@@ -40,8 +48,21 @@ class DualAveraging(NamedTuple):
         return cls(zeros, zeros, zeros)
 
 
+def adapts_on_proxy(proposal) -> bool:
+    """Whether warm-up adapts ``proposal`` on its proxy acceptance (it reports one) rather than the test's."""
+    return proposal.proxy_target is not None
+
+
+def statistic(info, on_proxy: bool) -> jax.Array:
+    """What dual averaging drives towards the target: the proxy acceptance or the acceptance indicator."""
+    return info.proxy_acceptance if on_proxy else info.accepted
+
+
 def update(state: DualAveraging, step: jax.Array, accepted: jax.Array, target: float) -> DualAveraging:
-    """The state after step ``step`` (0-based, per chain or shared) whose acceptance indicator is ``accepted``."""
+    """The state after step ``step`` (0-based, per chain or shared) whose acceptance statistic is ``accepted``.
+
+    ``accepted`` is the acceptance indicator (bool) or an acceptance probability (see :func:`statistic`).
+    """
     dtype = state.log_factor.dtype
     count = step.astype(dtype) + 1.0
     weight = 1.0 / (count + T0)

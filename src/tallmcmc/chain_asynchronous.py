@@ -37,6 +37,7 @@ from jax import lax
 
 from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
 from tallmcmc.adaptation import DualAveraging
+from tallmcmc.adaptation import adapts_on_proxy, statistic
 from tallmcmc.adaptation import update as adaptation_update
 from tallmcmc.kernel import MHInfo, MHState, ProposedStep, conclude_step, propose_step
 from tallmcmc.model import Model, Position
@@ -170,6 +171,7 @@ def asynchronous_runner(
     """
     machine = machine_of(test)
     adapting = adapt_target is not None
+    on_proxy = adapts_on_proxy(proposal)
 
     def current_factors(carry, factors):
         return jnp.exp(carry.adaptation.log_factor) if adapting else factors
@@ -254,7 +256,7 @@ def asynchronous_runner(
             state = _select(finished, new_state, carry.state)
             adaptation = carry.adaptation
             if adapting:
-                updated = adaptation_update(adaptation, carry.step, info.accepted, adapt_target)
+                updated = adaptation_update(adaptation, carry.step, statistic(info, on_proxy), adapt_target)
                 adaptation = _select(finished, updated, adaptation)
             step = carry.step + finished.astype(jnp.int32)
             factors_next = current_factors(carry._replace(adaptation=adaptation), factors)

@@ -26,12 +26,17 @@ class MHState(NamedTuple):
     cache: Any
 
 
-MHInfo = NamedTuple("MHInfo", [("accepted", jax.Array), *AcceptanceInfo.__annotations__.items()])
-MHInfo.__doc__ = """What one step did: ``accepted``, then the test's :class:`~tallmcmc.acceptance.base.AcceptanceInfo` fields.
+MHInfo = NamedTuple(
+    "MHInfo",
+    [("accepted", jax.Array), *AcceptanceInfo.__annotations__.items(), ("proxy_acceptance", jax.Array)],
+)
+MHInfo.__doc__ = """What one step did: ``accepted``, the test's :class:`~tallmcmc.acceptance.base.AcceptanceInfo` fields, ``proxy_acceptance``.
 
 ``data_used`` counts everything touched this step: the test's data plus any
 the proposal used; ``non_finite`` also flags a NaN prior or proposal ratio
-that forced a rejection.
+that forced a rejection. ``proxy_acceptance`` is min(1, e^{r}) for the
+proposal's data-free proxy log ratio r (:class:`tallmcmc.proposals.base.Proposed`),
+NaN for a proposal without a proxy; warm-up adapts proxy proposals on it.
 """
 
 
@@ -48,6 +53,7 @@ class ProposedStep(NamedTuple):
     offset: jax.Array  # log p₀(θ′) − log p₀(θ) + log q(θ|θ′) − log q(θ′|θ); −inf where that is NaN
     nan_offset: jax.Array
     data_used: jax.Array
+    proxy_acceptance: jax.Array  # min(1, e^{proxy log ratio}); NaN without a proxy
 
 
 def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MHState) -> tuple[jax.Array, ProposedStep]:
@@ -64,7 +70,15 @@ def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MH
     # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
     nan_offset = jnp.isnan(offset)
     offset = jnp.where(nan_offset, -jnp.inf, offset)
-    return test_key, ProposedStep(proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used))
+    dtype = state.log_prior.dtype
+    if proposed.proxy_log_ratio is None:
+        proxy_acceptance = jnp.full((), jnp.nan, dtype)
+    else:  # a NaN ratio (a diverging trajectory) is a certain proxy rejection
+        proxy_ratio = jnp.asarray(proposed.proxy_log_ratio, dtype)
+        proxy_acceptance = jnp.where(jnp.isnan(proxy_ratio), 0.0, jnp.exp(jnp.minimum(proxy_ratio, 0.0)))
+    return test_key, ProposedStep(
+        proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used), proxy_acceptance
+    )
 
 
 def conclude_step(
@@ -86,7 +100,7 @@ def conclude_step(
         # a NaN ratio that forced a rejection (e.g. an SGLD proposal under a real test) is flagged too
         non_finite=decision.info.non_finite | jnp.isnan(proposed.log_prior) | (proposed.nan_offset & ~accepted),
     )
-    return new_state, MHInfo(accepted, *test_info)
+    return new_state, MHInfo(accepted, *test_info, proposed.proxy_acceptance)
 
 
 def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kernel:

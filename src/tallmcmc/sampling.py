@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
-from tallmcmc.adaptation import DualAveraging
+from tallmcmc.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.adaptation import update as adaptation_update
 from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc._checks import integer_at_least, open_unit_interval
@@ -487,7 +487,9 @@ def sample(
                 positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(leaf, 0, 1), positions)
                 return states, adapted, (positions, MHInfo(**{k: np.swapaxes(v, 0, 1) for k, v in info.items()}))
             if adapt:
-                return _adaptive_warmup(kernel_for, data, states, keys, steps, target, layout)
+                return _adaptive_warmup(
+                    kernel_for, data, states, keys, steps, target, layout, adapts_on_proxy(proposal_now)
+                )
             states, outputs = jax.jit(
                 lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None))
             )(data, states, keys)
@@ -769,12 +771,41 @@ def _schedule(values, name: str, num_samples: int, what: str) -> np.ndarray | No
     return array
 
 
+#: Barker's optimal random-walk acceptance against Metropolis's (Agrawal et al. 2021): the default target
+#: under a Barker-type test is the proposal's Metropolis target scaled by it, and at most 0.7 of the test's
+#: ceiling (``AcceptanceTest.max_acceptance``, ½), since a target near the ceiling drives the step to 0.
+_BARKER_SCALING = 0.158 / 0.234
+_CEILING_FRACTION = 0.7
+
+
 def _target_acceptance(target: float | None, proposal: Proposal, test: AcceptanceTest) -> float:
-    if target is not None:
-        return open_unit_interval(target, "target_acceptance", "the acceptance rate warm-up aims at")
-    if "barker" not in test.name:
-        return proposal.metropolis_target
-    return min(proposal.metropolis_target * 0.158 / 0.234, 0.35)  # Barker's acceptance is below ½ however small the step
+    """The rate warm-up aims at: the proxy acceptance's for a proxy proposal, else the test's acceptance's."""
+    if adapts_on_proxy(proposal):  # data-free: the same target under every test
+        if target is None:
+            return proposal.proxy_target
+        return open_unit_interval(target, "target_acceptance", "the proxy acceptance rate warm-up aims at")
+    ceiling = float(test.max_acceptance)
+    if target is None:
+        if ceiling >= 1.0:
+            return proposal.metropolis_target
+        return min(proposal.metropolis_target * _BARKER_SCALING, _CEILING_FRACTION * ceiling)
+    target = open_unit_interval(target, "target_acceptance", "the acceptance rate warm-up aims at")
+    if target >= ceiling:
+        raise ValueError(
+            f"target_acceptance={target:g} cannot be reached under {test.name}, which accepts at most about "
+            f"{ceiling:g} of proposals however small the step (a Barker-type test accepts with 1/(1 + e^{{−Δ}})); "
+            f"warm-up would shrink the step towards 0. Leave it out (default "
+            f"{min(proposal.metropolis_target * _BARKER_SCALING, _CEILING_FRACTION * ceiling):.3g}) or pass a "
+            f"value below {_CEILING_FRACTION * ceiling:g}"
+        )
+    if target > 0.8 * ceiling:
+        warnings.warn(
+            f"target_acceptance={target:g} is close to the most {test.name} accepts ({ceiling:g}): warm-up will "
+            "shrink the step until the proposals barely move. Leave target_acceptance out for the default",
+            UserWarning,
+            stacklevel=3,
+        )
+    return target
 
 
 def _setup_costs(proposal: Proposal, test: AcceptanceTest) -> dict[str, int]:
@@ -790,10 +821,13 @@ def _setup_costs(proposal: Proposal, test: AcceptanceTest) -> dict[str, int]:
     return costs
 
 
-def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, target: float, layout=None):
+def _adaptive_warmup(
+    kernel_for, data, states, chain_keys, num_warmup: int, target: float, layout=None, on_proxy: bool = False
+):
     """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.adaptation`), all chains in lockstep.
 
-    The statistic is the acceptance indicator of each step. Returns the
+    The statistic is each step's acceptance indicator, or with ``on_proxy``
+    its proxy acceptance (:func:`tallmcmc.adaptation.statistic`). Returns the
     states after warm-up, the per-chain factor exp(x̄) (the running average),
     and the warm-up draws and infos.
     """
@@ -802,7 +836,8 @@ def _adaptive_warmup(kernel_for, data, states, chain_keys, num_warmup: int, targ
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
         step = jax.vmap(lambda key, state, log_f: kernel_for(data, jnp.exp(log_f)).step(key, state))
         states, info = step(keys, states, adaptation.log_factor)
-        return (states, adaptation_update(adaptation, t, info.accepted, target)), (states.position, info)
+        updated = adaptation_update(adaptation, t, statistic(info, on_proxy), target)
+        return (states, updated), (states.position, info)
 
     def run(data, states, chain_keys):
         steps = jnp.arange(num_warmup, dtype=jnp.uint32)

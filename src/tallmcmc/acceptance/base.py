@@ -135,6 +135,10 @@ class AcceptanceTest(NamedTuple):
     #: The same decision as a :class:`StepMachine`, or ``None``. A wrapper that replaces ``decide``
     #: must replace or drop it; :func:`machine_of` ignores a machine that ``decide`` was not built from.
     machine: StepMachine | None = None
+    #: The acceptance rate the test tends to as proposals approach draws from the target itself: 1 for
+    #: Metropolis-type tests, ½ for Barker-type tests (1/(1 + e^{−Δ}) is ½ at Δ = 0). Warm-up reads it to
+    #: choose a reachable target (``sample``'s ``target_acceptance``).
+    max_acceptance: float = 1.0
 
 
 def decide_by_machine(machine: StepMachine) -> Callable[..., Decision]:

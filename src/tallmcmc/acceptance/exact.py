@@ -80,7 +80,9 @@ def per_datum_log_likelihood(model: Model, position: Position) -> jax.Array:
     return evaluate(position, model.data)
 
 
-def _full_data_test(name: str, accept: Callable[[jax.Array, jax.Array], jax.Array]) -> AcceptanceTest:
+def _full_data_test(
+    name: str, accept: Callable[[jax.Array, jax.Array], jax.Array], max_acceptance: float = 1.0
+) -> AcceptanceTest:
     def init(model: Model, position: Position) -> jax.Array:
         return model.per_datum_log_likelihood(position)
 
@@ -94,7 +96,7 @@ def _full_data_test(name: str, accept: Callable[[jax.Array, jax.Array], jax.Arra
         info = info_for(delta, model.num_data, used_full_data=True, non_finite=bad)
         return Decision(accepted, new_cache, info)
 
-    return AcceptanceTest(init, decide, name)
+    return AcceptanceTest(init, decide, name, max_acceptance=max_acceptance)
 
 
 def exact_metropolis() -> AcceptanceTest:
@@ -120,7 +122,7 @@ def exact_barker() -> AcceptanceTest:
     def accept(rng_key, delta):
         return delta + jax.random.logistic(rng_key, dtype=delta.dtype) > 0
 
-    return _full_data_test("exact_barker", accept)
+    return _full_data_test("exact_barker", accept, max_acceptance=0.5)
 
 
 def always_accept() -> AcceptanceTest:

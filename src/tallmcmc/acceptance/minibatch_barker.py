@@ -330,5 +330,5 @@ def minibatch_barker(
 
     machine = sequential_machine(prepare, rule, conclude)
     return with_control_variate(
-        machine_test(machine, init, "minibatch_barker", keeps_cache_on_reject=True), control_variate
+        machine_test(machine, init, "minibatch_barker", keeps_cache_on_reject=True, max_acceptance=0.5), control_variate
     )

@@ -6,6 +6,15 @@ the log proposal ratio ``log q(θ | θ′) − log q(θ′ | θ)`` that the acce
 test adds to the log target ratio (zero for symmetric proposals), and the
 number of data points it touched (zero unless it uses gradients of the
 likelihood), so that cost is counted honestly.
+
+A proposal that moves on a data-free *proxy* of the target (the proxy
+proposals of :mod:`tallmcmc.proposals.proxy`) also reports the log
+Metropolis ratio of its move on that proxy, ``proxy_log_ratio``. It says how
+accurately the move follows the proxy (for a Hamiltonian move, minus the
+energy error), whatever the acceptance test does with the move, so warm-up
+adapts the step size on it (towards ``Proposal.proxy_target``) rather than on
+the test's acceptance, which a Barker-type test keeps near ½ for any
+near-exact proposal and so cannot signal a step that is too long.
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ class Proposed(NamedTuple):
     position: Position
     log_proposal_ratio: jax.Array  # log q(θ|θ′) − log q(θ′|θ)
     data_used: jax.Array  # data points the proposal touched
+    #: log π̃(θ′) − log π̃(θ) + log q(θ|θ′) − log q(θ′|θ) on the proposal's data-free proxy π̃ (``None``: no proxy)
+    proxy_log_ratio: Any = None
 
 
 class Proposal(NamedTuple):
@@ -40,6 +51,9 @@ class Proposal(NamedTuple):
     #: ``with_covariance(cov)``: the same kind of move shaped by a (d, d) covariance estimate of the
     #: target (a random walk with covariance 2.38²/d · cov); used by ``sample(adapt_covariance=True)``.
     with_covariance: Callable[[np.ndarray], Proposal] | None = None
+    #: The proxy acceptance rate E[min(1, e^{proxy_log_ratio})] warm-up aims at, for a proposal that reports
+    #: ``Proposed.proxy_log_ratio``; ``None`` for one that does not (warm-up then adapts on the test's acceptance).
+    proxy_target: float | None = None
 
 
 def tunable(
@@ -49,6 +63,7 @@ def tunable(
     setup: tuple = (),
     metropolis_target: float = 0.234,
     with_covariance: Callable[[np.ndarray], Proposal] | None = None,
+    proxy_target: float | None = None,
 ) -> Proposal:
     """A :class:`Proposal` whose step size warm-up can adapt.
 
@@ -60,7 +75,10 @@ def tunable(
         make(None),
         name,
         setup,
-        tune=lambda factor: Proposal(make(factor), name, setup, metropolis_target=metropolis_target),
+        tune=lambda factor: Proposal(
+            make(factor), name, setup, metropolis_target=metropolis_target, proxy_target=proxy_target
+        ),
         metropolis_target=metropolis_target,
         with_covariance=with_covariance,
+        proxy_target=proxy_target,
     )

@@ -15,6 +15,16 @@ only shapes the moves, the test decides on π.
   volume-preserving and reversible under momentum flip, so the log proposal
   ratio is the kinetic-energy change ½pᵀMp − ½p′ᵀMp′.
 
+Both report the Metropolis log ratio of their move *on the proxy* (for the
+Hamiltonian move, minus its energy error), which is data-free and says how
+accurately the move follows π̃. Warm-up adapts their step size on it
+(``Proposal.proxy_target``), not on the test's acceptance: a Barker-type test
+accepts a near-exact proposal about half the time whatever its step, so it
+cannot tell warm-up that a step is too long. A Hamiltonian move also keeps its
+integration time ε·L when warm-up changes ε (L follows), so adaptation cannot
+stretch a trajectory to half an oscillation of the proxy, where every move
+would mirror the current point through the mode (``docs/warmup.md``).
+
 Why minibatch-gradient proposals (SGLD, SGHMC) cannot do this: their drift
 uses a gradient estimated from a random minibatch, so the density of θ′ given
 θ is a mixture over all minibatches, whose value at θ′ (and the reverse move's)
@@ -24,6 +34,8 @@ deterministic function of θ, which is what makes the ratio exact and cheap.
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import jax
@@ -36,7 +48,7 @@ from tallmcmc.control_variate import ControlVariate
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal, Proposed, tunable
 
-__all__ = ["proxy_hamiltonian", "proxy_langevin"]
+__all__ = ["proxy_hamiltonian", "proxy_langevin", "proxy_oscillation_time"]
 
 
 def _checked(control_variate: Any, preconditioner: Any) -> np.ndarray:
@@ -57,12 +69,28 @@ def _checked(control_variate: Any, preconditioner: Any) -> np.ndarray:
         raise ValueError("preconditioner must be symmetric positive definite") from error
 
 
-def _proxy_gradient(control_variate: ControlVariate, model: Model, unravel):
+def _proxy_log_density(control_variate: ControlVariate, model: Model, unravel):
+    """log π̃(θ) = log p₀(θ) + (1/K) Σᵢ qᵢ(θ) on flat θ, data-free (up to a constant)."""
+
     def log_density(flat):
         position = unravel(flat)
         return model.log_prior(position) + control_variate.proxy_log_likelihood(position)
 
-    return jax.grad(log_density)
+    return log_density
+
+
+def _proxy_gradient(control_variate: ControlVariate, model: Model, unravel):
+    return jax.grad(_proxy_log_density(control_variate, model, unravel))
+
+
+#: Most leapfrog steps a tuned :func:`proxy_hamiltonian` takes to keep its integration time (a step size
+#: adapted far below the proxy's scale would otherwise ask for unboundedly many data-free steps).
+MAX_TUNED_STEPS = 1000
+#: Proxy acceptance rates warm-up aims at (``Proposal.proxy_target``): the leapfrog integrator's energy
+#: error on the proxy costs no data, so it is kept small (0.9) and the test's rejections come from the
+#: proxy's misfit alone; the Langevin move at MALA's optimal 0.574 (Roberts & Rosenthal 1998).
+HAMILTONIAN_PROXY_TARGET = 0.9
+LANGEVIN_PROXY_TARGET = 0.574
 
 
 def proxy_langevin(control_variate: ControlVariate, step_size: float, *, preconditioner: Any = None) -> Proposal:
@@ -84,7 +112,9 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
     -------
     Proposal
         ``log_proposal_ratio`` = log q(θ|θ′) − log q(θ′|θ) of the Gaussian
-        proposal; ``data_used`` 0.
+        proposal; ``data_used`` 0; ``proxy_log_ratio`` the MALA log ratio on
+        the proxy posterior, which warm-up steers towards an acceptance of
+        0.574 (``proxy_target``).
     """
     factor = _checked(control_variate, preconditioner)
     step = positive_finite(step_size, "step_size", "the ε of θ′ = θ + (ε/2)M∇log π̃ + √ε L ξ")
@@ -94,7 +124,8 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
     def make(multiplier):
         def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
             flat, unravel = ravel_pytree(position)
-            gradient = _proxy_gradient(control_variate, model, unravel)
+            log_density = _proxy_log_density(control_variate, model, unravel)
+            gradient = jax.grad(log_density)
             dtype = flat.dtype
             m, l_inv = jnp.asarray(metric, dtype), jnp.asarray(inverse_factor, dtype)
             epsilon = jnp.asarray(step, dtype) if multiplier is None else jnp.asarray(step, dtype) * multiplier
@@ -107,10 +138,37 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
             noise = jax.random.normal(rng_key, flat.shape, dtype)
             moved = flat + 0.5 * epsilon * m @ gradient(flat) + jnp.sqrt(epsilon) * jnp.asarray(factor, dtype) @ noise
             ratio = log_q(flat, moved) - log_q(moved, flat)
-            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32))
+            proxy_ratio = log_density(moved) - log_density(flat) + ratio
+            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
         return propose
 
-    return tunable(make, "proxy_langevin", setup=(control_variate,), metropolis_target=0.574)
+    return tunable(
+        make, "proxy_langevin", setup=_setup_of(control_variate, preconditioner), metropolis_target=0.574,
+        proxy_target=LANGEVIN_PROXY_TARGET,
+    )
+
+
+def proxy_oscillation_time(control_variate: ControlVariate, preconditioner: Any = None) -> float | None:
+    """Half the shortest oscillation period of Hamiltonian dynamics on the proxy likelihood, π/ω_max.
+
+    ω_max² is the largest eigenvalue of M·A with M the inverse mass
+    (``preconditioner``) and A = −H̄/K the proxy log-likelihood's curvature
+    (the prior's curvature is left out: it is not known here, and on tall
+    data it is small against A). An integration time ε·L near this value
+    makes the fastest direction of a leapfrog trajectory end where it began,
+    mirrored through the mode. With M = the Laplace covariance, ω_max ≤ 1
+    and the time is at least π. ``None`` for a first-order control variate
+    (no curvature) or a curvature that is not negative definite.
+    """
+    if control_variate.order != 2:
+        return None
+    factor = _checked(control_variate, preconditioner)
+    curvature = -control_variate.hessian_matrix() / control_variate.temperature
+    symmetric = factor.T @ curvature @ factor  # same eigenvalues as M·A, M = L Lᵀ
+    largest = float(np.linalg.eigvalsh(0.5 * (symmetric + symmetric.T)).max())
+    if not np.isfinite(largest) or largest <= 0:
+        return None
+    return math.pi / math.sqrt(largest)
 
 
 def proxy_hamiltonian(
@@ -119,6 +177,7 @@ def proxy_hamiltonian(
     num_steps: int,
     *,
     preconditioner: Any = None,
+    step_size_jitter: float = 0.0,
 ) -> Proposal:
     """Hamiltonian (leapfrog) proposal on the proxy posterior (data-free, exact ratio).
 
@@ -131,31 +190,76 @@ def proxy_hamiltonian(
     num_steps
         Leapfrog steps L ≥ 1. With ``preconditioner`` = the Laplace
         covariance the proxy dynamics have period ≈ 2π, so ε·L ≈ π/2 gives
-        nearly independent proposals.
+        nearly independent proposals; ε·L near π (half a period) mirrors
+        every proposal through the mode, a chain that does not mix, and is
+        warned about.
     preconditioner
         M (d, d), the *inverse* mass matrix (momentum p ~ N(0, M⁻¹)); default
-        the identity.
+        the identity. A :func:`tallmcmc.laplace_covariance` carries its mode,
+        whose data passes :func:`tallmcmc.sample` then counts.
+    step_size_jitter
+        j in [0, 1): each proposal draws its step from ε·U(1 − j, 1 + j),
+        independently of the state (so the chain stays exact), which spreads
+        the integration time ε·L over ±j of itself and keeps a trajectory
+        from resonating with a period of the target. 0 (default): no jitter.
 
     Returns
     -------
     Proposal
         ``log_proposal_ratio`` = ½pᵀMp − ½p′ᵀMp′ (the kinetic energy lost); the
         test adds the potential part from the true target. ``data_used`` 0.
+        ``proxy_log_ratio`` is minus the energy error on the proxy. Tuned by
+        warm-up (``tune(f)``), the step becomes min(f·ε, ε·L) and the number
+        of steps round(ε·L / step) (at most :data:`MAX_TUNED_STEPS`), so the
+        integration time stays ε·L; warm-up aims at a proxy acceptance of 0.9.
+
+    Warns
+    -----
+    UserWarning
+        If ε·L(1 + j) reaches half the proxy's shortest oscillation
+        (:func:`proxy_oscillation_time`).
     """
     factor = _checked(control_variate, preconditioner)
     step = positive_finite(step_size, "step_size", "the leapfrog step")
     steps = integer_at_least(num_steps, "num_steps")
+    jitter = float(step_size_jitter)
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(
+            f"step_size_jitter must lie in [0, 1) (each step is drawn from ε·U(1 − j, 1 + j)); got {step_size_jitter!r}"
+        )
+    integration_time = step * steps
+    half_period = proxy_oscillation_time(control_variate, preconditioner)
+    if half_period is not None and integration_time * (1 + jitter) >= half_period:
+        warnings.warn(
+            f"proxy_hamiltonian: the integration time step_size × num_steps = {integration_time:.3g}"
+            f"{' (up to ' + format(integration_time * (1 + jitter), '.3g') + ' with the jitter)' if jitter else ''} "
+            f"reaches half an oscillation of the proxy (π/ω = {half_period:.3g}), where trajectories fold back and "
+            "the fastest direction's proposals mirror the current point through the mode (a chain that does not "
+            f"mix). Use step_size × num_steps ≈ {half_period / 2:.3g} (a quarter period), with the Laplace "
+            "covariance as preconditioner",
+            UserWarning,
+            stacklevel=2,
+        )
     metric = factor @ factor.T
     inverse_factor_transposed = np.linalg.solve(factor, np.eye(factor.shape[0])).T  # L⁻ᵀ: p = L⁻ᵀ ξ ~ N(0, M⁻¹)
 
     def make(multiplier):
         def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
             flat, unravel = ravel_pytree(position)
-            gradient = _proxy_gradient(control_variate, model, unravel)
+            log_density = _proxy_log_density(control_variate, model, unravel)
+            gradient = jax.grad(log_density)
             dtype = flat.dtype
             m = jnp.asarray(metric, dtype)
-            epsilon = jnp.asarray(step, dtype) if multiplier is None else jnp.asarray(step, dtype) * multiplier
-            momentum = jnp.asarray(inverse_factor_transposed, dtype) @ jax.random.normal(rng_key, flat.shape, dtype)
+            if multiplier is None:
+                epsilon, num = jnp.asarray(step, dtype), steps
+            else:  # the integration time ε·L stays; L follows the tuned step
+                epsilon = jnp.minimum(jnp.asarray(step, dtype) * multiplier, jnp.asarray(integration_time, dtype))
+                num = jnp.clip(jnp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(jnp.int32)
+            momentum_key = rng_key
+            if jitter:
+                momentum_key, jitter_key = jax.random.split(rng_key)
+                epsilon = epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter)
+            momentum = jnp.asarray(inverse_factor_transposed, dtype) @ jax.random.normal(momentum_key, flat.shape, dtype)
 
             def kinetic(p):
                 return 0.5 * p @ (m @ p)
@@ -167,11 +271,19 @@ def proxy_hamiltonian(
                 p = p + 0.5 * epsilon * gradient(theta)
                 return theta, p
 
-            moved, final_momentum = jax.lax.fori_loop(0, steps, leapfrog, (flat, momentum))
+            moved, final_momentum = jax.lax.fori_loop(0, num, leapfrog, (flat, momentum))
             ratio = kinetic(momentum) - kinetic(final_momentum)
-            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32))
+            proxy_ratio = log_density(moved) - log_density(flat) + ratio  # −(energy error) on the proxy
+            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
         return propose
 
-    return tunable(make, "proxy_hamiltonian", setup=(control_variate,), metropolis_target=0.65)
+    return tunable(
+        make, "proxy_hamiltonian", setup=_setup_of(control_variate, preconditioner), metropolis_target=0.65,
+        proxy_target=HAMILTONIAN_PROXY_TARGET,
+    )
 
 
+def _setup_of(control_variate: ControlVariate, preconditioner: Any) -> tuple:
+    """What the proposal relies on: the control variate and, if the preconditioner came from one, the mode."""
+    source = getattr(preconditioner, "source", None)
+    return (control_variate,) if source is None else (control_variate, source)
