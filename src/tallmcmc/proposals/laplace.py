@@ -27,7 +27,28 @@ from tallmcmc._checks import positive_finite
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal, Proposed, tunable
 
-__all__ = ["laplace_covariance", "laplace_independence", "laplace_random_walk"]
+__all__ = ["LaplaceCovariance", "laplace_covariance", "laplace_independence", "laplace_random_walk"]
+
+
+class LaplaceCovariance(np.ndarray):
+    """A covariance matrix (a NumPy array) that remembers the mode it came from, as ``source``.
+
+    :func:`laplace_covariance` returns one, so that a proposal given it as a
+    preconditioner or covariance lists the mode among its setup and
+    :func:`tallmcmc.sample` counts the mode's data passes, however the mode
+    reaches the run. Arithmetic on it keeps ``source`` (a matrix derived from
+    the mode still cost its passes); ``np.asarray`` gives a plain array.
+    """
+
+    source: Any = None
+
+    def __new__(cls, matrix: np.ndarray, source: Any = None) -> LaplaceCovariance:
+        array = np.asarray(matrix, np.float64).view(cls)
+        array.source = source
+        return array
+
+    def __array_finalize__(self, obj) -> None:
+        self.source = getattr(obj, "source", None)
 
 
 def laplace_covariance(mode_or_hessian: Any) -> np.ndarray:
@@ -41,8 +62,10 @@ def laplace_covariance(mode_or_hessian: Any) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray
-        Symmetric positive definite (d, d), float64.
+    LaplaceCovariance
+        Symmetric positive definite (d, d), float64: a NumPy array whose
+        ``source`` is the mode given (``None`` for a bare Hessian), so that
+        the mode's data passes are counted in any run that uses it.
 
     Raises
     ------
@@ -65,7 +88,8 @@ def laplace_covariance(mode_or_hessian: Any) -> np.ndarray:
             "Laplace approximation. Run tallmcmc.find_mode to convergence first"
         ) from error
     inverse_factor = np.linalg.solve(factor, np.eye(matrix.shape[0]))
-    return inverse_factor.T @ inverse_factor
+    source = mode_or_hessian if hasattr(mode_or_hessian, "data_used") else None
+    return LaplaceCovariance(inverse_factor.T @ inverse_factor, source)
 
 
 def _mean_and_factor(mode: Any, covariance: Any) -> tuple[Any, np.ndarray]:
@@ -81,8 +105,10 @@ def _mean_and_factor(mode: Any, covariance: Any) -> tuple[Any, np.ndarray]:
     return getattr(mode, "position", mode), factor
 
 
-def _setup_of(mode: Any) -> tuple:
-    return (mode,) if hasattr(mode, "data_used") else ()
+def _setup_of(mode: Any, covariance: Any = None) -> tuple:
+    """The one-off computations a proposal relies on: the mode, or the mode a covariance came from."""
+    sources = [mode, getattr(covariance, "source", None)]
+    return tuple(source for source in sources if hasattr(source, "data_used"))
 
 
 def laplace_random_walk(mode: Any = None, *, covariance: Any = None, scale: float | None = None) -> Proposal:
@@ -124,7 +150,7 @@ def laplace_random_walk(mode: Any = None, *, covariance: Any = None, scale: floa
     return tunable(
         make,
         "laplace_random_walk",
-        setup=_setup_of(mode),
+        setup=_setup_of(mode, covariance),
         with_covariance=lambda estimate: laplace_random_walk(covariance=estimate, scale=scale),
     )
 
@@ -176,7 +202,7 @@ def laplace_independence(
         ratio = log_q(flat) - log_q(moved)
         return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32))
 
-    return Proposal(propose, "laplace_independence", setup=_setup_of(mode))
+    return Proposal(propose, "laplace_independence", setup=_setup_of(mode, covariance))
 
 
 def _check_dimension(flat: jax.Array, dimension: int) -> None:

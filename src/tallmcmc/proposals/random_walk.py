@@ -87,7 +87,9 @@ def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
 
         return propose
 
-    return tunable(make, "random_walk", with_covariance=_shaped_random_walk)
+    source = getattr(covariance, "source", None)  # a laplace_covariance(mode): the mode's passes are counted
+    setup = (source,) if hasattr(source, "data_used") else ()
+    return tunable(make, "random_walk", setup=setup, with_covariance=_shaped_random_walk)
 
 
 def _shaped_random_walk(covariance: np.ndarray) -> Proposal:
