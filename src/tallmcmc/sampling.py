@@ -224,18 +224,27 @@ def sample(
         proposals), warm-up adapts a per-chain factor on it by dual averaging
         (Hoffman & Gelman 2014, Algorithm 5) towards ``target_acceptance``,
         and the kept draws use the factor's running average; otherwise it is a
-        plain burn-in. Warm-up draws are returned apart
+        plain burn-in. A proxy proposal (:func:`tallmcmc.proxy_hamiltonian`,
+        :func:`tallmcmc.proxy_langevin`) is adapted on its own data-free
+        acceptance on the proxy posterior (``info["proxy_acceptance"]``), not
+        on the test's, and a proxy Hamiltonian move keeps its integration time
+        ε·L as ε changes (``docs/warmup.md``). Warm-up draws are returned apart
         (``result.warmup_positions``, ArviZ ``warmup_posterior``) and their
         data use is counted.
     target_acceptance
-        Default: the proposal's optimal Metropolis acceptance rate
+        For a proxy proposal: the proxy acceptance warm-up aims at (default
+        ``proposal.proxy_target``: 0.9 for the Hamiltonian move, 0.574 for
+        the Langevin one), whatever the test. Otherwise the test's acceptance
+        rate: by default the proposal's optimal Metropolis rate
         (``proposal.metropolis_target``: 0.234 for random walks, 0.574 for
-        Langevin, 0.65 for Hamiltonian moves) under a Metropolis-type test,
-        and under a Barker-type test 0.158/0.234 ≈ 0.68 of it, capped at
-        0.35: Barker's optimal random-walk rate is 0.158 (Agrawal et al.
-        2021), and its acceptance probability 1/(1 + e^{−Δ}) tends to ½, not
-        1, as the step shrinks, so a target near ½ would drive the step to 0.
-        The factor and the cap are heuristics for non-random-walk proposals.
+        Langevin) under a test that can accept every proposal
+        (``test.max_acceptance`` 1), and under a Barker-type test
+        (``max_acceptance`` ½: its acceptance probability 1/(1 + e^{−Δ})
+        tends to ½, not 1, as the step shrinks) 0.158/0.234 ≈ 0.68 of it,
+        capped at 0.35 (Barker's optimal random-walk rate is 0.158, Agrawal
+        et al. 2021; the factor and the cap are heuristics for other
+        proposals). A target at or above ``test.max_acceptance`` is refused
+        (it would drive the step to 0) and one above 0.8 of it warned about.
     adapt_covariance
         With ``num_warmup``: warm-up runs in two windows. After the first half,
         the covariance of the draws of its second half (all chains pooled,
