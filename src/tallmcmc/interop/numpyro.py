@@ -144,13 +144,15 @@ def from_numpyro(
         kwargs = {**kwargs, **model_kwargs}
     built = _NumPyroModel(model, args, kwargs, plate)
     built.check_decomposition()
+    # jit: a model traced op by op (check_model's first evaluation, a user's call) would dispatch
+    # every NumPyro operation on its own; under an outer jit these inline
     return Model(
-        built.log_likelihood,
-        built.log_prior,
+        jax.jit(built.log_likelihood),
+        jax.jit(built.log_prior),
         built.data,
         temperature=temperature,
         position_shape=built.origin,
-        constrain=built.constrain,
+        constrain=jax.jit(built.constrain),
     )
 
 
@@ -381,7 +383,17 @@ class _NumPyroModel:
         values_at = jax.jit(self.check_values)
         checked = 0
         for point in self.check_points():
-            reference, whole, prior, sums, magnitudes = jax.tree_util.tree_map(float, values_at(point, self.data))
+            try:
+                values = values_at(point, self.data)
+            except Exception as error:
+                data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
+                raise ValueError(
+                    f"the model could not be evaluated on the whole data and one datum at a time "
+                    f"({type(error).__name__}: {error}). The data plate {self.plate!r} has N = {self.num_data}; the "
+                    f"data found (arguments of leading length N): {data_names}. Give every array that holds the "
+                    "data its N rows on the leading axis"
+                ) from error
+            reference, whole, prior, sums, magnitudes = jax.tree_util.tree_map(float, values)
             if not np.isfinite(reference):
                 continue
             self._compare(point, whole, prior, sums, magnitudes, reference)
@@ -459,7 +471,10 @@ def _bind(model: Callable, args: tuple, kwargs: dict):
             inspect.signature(model)
         except (TypeError, ValueError):
             return None, {"args": tuple(args), "kwargs": dict(kwargs)}
-        raise ValueError(f"the arguments do not fit the model's signature: {error}") from error
+        raise ValueError(
+            f"the arguments do not fit the model's signature: {error}. Pass the arguments the model takes, data "
+            "included, as to numpyro.infer.MCMC.run"
+        ) from error
     return signature, dict(bound.arguments)
 
 
