@@ -25,6 +25,11 @@ from tallmcmc.kernel import MHInfo, MHState, build_kernel
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.run_warnings import (  # noqa: F401  (VACUOUS_ERROR_BOUND: re-exported, its old home)
+    VACUOUS_ERROR_BOUND,
+    warn_if_error_bounds_vacuous,
+    warn_if_subsampling_does_not_pay,
+)
 from tallmcmc.sharding import DeviceMemoryError, check_device_memory, to_host, tree_bytes
 
 
@@ -566,18 +571,9 @@ def sample(
             RuntimeWarning,
             stacklevel=2,
         )
-    _warn_if_error_bounds_vacuous(info)
-    fraction = float(info["data_used_by_test"].mean()) / model.num_data
-    if uses_control_variate and fraction > 0.25:
-        warnings.warn(
-            f"the test runs on control-variate residuals but used {100 * fraction:.0f}% of the N data points per step "
-            "on average: the residuals are large or heavy-tailed. Either the control variate's centre is far from the "
-            "mode (build it at tallmcmc.find_mode(model, start).position), the steps are long, or N is too small for "
-            "the dimension (the second-order residual spread grows like d³/N: docs/control_variates.md; an exact test "
-            "is then cheaper)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    warn_if_error_bounds_vacuous(info)
+    if has_step_machine(test):  # a subsampling test: did it pay, and if not, why
+        warn_if_subsampling_does_not_pay(test.name, info, model.num_data, states.cache, uses_control_variate)
     result = SamplingResult(
         positions=reported_draws(model, positions),
         info=info,
@@ -666,33 +662,6 @@ def _run_vmapped(
     positions = jax.tree_util.tree_map(stack, *positions_parts)
     info = {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
     return states, positions, info, compile_seconds, sampling_seconds
-
-
-#: A per-step bound on |P(accept) − Barker| at or above this guarantees next to nothing (``sample``
-#: warns when most subsampled steps report one). Measured medians: 0.06 on the paper's mixture,
-#: ≈ 0.2 on the heavy-tailed weighted mean with the tail guard, 0.47 where the guard is off and
-#: b = 10 meets log-normal terms (docs/minibatch_error.md).
-VACUOUS_ERROR_BOUND = 0.25
-
-
-def _warn_if_error_bounds_vacuous(info: dict[str, np.ndarray]) -> None:
-    """Warn when most subsampled steps report an error bound that guarantees nothing."""
-    # steps that met a non-finite ratio (or, for TunaMH, a violated bound reported in error_bound) rejected and are
-    # warned about on their own
-    subsampled = ~info["used_full_data"] & ~info["non_finite"] & (info["error_bound"] > 0)
-    if not subsampled.any():
-        return
-    vacuous = float(np.mean(info["error_bound"][subsampled] >= VACUOUS_ERROR_BOUND))
-    if vacuous > 0.5:
-        median = float(np.median(info["error_bound"][subsampled]))
-        warnings.warn(
-            f"the test's own error bound was >= {VACUOUS_ERROR_BOUND} on {100 * vacuous:.0f}% of the subsampled steps "
-            f"(median {median:.2g}, info['error_bound']): its decisions may be far from the exact test's and the draws "
-            "biased. Remedies: a control variate (tallmcmc.taylor_control_variate at tallmcmc.find_mode), "
-            "a larger batch_size, a bound on the error (minibatch_barker(..., delta=0.05)), or an exact test",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 DRIVERS = ("vmap", "asynchronous")
