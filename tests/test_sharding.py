@@ -229,7 +229,7 @@ def test_device_memory_query_answers_on_this_machine():
 # ------------------------------------------------------------------ the one-off passes before sample
 
 SETUP_SCRIPT = """
-import json, sys, time, warnings
+import importlib.util, json, sys, time, warnings
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import tallmcmc, tallmcmc.sharding as sharding
@@ -263,11 +263,15 @@ hessian_scale = EPS * np.abs(per_datum_hessians).sum(axis=0).max()
 def modes(model):
     # tolerance 1e-4 on |∇log π|/(N/K): above the float32 noise of the sums, so that the optimiser's path (hence
     # its number of passes) does not hinge on their last bits (at 1e-6 it can, see docs/sharding.md)
-    return {
+    out = {
         "default": tallmcmc.find_mode(model, start, tolerance=1e-4),
-        "chunks + adam": tallmcmc.find_mode(model, start, tolerance=1e-4, batch_size=96, adam_steps=20,
-                                            adam_batch_size=50),
+        "chunks": tallmcmc.find_mode(model, start, tolerance=1e-4, batch_size=96),
+        "L-BFGS-B": tallmcmc.find_mode(model, start, tolerance=1e-4, method="L-BFGS-B"),
     }
+    if importlib.util.find_spec("optax") is not None:  # optax is an optional extra (find_mode's Adam steps)
+        out["chunks + adam"] = tallmcmc.find_mode(model, start, tolerance=1e-4, batch_size=96, adam_steps=20,
+                                                  adam_batch_size=50)
+    return out
 
 
 def variates(model):

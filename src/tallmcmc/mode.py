@@ -4,27 +4,50 @@ r"""The posterior mode and the Hessian there: the centre of control variates and
 
 .. math:: \log π(θ) = \log p_0(θ) + \frac{1}{K} \sum_{i=1}^N \log p(x_i \mid θ)
 
-with :func:`scipy.optimize.minimize`, its gradient (and, for trust-region
-methods, its Hessian) from JAX. The sum over the data can be taken in chunks of
-``batch_size`` rows so that memory stays bounded on tall data. An optional
-phase of minibatch Adam steps (optax) first brings a start far from the mode
-close to it at the cost of a few minibatches. At the optimiser's result the
-Hessian of −log π is computed on the full data and, while the gradient is above
-tolerance, used for up to three Newton steps: in float32 the value of a sum of
-N terms is too coarse for a line search to resolve the last digits of the
-mode, but the gradient and the Hessian still point at them. The Hessian at the
-returned point is the precision of the Laplace approximation N(θ̂, H⁻¹)
-(:func:`laplace_covariance`). Every data point touched is counted.
+and says whether it got there by one criterion for every method: the
+**Newton decrement** λ = sqrt(gᵀH⁻¹g), g and H the gradient and Hessian of
+−log π on the full data. λ is the distance to the mode of the local quadratic
+model measured in the Laplace approximation's own metric, i.e. in posterior
+standard deviations; ``converged`` is ``True`` only when H is positive
+definite and λ ≤ ``decrement_tolerance`` (default 10⁻² sd), whatever the
+optimiser reported.
+
+The default method (``"newton"``, chosen by ``method="auto"`` up to
+:data:`NEWTON_MAX_DIMENSION` coordinates) is a trust-region Newton method on
+the exact full-data Hessian: one pass over the data gives the value, the
+gradient and the Hessian together; each iteration solves the trust-region
+subproblem exactly (eigendecomposition, diagonally scaled so that a rescaled
+column does not matter), which damps the step Levenberg–Marquardt-style
+where the Hessian is not positive definite instead of stopping. A step is
+kept if it decreases −log π as the quadratic model predicts; where the
+predicted decrease is below the float32 rounding of the value, it is judged
+by its gradient instead. For larger d, ``"L-BFGS-B"`` (or on request
+``"BFGS"``, ``"trust-exact"``) from :func:`scipy.optimize.minimize` runs first
+and the same Newton iterations finish from its result until the decrement
+criterion holds or ``max_iterations`` is spent.
+
+The sums over the data are taken in chunks of rows; each chunk is summed in
+float32 on the device, the chunks' partial sums are added with Neumaier's
+compensated summation in the loop and the result (with any per-device
+partial sums of data split over a mesh) is added on the host in float64, so
+that the value's resolution is that of its per-datum terms, not the float32
+spacing of a number of size N. An optional phase of minibatch Adam steps
+(optax) first brings a start far from the mode close to it at the cost of a
+few minibatches. The Hessian at the returned point is the precision of the
+Laplace approximation N(θ̂, H⁻¹) (:func:`laplace_covariance`). Every data
+point touched is counted. See ``docs/mode.md``.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 import scipy.optimize
 from jax import lax
 from jax.flatten_util import ravel_pytree
@@ -35,13 +58,34 @@ from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.sharding import row_sharding
 
-__all__ = ["METHODS", "ModeResult", "find_mode", "laplace_covariance"]
+__all__ = [
+    "DECREMENT_TOLERANCE",
+    "DEFAULT_CHUNK_ROWS",
+    "METHODS",
+    "NEWTON_MAX_DIMENSION",
+    "ModeResult",
+    "find_mode",
+    "laplace_covariance",
+]
 
-#: The :func:`scipy.optimize.minimize` methods :func:`find_mode` accepts; the
-#: trust-region one is also given the exact Hessian.
-METHODS = ("L-BFGS-B", "BFGS", "trust-exact")
+#: The methods :func:`find_mode` accepts besides ``"auto"``: three from
+#: :func:`scipy.optimize.minimize` (the trust-region one is also given the exact
+#: Hessian) and the trust-region Newton method of this module.
+METHODS = ("L-BFGS-B", "BFGS", "trust-exact", "newton")
+_SCIPY_METHODS = ("L-BFGS-B", "BFGS", "trust-exact")
 _USES_HESSIAN = ("trust-exact",)
-_MAX_NEWTON_STEPS = 3
+#: ``method="auto"`` runs ``"newton"`` up to this many coordinates, ``"L-BFGS-B"`` above (``docs/mode.md``).
+NEWTON_MAX_DIMENSION = 200
+#: Default ``decrement_tolerance``, in posterior standard deviations (``docs/mode.md``).
+DECREMENT_TOLERANCE = 1e-2
+#: Rows per chunk of the full-data sums when ``batch_size`` is not given.
+DEFAULT_CHUNK_ROWS = 4096
+
+# Trust-region constants (Nocedal & Wright, Algorithm 4.1; Moré's diagonal scaling).
+_ACCEPT = 0.01  # keep a step whose actual decrease is at least this fraction of the predicted one
+_SHRINK_BELOW, _EXPAND_ABOVE = 0.25, 0.75
+# A predicted decrease below this many times the value's rounding bound is judged by the gradient instead.
+_NOISE_MARGIN = 4.0
 
 
 class ModeResult(NamedTuple):
@@ -55,18 +99,35 @@ class ModeResult(NamedTuple):
     log_density
         log π at ``position`` (up to the model's constant).
     data_used
-        Per-datum evaluations: ``N`` for the start check and for each full-data
-        evaluation (value and gradient together count as one, each Hessian as
-        another), the minibatch size for each Adam step.
+        Per-datum evaluations: ``N`` for the start check and for each pass
+        over the data (the value with the gradient, or the value, gradient
+        and Hessian together, each count as one), the minibatch size for each
+        Adam step.
     data_passes
         ``data_used / N``.
     iterations
-        Iterations of the SciPy optimiser plus the polishing Newton steps taken.
+        Iterations of the SciPy optimiser (if one ran) plus the trust-region
+        Newton iterations (each one trial point, kept or not).
     converged
-        Whether the optimiser reported success or the gradient at
-        ``position`` meets ``tolerance``.
+        Whether the Hessian of −log π at ``position`` is positive definite
+        and the Newton decrement there is at most ``decrement_tolerance``.
     gradient_norm
         Max-norm of ∇log π at ``position`` (full data, not rescaled).
+    newton_decrement
+        λ = sqrt(gᵀH⁻¹g) at ``position``, g and H the gradient and Hessian of
+        −log π: the distance to the mode in posterior standard deviations
+        (for a quadratic −log π exactly, near a mode to first order);
+        ``inf`` where H is not positive definite.
+    passes_by_kind
+        ``data_passes`` by source: ``"check"`` (the start check),
+        ``"value_and_gradient"`` (SciPy's L-BFGS-B/BFGS evaluations),
+        ``"value_gradient_hessian"`` (the Newton and trust-exact passes and
+        the final one at ``position``) and ``"adam"`` (Adam's minibatches,
+        in passes).
+    method
+        The method that ran (``"auto"`` resolved).
+    message
+        Why the iterations stopped.
     """
 
     position: Position
@@ -77,6 +138,10 @@ class ModeResult(NamedTuple):
     iterations: int
     converged: bool
     gradient_norm: float
+    newton_decrement: float = math.nan
+    passes_by_kind: dict | None = None
+    method: str = ""
+    message: str = ""
 
     @property
     def name(self) -> str:
@@ -88,7 +153,7 @@ def find_mode(
     model: Model,
     initial_position: Position,
     *,
-    method: str = "L-BFGS-B",
+    method: str = "auto",
     batch_size: int | None = None,
     max_iterations: int = 500,
     tolerance: float = 1e-6,
@@ -96,19 +161,38 @@ def find_mode(
     adam_batch_size: int | None = None,
     adam_learning_rate: float = 0.01,
     rng_key: jax.Array | None = None,
+    decrement_tolerance: float = DECREMENT_TOLERANCE,
 ) -> ModeResult:
     """Maximise the full-data tempered log posterior of ``model`` from ``initial_position``.
 
-    The objective handed to SciPy is −log π(θ)/(N/K), so that ``tolerance``
-    does not grow with the data; SciPy's float64 iterates are cast to the
-    start's floating dtype before JAX evaluates them. After the optimiser
-    stops, the Hessian of −log π is computed at the result and, while the
-    gradient there is above ``tolerance`` and the Hessian is positive
-    definite, up to three Newton steps θ ← θ − H⁻¹∇(−log π) are taken, each
-    kept only if it shrinks the gradient's max-norm (a step costs one pass for
-    the value and gradient at the new point and, if kept, one for the Hessian
-    there). Values and gradients are cached by point and the latest Hessian
-    is kept, so no full-data evaluation is repeated.
+    Every method ends the same way: at its last point the value, gradient g
+    and Hessian H of −log π are computed in one pass over the data, and the
+    result counts as converged only if H is positive definite and the
+    Newton decrement sqrt(gᵀH⁻¹g), the distance to the mode in posterior
+    standard deviations, is at most ``decrement_tolerance``.
+
+    ``"newton"`` iterates a trust-region Newton method on those passes: the
+    step minimises the quadratic model gᵀp + ½pᵀHp within a radius (in
+    coordinates scaled by the square roots of H's diagonal, so that the
+    units of a coordinate do not matter), which is the Newton step where H
+    is positive definite and the step fits, and a Levenberg–Marquardt step
+    (H + μD², μ > 0, along negative curvature where there is some) otherwise.
+    A trial point costs one pass; it is kept if −log π decreases by at least
+    1% of the model's prediction, or, where the predicted decrease is below
+    four times a bound on the value's rounding (ε Σᵢ|ℓᵢ|/K, ε the dtype's
+    epsilon: the per-datum terms' own rounding),
+    if the gradient shrinks in the metric of the damped Hessian and the
+    value does not rise beyond that bound. The radius shrinks after a poor
+    step and grows after a good one. The iterations stop when the decrement
+    criterion holds, after ``max_iterations`` trial points, or when the step
+    no longer changes the position in its floating dtype.
+
+    The SciPy methods minimise −log π/(N/K) (their own stopping rule uses
+    ``tolerance``), their float64 iterates cast to the start's floating
+    dtype before JAX evaluates them; the Newton iterations above then
+    continue from their result, with the iterations left of
+    ``max_iterations``, until the decrement criterion holds. Values and
+    gradients are cached by point, so no full-data evaluation is repeated.
 
     Parameters
     ----------
@@ -119,19 +203,23 @@ def find_mode(
         dtype of every evaluation; an integer start is cast to JAX's default
         float.
     method
-        One of :data:`METHODS`: ``"L-BFGS-B"`` (default) or ``"BFGS"`` use
-        values and gradients only; ``"trust-exact"`` also evaluates the exact
-        Hessian at every iteration (each a full pass) and suits small d.
+        ``"auto"`` (default): ``"newton"`` for up to
+        :data:`NEWTON_MAX_DIMENSION` coordinates, ``"L-BFGS-B"`` above.
+        Or one of :data:`METHODS`: ``"newton"``; ``"L-BFGS-B"`` and ``"BFGS"``
+        (values and gradients only, then Newton iterations with the Hessian);
+        ``"trust-exact"`` (SciPy's, with the exact Hessian at every point).
     batch_size
-        Rows per chunk of the full-data sums (value, gradient, Hessian); the
-        chunks are summed in a :func:`jax.lax.scan`, so per-datum
-        intermediates never exist for more than ``batch_size`` rows at once.
-        ``None`` (default) sums all N rows at once.
+        Rows per chunk of the full-data sums (value, gradient, Hessian; of
+        each device's block when the data are split over a mesh); the chunks
+        are summed in a :func:`jax.lax.scan`, so per-datum intermediates
+        never exist for more than ``batch_size`` rows at once. ``None``
+        (default): :data:`DEFAULT_CHUNK_ROWS` rows.
     max_iterations
-        Cap on the optimiser's iterations.
+        Cap on the iterations: the SciPy optimiser's plus the Newton ones.
     tolerance
-        Gradient tolerance (SciPy's ``gtol``) on the max-norm of
-        ∇(−log π)/(N/K).
+        The SciPy methods' own gradient tolerance (SciPy's ``gtol``) on the
+        max-norm of ∇(−log π)/(N/K); it only decides when SciPy hands over
+        to the Newton iterations (unused by ``"newton"``).
     adam_steps
         Minibatch Adam steps before the optimiser (0, the default: none).
         Each step draws ``adam_batch_size`` points without replacement and
@@ -143,6 +231,10 @@ def find_mode(
         Adam's step size.
     rng_key
         JAX PRNG key for the Adam minibatches; default ``jax.random.key(0)``.
+    decrement_tolerance
+        The convergence criterion: the largest Newton decrement, in
+        posterior standard deviations, at which the result counts as the
+        mode (default :data:`DECREMENT_TOLERANCE`).
 
     Returns
     -------
@@ -160,25 +252,39 @@ def find_mode(
     Warns
     -----
     RuntimeWarning
-        If the optimiser did not converge, or the Hessian of −log π at the
-        result is not positive definite (a saddle or a flat direction, where
-        the Laplace approximation does not exist).
+        If the result is not converged (with the decrement and what to do),
+        or the Hessian of −log π at the result is not positive definite (a
+        saddle or a flat direction, where the Laplace approximation does not
+        exist).
 
     Notes
     -----
+    Sums over the data: each chunk of rows is summed in the evaluation's
+    dtype, the chunks' sums are added with Neumaier's compensated summation
+    (a second float32 array carries the rounding error of each addition),
+    and the two parts are added on the host in float64, together with the
+    prior's terms.
+
     Data split by rows over a mesh (``jax.device_put(leaf, NamedSharding(mesh,
     PartitionSpec("data")))`` or :func:`tallmcmc.distributed.shard_rows`) are
-    used where they live: each device sums its own rows and the partial sums
-    are added in device order (:class:`tallmcmc.sharding.RowSharding`); the
-    Adam minibatches' rows are copied from their owners. The result equals
-    the unsharded one to float32 rounding of the sums, with the same count
-    per evaluation (``docs/sharding.md``).
+    used where they live: each device sums its own rows in chunks and the
+    per-device compensated partial sums are gathered in device order
+    (:func:`tallmcmc.sharding.gather_partials`) and added on the host in
+    float64; the Adam minibatches' rows are copied from their owners. The
+    result equals the unsharded one to the rounding of the float32 chunk
+    sums, with the same count per evaluation (``docs/sharding.md``).
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)}; got {method!r}")
+    if method != "auto" and method not in METHODS:
+        raise ValueError(
+            f"method must be one of 'auto', {', '.join(repr(m) for m in METHODS)}; got {method!r}"
+        )
     batch_size = optional_integer_at_least(batch_size, "batch_size")
     max_iterations = integer_at_least(max_iterations, "max_iterations")
-    tolerance = positive_finite(tolerance, "tolerance", "the optimiser's gradient tolerance")
+    tolerance = positive_finite(tolerance, "tolerance", "the SciPy optimiser's gradient tolerance")
+    decrement_tolerance = positive_finite(
+        decrement_tolerance, "decrement_tolerance", "the largest Newton decrement, in posterior standard "
+        "deviations, at which the result counts as the mode; e.g. 1e-2"
+    )
     adam_steps = integer_at_least(adam_steps, "adam_steps", 0)
     adam_batch_size = optional_integer_at_least(adam_batch_size, "adam_batch_size")
     adam_learning_rate = positive_finite(adam_learning_rate, "adam_learning_rate", "Adam's step size")
@@ -204,79 +310,77 @@ def find_mode(
     else:
         rows.check_model(model, model.data)(start, "initial_position")
     num_data = model.num_data
-    data_used = num_data  # the start check
     flat, unravel = ravel_pytree(start)
     dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float)
     flat = flat.astype(dtype)
+    if method == "auto":
+        method = "newton" if flat.size <= NEWTON_MAX_DIMENSION else "L-BFGS-B"
     scale = num_data / model.temperature
-    value_and_gradient, hessian_of = _full_data_functions(model, unravel, batch_size, rows)
+    evaluate = _FullData(model, unravel, batch_size, rows, np.dtype(dtype))
 
+    adam_used = 0
     if adam_steps:
         batch = min(adam_batch_size or 1000, num_data)
         flat = _adam(model, unravel, optax.adam(adam_learning_rate), flat, adam_steps, batch, rng_key, rows)
-        data_used += adam_steps * batch
+        adam_used = adam_steps * batch
 
-    numpy_dtype = np.dtype(dtype)
-    # Evaluations by point as JAX sees it (cast to ``dtype``): every value and gradient (O(d) each), and
-    # the latest Hessian only (O(d²); the optimisers ask for it at the current iterate alone).
-    cache: dict[str, dict[bytes, Any]] = {"value_and_gradient": {}, "hessian": {}}
-    evaluations = {"value_and_gradient": 0, "hessian": 0}
+    theta = np.asarray(flat)
+    scipy_iterations, scipy_message = 0, ""
+    if method in _SCIPY_METHODS:
 
-    def cached(kind: str, function, theta: np.ndarray):
-        point = np.ascontiguousarray(np.asarray(theta).astype(numpy_dtype))
-        key = point.tobytes()
-        if key not in cache[kind]:
-            evaluations[kind] += 1
-            values = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), function(point, model.data))
-            if kind == "hessian":
-                cache[kind].clear()
-            cache[kind][key] = values
-        return cache[kind][key]
+        def objective(point: np.ndarray) -> tuple[float, np.ndarray]:
+            if method in _USES_HESSIAN:  # one pass gives the Hessian too, which the method asks for next
+                value, gradient = evaluate.full(point)[:2]
+            else:
+                value, gradient = evaluate.value_and_gradient(point)
+            return value / scale, gradient / scale
 
-    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        value, gradient = cached("value_and_gradient", value_and_gradient, theta)
-        return float(value) / scale, gradient / scale
+        def hessian(point: np.ndarray) -> np.ndarray:
+            return evaluate.full(point).hessian / scale
 
-    def hessian(theta: np.ndarray) -> np.ndarray:
-        return cached("hessian", hessian_of, theta) / scale
-
-    fit = scipy.optimize.minimize(
-        objective,
-        np.asarray(flat, np.float64),
-        jac=True,
-        hess=hessian if method in _USES_HESSIAN else None,
-        method=method,
-        options={"maxiter": max_iterations, "gtol": tolerance},
+        fit = scipy.optimize.minimize(
+            objective,
+            np.asarray(theta, np.float64),
+            jac=True,
+            hess=hessian if method in _USES_HESSIAN else None,
+            method=method,
+            options={"maxiter": max_iterations, "gtol": tolerance},
+        )
+        theta = evaluate.cast(fit.x)
+        scipy_iterations, scipy_message = int(fit.nit), f"{method}: {fit.message}; "
+    point = evaluate.full(theta)
+    theta, point, newton_iterations, stop = _trust_region_newton(
+        evaluate, theta, point, decrement_tolerance, max_iterations - scipy_iterations
     )
-    mode = np.asarray(fit.x).astype(numpy_dtype)
-    value, gradient = cached("value_and_gradient", value_and_gradient, mode)
-    curvature = _symmetric(cached("hessian", hessian_of, mode))
-    newton_steps = 0
-    # Polish with Newton steps (see the module docstring: float32 values limit the line search).
-    while (
-        newton_steps < _MAX_NEWTON_STEPS
-        and np.max(np.abs(gradient), initial=0.0) / scale > tolerance
-        and _is_positive_definite(curvature)
-    ):
-        step = np.linalg.solve(curvature, gradient)
-        candidate = (mode - step).astype(numpy_dtype)
-        candidate_value, candidate_gradient = cached("value_and_gradient", value_and_gradient, candidate)
-        if not np.all(np.isfinite(candidate_gradient)) or (
-            np.max(np.abs(candidate_gradient)) >= np.max(np.abs(gradient))
-        ):
-            break
-        mode, value, gradient = candidate, candidate_value, candidate_gradient
-        curvature = _symmetric(cached("hessian", hessian_of, mode))
-        newton_steps += 1
-    data_used += (evaluations["value_and_gradient"] + evaluations["hessian"]) * num_data
+    iterations = scipy_iterations + newton_iterations
+    message = scipy_message + stop
 
-    gradient_norm = float(np.max(np.abs(gradient), initial=0.0))
-    converged = bool(fit.success) or gradient_norm / scale <= tolerance
+    passes = {"check": 1.0, **{kind: float(count) for kind, count in evaluate.passes.items()}}
+    passes["adam"] = adam_used / num_data
+    data_used = int(round(sum(count for kind, count in passes.items() if kind != "adam") * num_data)) + adam_used
+    curvature = _symmetric(point.hessian)
+    decrement = _newton_decrement(point.gradient, curvature)
+    gradient_norm = float(np.max(np.abs(point.gradient), initial=0.0))
+    converged = bool(decrement <= decrement_tolerance)
     if not converged:
+        where = (
+            "the Hessian of −log π there is not positive definite, so the decrement is undefined"
+            if not np.isfinite(decrement)
+            else f"the Newton decrement there is {decrement:.3g} posterior sd (decrement_tolerance "
+            f"{decrement_tolerance:g})"
+        )
+        advice = "Raise max_iterations, start closer (adam_steps, or a better initial_position), or check the model"
+        if "resolution" in stop:
+            advice = (
+                f"The position's {np.dtype(dtype).name} spacing is too coarse for the posterior's width: "
+                "evaluate in float64 (JAX_ENABLE_X64=1 and a float64 initial_position) or reparametrise "
+                "(centre and scale the coordinates)"
+            )
+        elif method in _SCIPY_METHODS:
+            advice += ' (method="newton" uses the exact Hessian from the start)'
         warnings.warn(
-            f"find_mode: {method} stopped without converging after {fit.nit} iterations ({fit.message}); "
-            f"max |∇log π| = {gradient_norm:.3g} at the result. Raise max_iterations, start closer "
-            "(adam_steps), or check the model",
+            f"find_mode: {method} stopped without converging after {iterations} iterations ({message}); "
+            f"{where}; max |∇log π| = {gradient_norm:.3g}. {advice}",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -289,70 +393,353 @@ def find_mode(
             stacklevel=2,
         )
     return ModeResult(
-        position=unravel(jnp.asarray(mode)),
+        position=unravel(jnp.asarray(theta, dtype)),
         hessian=curvature,
-        log_density=-float(value),
-        data_used=int(data_used),
+        log_density=-float(point.value),
+        data_used=data_used,
         data_passes=data_used / num_data,
-        iterations=int(fit.nit) + newton_steps,
+        iterations=iterations,
         converged=converged,
         gradient_norm=gradient_norm,
+        newton_decrement=float(decrement),
+        passes_by_kind=passes,
+        method=method,
+        message=message,
     )
 
 
+# ------------------------------------------------------------------------------------------ full-data passes
+
+
+class _Point(NamedTuple):
+    """−log π at one point, float64 on the host: value, gradient, Hessian (``None`` if not computed).
+
+    ``rounding`` bounds the value's error from its terms' own rounding: the
+    evaluation dtype's epsilon times Σᵢ|ℓᵢ|/K + |log p₀| (each term is a few
+    operations in that dtype; the sums themselves are compensated).
+    """
+
+    value: float
+    gradient: np.ndarray
+    hessian: np.ndarray | None
+    rounding: float
+
+
+class _FullData:
+    """The full-data passes of :func:`find_mode`, cached by point and counted.
+
+    ``value_and_gradient(θ)`` and ``full(θ)`` (value, gradient and Hessian
+    together) each cost one pass unless the point was evaluated before; a
+    ``full`` result also answers ``value_and_gradient`` at its point.
+    """
+
+    def __init__(self, model: Model, unravel, batch_size: int | None, rows, dtype: np.dtype):
+        self.dtype = dtype
+        self.eps = float(np.finfo(dtype).eps)
+        self.passes = {"value_and_gradient": 0, "value_gradient_hessian": 0}
+        self._data = model.data
+        self._value_and_gradient, self._full_pass, self.num_chunks = _full_data_functions(
+            model, unravel, batch_size, rows
+        )
+        self._gradients: dict[bytes, tuple[float, np.ndarray]] = {}  # O(d) each: all kept
+        self._full: dict[bytes, _Point] = {}  # O(d²) each: the latest few
+
+    def cast(self, theta) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(theta).astype(self.dtype))
+
+    def value_and_gradient(self, theta) -> tuple[float, np.ndarray]:
+        point = self.cast(theta)
+        key = point.tobytes()
+        if key not in self._gradients:
+            self.passes["value_and_gradient"] += 1
+            value, gradient, _ = self._combine(self._value_and_gradient(point, self._data), hessian=False)
+            self._gradients[key] = (value, gradient)
+        return self._gradients[key]
+
+    def full(self, theta) -> _Point:
+        point = self.cast(theta)
+        key = point.tobytes()
+        if key not in self._full:
+            self.passes["value_gradient_hessian"] += 1
+            if len(self._full) >= 4:
+                del self._full[next(iter(self._full))]
+            self._full[key] = _Point(*self._combine(self._full_pass(point, self._data), hessian=True))
+            self._gradients[key] = self._full[key][:2]
+        return self._full[key]
+
+    def _combine(self, parts, hessian: bool):
+        """float64 totals of the devices' compensated partial sums (leading axis: devices) and the prior's terms."""
+        prior, likelihood = parts
+        totals = [
+            np.sum(np.asarray(total, np.float64) + np.asarray(compensation, np.float64), axis=0)
+            for total, compensation in zip(*likelihood)
+        ]
+        value = float(totals[0] + totals[1] + np.float64(prior[0]))
+        gradient = totals[3] + np.asarray(prior[1], np.float64)
+        rounding = self.eps * (float(totals[2]) + abs(float(prior[0])))
+        if not hessian:
+            return value, gradient, rounding
+        return value, gradient, _symmetric(totals[4] + np.asarray(prior[2], np.float64)), rounding
+
+
 def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=None):
-    """Jitted ``(θ, data) -> (−log π, ∇)`` and ``(θ, data) -> ∇²(−log π)`` over flat θ, summed in chunks.
+    """Jitted passes over flat θ: ``(θ, data) -> (prior terms, ((totals), (compensations)))``.
+
+    The likelihood's terms are ``(Σ −ℓᵢ/K, Σ|ℓᵢ|/K, ∇)`` and, for the second
+    function, ``∇²``; each is summed in chunks of ``chunk`` rows (one
+    float32 sum per chunk), the chunks added with Neumaier's compensated
+    summation, and returned as the running total and its compensation with a
+    leading axis of one entry per device (1 unsharded) to be added on the
+    host in float64. The prior's terms (value, gradient, Hessian of −log p₀)
+    come apart. Also returns the total number of chunks (over all devices).
 
     With ``rows`` (a :class:`tallmcmc.sharding.RowSharding`) every device sums
-    its own block of rows in chunks and the partial sums are added in device
-    order (:func:`tallmcmc.sharding.sum_partials`); ``batch_size`` then bounds
-    the rows per chunk on each device.
+    its own block of rows and the per-device results are gathered in device
+    order (:func:`tallmcmc.sharding.gather_partials`).
     """
     from tallmcmc import sharding
 
     block = model.num_data if rows is None else rows.rows_per_shard
-    chunk = None if batch_size is None or batch_size >= block else batch_size
+    chunk = min(block, batch_size or DEFAULT_CHUNK_ROWS)
+    num_chunks = -(-block // chunk)  # the last one ends at the block's end and masks the rows it repeats
+    total_chunks = num_chunks * (1 if rows is None else rows.num_shards)
 
     def negative_log_prior(theta):
         return -model.log_prior(unravel(theta))
 
-    def negative_log_likelihood(theta, rows):
-        return -jnp.sum(model.per_datum_log_likelihood(unravel(theta), rows)) / model.temperature
+    def likelihood_terms(with_hessian: bool):
+        def value_and_size(theta, part, fresh):
+            terms = -model.per_datum_log_likelihood(unravel(theta), part) / model.temperature
+            terms = jnp.where(fresh, terms, jnp.zeros_like(terms))
+            value, error = _pairwise_sum(terms)
+            return value, (error, jnp.sum(jnp.abs(terms)))
 
-    def summed(per_rows, theta, data):
-        """``per_rows(θ, rows)`` summed over all rows of ``data``, ``chunk`` rows at a time."""
-        if chunk is None:
-            return per_rows(theta, data)
-        num_chunks, remainder = divmod(block, chunk)
+        def first(theta, part, fresh):
+            (value, (error, size)), gradient = jax.value_and_grad(value_and_size, has_aux=True)(theta, part, fresh)
+            return value, error, size, gradient
 
-        def add(total, index):
-            rows = jax.tree_util.tree_map(lambda leaf: lax.dynamic_slice_in_dim(leaf, index * chunk, chunk), data)
-            return jax.tree_util.tree_map(jnp.add, total, per_rows(theta, rows)), None
+        if not with_hessian:
+            return first
 
-        shapes = jax.eval_shape(per_rows, theta, jax.tree_util.tree_map(lambda leaf: leaf[:chunk], data))
-        zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-        total, _ = lax.scan(add, zeros, jnp.arange(num_chunks))
-        if remainder:
-            tail = jax.tree_util.tree_map(lambda leaf: leaf[num_chunks * chunk :], data)
-            total = jax.tree_util.tree_map(jnp.add, total, per_rows(theta, tail))
-        return total
+        def all_three(theta, part, fresh):
+            def gradient_with_aux(t):
+                value, error, size, gradient = first(t, part, fresh)
+                return gradient, (value, error, size, gradient)
 
-    def value_and_gradient(theta, data):
-        prior_value, prior_gradient = jax.value_and_grad(negative_log_prior)(theta)
-        value, gradient = summed(jax.value_and_grad(negative_log_likelihood), theta, data)
-        if rows is not None:
-            value, gradient = sharding.sum_partials((value, gradient), rows.axis)
-        return prior_value + value, prior_gradient + gradient
+            hessian, (value, error, size, gradient) = jax.jacfwd(gradient_with_aux, has_aux=True)(theta)
+            return value, error, size, gradient, hessian
 
-    def hessian(theta, data):
-        likelihood = summed(jax.hessian(negative_log_likelihood), theta, data)
-        if rows is not None:
-            likelihood = sharding.sum_partials(likelihood, rows.axis)
-        return jax.hessian(negative_log_prior)(theta) + likelihood
+        return all_three
 
-    if rows is None:
-        return jax.jit(value_and_gradient), jax.jit(hessian)
-    return rows.jit(value_and_gradient, ("replicated", "rows")), rows.jit(hessian, ("replicated", "rows"))
+    def summed(per_chunk, theta, data):
+        """``per_chunk(θ, rows, fresh)`` summed over all rows of ``data``: (totals, compensations), Neumaier.
+
+        Chunk ``i`` holds rows ``[i·chunk, (i + 1)·chunk)``; the last one
+        ends at the block's end instead and ``fresh`` masks the rows an
+        earlier chunk held, so that one compiled body serves every chunk.
+        """
+
+        def add(carry, index):
+            first_row = jnp.minimum(index * chunk, block - chunk)
+            part = jax.tree_util.tree_map(lambda leaf: lax.dynamic_slice_in_dim(leaf, first_row, chunk), data)
+            fresh = first_row + jnp.arange(chunk) >= index * chunk
+            terms = per_chunk(theta, part, fresh)
+            pairs = [_neumaier(t, c, x) for t, c, x in zip(*carry, terms)]
+            return (tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)), None
+
+        part = jax.tree_util.tree_map(lambda leaf: leaf[:chunk], data)
+        shapes = jax.eval_shape(per_chunk, theta, part, jnp.ones(chunk, bool))
+        zeros = tuple(jnp.zeros(shape.shape, shape.dtype) for shape in shapes)
+        carry, _ = lax.scan(add, (zeros, zeros), jnp.arange(num_chunks))
+        return carry
+
+    def pass_with(with_hessian: bool):
+        per_chunk = likelihood_terms(with_hessian)
+
+        def run(theta, data):
+            prior = [negative_log_prior(theta), jax.grad(negative_log_prior)(theta)]
+            if with_hessian:
+                prior.append(jax.hessian(negative_log_prior)(theta))
+            likelihood = summed(per_chunk, theta, data)
+            if rows is None:
+                likelihood = jax.tree_util.tree_map(lambda leaf: leaf[None], likelihood)
+            else:
+                likelihood = sharding.gather_partials(likelihood, rows.axis)
+            return tuple(prior), likelihood
+
+        if rows is None:
+            return jax.jit(run)
+        return rows.jit(run, ("replicated", "rows"))
+
+    return pass_with(False), pass_with(True), total_chunks
+
+
+def _pairwise_sum(terms: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Σ ``terms`` (a vector) as a pairwise sum and the sum of its rounding errors (exact by TwoSum at each level).
+
+    Each level adds the two halves, s = a + b, and keeps the exact error of
+    each addition, (a − (s − b′)) + (b − b′) with b′ = s − a (Knuth's
+    TwoSum); the errors are summed pairwise alongside. ``value + error``
+    then carries the sum to about the precision of its terms; the error
+    part has no gradient (the value's gradient is the plain sum's).
+    """
+    size = terms.shape[0]
+    width = 1 << max(size - 1, 0).bit_length()  # the next power of two
+    values = jnp.pad(terms, (0, width - size))
+    errors = jnp.zeros_like(values)
+    while values.shape[0] > 1:
+        half = values.shape[0] // 2
+        first, second = values[:half], values[half:]
+        total = first + second
+        virtual = total - first
+        lost = lax.stop_gradient((first - (total - virtual)) + (second - virtual))
+        values, errors = total, errors[:half] + errors[half:] + lost
+    return values[0], errors[0]
+
+
+def _neumaier(total, compensation, term):
+    """One step of Neumaier's compensated summation: the new total and the accumulated rounding error."""
+    new = total + term
+    lost = jnp.where(jnp.abs(total) >= jnp.abs(term), (total - new) + term, (term - new) + total)
+    return new, compensation + lost
+
+
+# ------------------------------------------------------------------------------------------ trust-region Newton
+
+
+def _trust_region_newton(evaluate: _FullData, theta: np.ndarray, point: _Point, tolerance: float, max_steps: int):
+    """Trust-region Newton iterations from ``theta`` (evaluated: ``point``) until the decrement is ≤ ``tolerance``.
+
+    Returns the last kept point, its evaluation, the number of trial points
+    (each one pass) and why it stopped.
+    """
+    scaling = None
+    radius = None
+    steps = 0
+    while True:
+        gradient, hessian = point.gradient, point.hessian
+        if _newton_decrement(gradient, hessian) <= tolerance:
+            return theta, point, steps, "converged: Newton decrement <= decrement_tolerance"
+        if steps >= max_steps:
+            return theta, point, steps, "reached max_iterations"
+        if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian))):
+            return theta, point, steps, "non-finite gradient or Hessian"
+        diagonal = np.sqrt(np.abs(np.diag(hessian)))
+        scaling = diagonal if scaling is None else np.maximum(scaling, diagonal)  # Moré's rule: never shrinks
+        floor = 1e-12 * max(float(np.max(scaling, initial=0.0)), 1e-300)
+        scale = np.maximum(scaling, floor)
+        scaled_gradient = gradient / scale
+        scaled_hessian = hessian / scale[:, None] / scale[None, :]
+        eigenvalues, eigenvectors = np.linalg.eigh(scaled_hessian)
+        along = eigenvectors.T @ scaled_gradient
+        if radius is None:
+            radius = _initial_radius(eigenvalues, along)
+        if radius == 0.0:
+            return theta, point, steps, "no descent direction: zero gradient and no negative curvature"
+        step, damping = _subproblem(eigenvalues, along, radius)
+        candidate = evaluate.cast(theta + (eigenvectors @ step) / scale)
+        if np.array_equal(candidate, theta):
+            return theta, point, steps, f"the step is below the {evaluate.dtype.name} resolution of the position"
+        taken = (candidate.astype(np.float64) - theta.astype(np.float64)) * scale  # the step after rounding
+        predicted = -(scaled_gradient @ taken + 0.5 * taken @ scaled_hessian @ taken)
+        trial = evaluate.full(candidate)
+        steps += 1
+        length = float(np.linalg.norm(taken))
+        if not (np.isfinite(trial.value) and np.all(np.isfinite(trial.gradient))):
+            radius = 0.25 * length
+            continue
+        decrease = point.value - trial.value
+        rounding = point.rounding + trial.rounding
+        if predicted > _NOISE_MARGIN * rounding:
+            ratio = decrease / predicted
+            accept = ratio > _ACCEPT
+        else:  # the value cannot tell: ask the gradient, in the metric of the damped Hessian
+            metric = eigenvalues + damping
+            metric = np.maximum(metric, 1e-12 * max(float(np.max(np.abs(metric))), 1e-300))
+
+            def size(g):
+                return float(np.sum((eigenvectors.T @ (g / scale)) ** 2 / metric))
+
+            accept = decrease > -rounding and size(trial.gradient) < size(gradient)
+            ratio = 1.0 if accept else 0.0
+        if ratio < _SHRINK_BELOW:
+            radius = 0.25 * length
+        elif ratio > _EXPAND_ABOVE and length > 0.8 * radius:
+            radius = max(radius, 2.0 * length)
+        if accept:
+            theta, point = candidate, trial
+
+
+def _initial_radius(eigenvalues: np.ndarray, along: np.ndarray) -> float:
+    """The first trust radius: the Newton step's length where H is positive definite, a gradient step's otherwise.
+
+    0 where there is no descent direction (zero gradient, no negative curvature).
+    """
+    if eigenvalues[0] > 0:
+        return float(np.linalg.norm(along / eigenvalues))
+    length = float(np.linalg.norm(along))
+    largest = float(np.max(np.abs(eigenvalues)))
+    if length == 0.0:
+        return 1.0 if eigenvalues[0] < 0 else 0.0
+    return length / largest if largest > 0 else length
+
+
+def _subproblem(eigenvalues: np.ndarray, along: np.ndarray, radius: float) -> tuple[np.ndarray, float]:
+    """argmin over ‖p‖ ≤ radius of aᵀp + ½Σλᵢpᵢ² (eigen-coordinates), and the damping μ ≥ 0 it uses.
+
+    The solution is p = −a/(λ + μ) with μ = 0 if that fits (λ > 0), else μ
+    solving ‖p(μ)‖ = radius above max(0, −λ_min); in the hard case (a has no
+    component along the lowest eigenvector and p(−λ_min) fits) that
+    eigenvector fills the radius.
+    """
+    lowest = eigenvalues[0]
+    if lowest > 0:
+        newton = -along / eigenvalues
+        if np.linalg.norm(newton) <= radius:
+            return newton, 0.0
+    shift = max(0.0, -lowest)
+    top = float(np.max(np.abs(eigenvalues), initial=0.0))
+    flat = eigenvalues + shift <= 1e-12 * max(top, 1e-300)
+    norm_along = float(np.linalg.norm(along))
+    if np.all(np.abs(along[flat]) <= 1e-12 * max(norm_along, 1e-300)):
+        rest = np.where(flat, 0.0, -along / np.where(flat, 1.0, eigenvalues + shift))
+        remaining = radius**2 - float(rest @ rest)
+        if remaining >= 0:  # the hard case
+            rest[np.argmax(flat)] += math.sqrt(remaining)
+            return rest, shift
+
+    def excess(mu):  # 1/‖p(μ)‖ − 1/radius: increasing in μ, zero at the solution (Moré & Sorensen)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            length = float(np.linalg.norm(along / (eigenvalues + mu)))
+        return (1.0 / length if np.isfinite(length) and length > 0 else (0.0 if length > 0 else np.inf)) - 1.0 / radius
+
+    low = shift
+    high = shift + max(norm_along / radius, 1e-300)  # ‖p(high)‖ ≤ ‖a‖/(λ_min + high) ≤ radius
+    while excess(high) < 0:  # rounding may need a nudge
+        high = 2.0 * high
+    if excess(low) >= 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at_low = -along / (eigenvalues + low)
+        if np.all(np.isfinite(at_low)):
+            return at_low, low
+        return -along / (eigenvalues + high), high
+    mu = scipy.optimize.brentq(excess, low, high, xtol=1e-15 * max(high, 1e-300), rtol=4 * np.finfo(float).eps)
+    return -along / (eigenvalues + mu), mu
+
+
+def _newton_decrement(gradient: np.ndarray, hessian: np.ndarray) -> float:
+    """sqrt(gᵀH⁻¹g), or ``inf`` where H is not positive definite (or not finite)."""
+    if not (np.all(np.isfinite(hessian)) and np.all(np.isfinite(gradient))):
+        return math.inf
+    try:
+        factor = np.linalg.cholesky(hessian)
+    except np.linalg.LinAlgError:
+        return math.inf
+    solved = scipy.linalg.solve_triangular(factor, gradient, lower=True)
+    return float(np.linalg.norm(solved))
+
+
+# ------------------------------------------------------------------------------------------ Adam
 
 
 def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, batch: int, rng_key: jax.Array,
