@@ -21,17 +21,20 @@ def _info(num_steps, used, variance):
 
 
 def test_spread_is_recovered_from_the_reported_variance_and_minibatch_size():
-    # Var(Δ*) = N² Var(l)/b (1 − b/N): with N²Var(l) = 400, b = 500, N = 1000 → 0.4
-    use = data_use(_info(10, 500, 0.4), 1000)
+    # Var(Δ*) = N² Var(l)/b (1 − b/N): with N²Var(l) = 400, b = 200, N = 1000 → 1.6
+    use = data_use(_info(10, 200, 1.6), 1000)
     assert use.spread == pytest.approx(400.0, rel=1e-5) and use.cause == "spread"
-    assert use.spread_size == pytest.approx(400.0 / 1.4, rel=1e-5) and use.fraction == 0.5
+    assert use.spread_size == pytest.approx(400.0 / 1.4, rel=1e-5) and use.fraction == 0.2
+    # no rule asked for more than the first minibatch: N is small against it
+    assert data_use(_info(10, 500, 400 / 500 * 0.5), 1000).cause == "small N"
     # steps that used all N say nothing of the spread (the finite-population factor is 0)
     assert np.isnan(data_use(_info(10, 1000, 0.0), 1000).spread)
 
 
 def test_tail_weight_is_named_when_the_guard_asks_for_more_than_the_spread():
-    pool = TailPool(fourth=np.array([9000.0, 9200.0]), count=np.array([10.0, 10.0]), first_variance=np.zeros(2),
-                    steps=np.ones(2))  # kurtosis ≈ 900, as on the 26-parameter regression
+    # kurtosis ≈ 900, as on the 26-parameter regression; typical first-stage Var(Δ*) 1 ≥ 0.1: the guard acts
+    pool = TailPool(fourth=np.array([9000.0, 9200.0]), count=np.array([10.0, 10.0]), first_variance=np.ones(2),
+                    steps=np.ones(2))
     info = _info(10, 800, 0.35 * (1 - 800 / 1000) / 800)  # N²Var(r) = 0.35: tiny spread
     with pytest.warns(RuntimeWarning, match=r"80% of the N = 1,000.*kurtosis of the lᵢ ≈ 910.*heavy-tailed") as caught:
         use = warn_if_subsampling_does_not_pay("minibatch_barker", info, 1000, pool, uses_control_variate=True)
@@ -40,8 +43,14 @@ def test_tail_weight_is_named_when_the_guard_asks_for_more_than_the_spread():
 
 
 def test_spread_with_a_control_variate_blames_the_centre_the_steps_or_n():
-    with pytest.warns(RuntimeWarning, match=r"N²·Var\(lᵢ\) ≈ 400.*residuals are widely spread"):
-        warn_if_subsampling_does_not_pay("austere", _info(10, 500, 0.4), 1000, None, uses_control_variate=True)
+    info = _info(10, 300, 2000 / 300 * 0.7)  # N²Var = 2,000: b ≈ 667 by the variance rule
+    with pytest.warns(RuntimeWarning, match=r"N²·Var\(lᵢ\) ≈ 2e\+03.*residuals are widely spread"):
+        warn_if_subsampling_does_not_pay("austere", info, 1000, None, uses_control_variate=True)
+
+
+def test_a_first_minibatch_that_is_most_of_n_is_named_as_such():
+    with pytest.warns(RuntimeWarning, match=r"N is small for this test: its first minibatch \(500 points\)"):
+        warn_if_subsampling_does_not_pay("minibatch_barker", _info(10, 500, 0.1), 1000, None, False)
 
 
 def test_a_run_within_a_quarter_of_n_is_quiet():

@@ -20,6 +20,7 @@ from tallmcmc.acceptance.confidence import confidence_sampler
 from tallmcmc.acceptance.exact import always_accept, exact_barker, exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.tuna import tuna
+from tallmcmc.automatic import TallDiagnosis, sample_tall
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
 from tallmcmc.interop.numpyro import from_numpyro
@@ -44,6 +45,7 @@ __all__ = [
     "Model",
     "Proposal",
     "SamplingResult",
+    "TallDiagnosis",
     "acceptance",
     "always_accept",
     "austere",
@@ -73,6 +75,7 @@ __all__ = [
     "proxy_hamiltonian",
     "proxy_langevin",
     "sample",
+    "sample_tall",
     "stein",
     "stochastic_gradient_langevin",
     "tuna",

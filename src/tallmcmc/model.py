@@ -270,7 +270,7 @@ def num_data_of(data: Data) -> int:
     return int(num)
 
 
-def _is_shape(value: Any) -> bool:
+def is_shape(value: Any) -> bool:
     """Whether ``value`` is a shape: a tuple of ints (``()`` included)."""
     return isinstance(value, tuple) and all(
         isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in value
@@ -285,18 +285,18 @@ def expected_position_shapes(position_shape: Any) -> Any:
     is an example value whose shape is taken.
     """
     shapes = jax.tree_util.tree_map(
-        lambda leaf: tuple(int(n) for n in leaf) if _is_shape(leaf) else tuple(np.shape(leaf)),
+        lambda leaf: tuple(int(n) for n in leaf) if is_shape(leaf) else tuple(np.shape(leaf)),
         position_shape,
-        is_leaf=_is_shape,
+        is_leaf=is_shape,
     )
-    for shape in jax.tree_util.tree_leaves(shapes, is_leaf=_is_shape):
+    for shape in jax.tree_util.tree_leaves(shapes, is_leaf=is_shape):
         if any(n < 0 for n in shape):
             raise ValueError(f"position_shape must hold non-negative sizes; got {position_shape}")
     return shapes
 
 
 def _structure(shapes: Any):
-    return jax.tree_util.tree_structure(shapes, is_leaf=_is_shape)
+    return jax.tree_util.tree_structure(shapes, is_leaf=is_shape)
 
 
 def as_position(value: Position, name: str = "initial_position") -> Position:

@@ -16,7 +16,10 @@
   - *tail weight*: the lᵢ are heavy-tailed (kurtosis κ), so the minibatch
     Barker test's tail guard asks for b ≥ (κ − 1)/0.35² before it trusts the
     variance estimate, however small N²Var(lᵢ) is (control-variate residuals
-    of a model with a few extreme rows).
+    of a model with a few extreme rows); the guard acts only while the
+    typical first-stage Var(Δ*) is at least 0.1σ²;
+  - *small N*: neither rule asks for more than the first minibatch, which is
+    itself a large part of N (``batch_size`` against a small data set).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ VACUOUS_ERROR_BOUND = 0.25
 #: the exact test (and its per-datum work, a residual with a control variate, costs more than a
 #: log-likelihood): ``sample`` warns.
 MOST_OF_THE_DATA = 0.25
+_SMALL_NOISE = 0.1  # the minibatch Barker test's tail guard stands down below this typical first-stage Var(Δ*) (σ² = 1)
 
 
 class DataUse(NamedTuple):
@@ -43,9 +47,10 @@ class DataUse(NamedTuple):
     fraction: float  # mean data_used_by_test / N over the steps
     spread: float  # median over subsampled steps of the estimated N²·Var(lᵢ); NaN if no step can tell
     kurtosis: float  # the tail guard's pooled kurtosis of the lᵢ (median over chains); NaN if unknown
-    guard_size: float  # (κ − 1)/variance_rse², the minibatch the tail guard asks for; NaN if unknown
+    guard_size: float  # (κ − 1)/variance_rse², the minibatch the tail guard asks for (0 if it stands down)
     spread_size: float  # N²V/(1 + N V): the minibatch at which Var(Δ*) = N²V(1/b − 1/N) falls to σ² = 1
-    cause: str  # "spread", "tail weight" or "" (not measured)
+    first_size: float  # the first minibatch (the smallest a step used)
+    cause: str  # "spread", "tail weight", "small N" or "" (not measured)
 
 
 def data_use(info: dict[str, np.ndarray], num_data: int, cache: Any = None, variance_rse: float = 0.35) -> DataUse:
@@ -56,7 +61,10 @@ def data_use(info: dict[str, np.ndarray], num_data: int, cache: Any = None, vari
     finite-population factor is 0 and the step says nothing of the spread).
     The kurtosis is that of the minibatch Barker test's
     :class:`~tallmcmc.acceptance.minibatch_barker.TailPool`, Σz⁴/count, read
-    from ``cache`` (a chain's final test cache) when it is one.
+    from ``cache`` (a chain's final test cache) when it is one, and the guard
+    counts as acting when the pool's typical first-stage Var(Δ*)
+    (``first_variance/steps``) is at least 0.1 (σ² = 1), as in the test;
+    without a pool, when N²Var(lᵢ)/b₀ is.
     """
     used = np.asarray(info["data_used_by_test"], np.float64)
     fraction = float(used.mean()) / num_data
@@ -68,21 +76,31 @@ def data_use(info: dict[str, np.ndarray], num_data: int, cache: Any = None, vari
         spread = float(np.median(per_datum))
     else:
         spread = float("nan")
+    positive = used[used > 0]
+    first_size = float(positive.min()) if positive.size else float("nan")
+    spread_size = spread / (1.0 + spread / num_data) if np.isfinite(spread) else float("nan")
     kurtosis = float("nan")
+    guarding = np.isfinite(spread) and spread / max(first_size, 1.0) >= _SMALL_NOISE
     fourth, count = getattr(cache, "fourth", None), getattr(cache, "count", None)
     if fourth is not None and count is not None:
         fourth, count = np.asarray(fourth, np.float64).ravel(), np.asarray(count, np.float64).ravel()
         known = count > 0
         if known.any():
             kurtosis = float(np.median(fourth[known] / count[known]))
-    guard_size = (kurtosis - 1.0) / variance_rse**2 if np.isfinite(kurtosis) else float("nan")
-    spread_size = spread / (1.0 + spread / num_data) if np.isfinite(spread) else float("nan")
+        first_variance = getattr(cache, "first_variance", None)
+        steps = getattr(cache, "steps", None)
+        if first_variance is not None and steps is not None:
+            first_variance, steps = np.ravel(np.asarray(first_variance, np.float64)), np.ravel(np.asarray(steps))
+            stepped = steps > 0
+            guarding = bool(stepped.any() and np.median(first_variance[stepped] / steps[stepped]) >= _SMALL_NOISE)
+    guard_size = ((kurtosis - 1.0) / variance_rse**2 if guarding else 0.0) if np.isfinite(kurtosis) else float("nan")
     cause = ""
-    if np.isfinite(guard_size) and guard_size > max(spread_size if np.isfinite(spread_size) else 0.0, 1.0):
-        cause = "tail weight"
-    elif np.isfinite(spread):
-        cause = "spread"
-    return DataUse(fraction, spread, kurtosis, guard_size, spread_size, cause)
+    asked = {name: size for name, size in (("tail weight", guard_size), ("spread", spread_size)) if np.isfinite(size)}
+    if asked:
+        cause = max(asked, key=asked.get)
+        if asked[cause] <= first_size:
+            cause = "small N"
+    return DataUse(fraction, spread, kurtosis, guard_size, spread_size, first_size, cause)
 
 
 def warn_if_error_bounds_vacuous(info: dict[str, np.ndarray], stacklevel: int = 3) -> None:
@@ -123,7 +141,13 @@ def warn_if_subsampling_does_not_pay(
         )
     numbers = f" ({'; '.join(measured)})" if measured else ""
     subject = "control-variate residuals" if uses_control_variate else "per-datum log ratios lᵢ"
-    if use.cause == "tail weight":
+    if use.cause == "small N":
+        cause = (
+            f"N is small for this test: its first minibatch ({use.first_size:,.0f} points) is already a large part of "
+            "it and no rule asked for more. Use a smaller batch_size, or the exact test (tallmcmc.exact_metropolis()), "
+            "which costs little more here"
+        )
+    elif use.cause == "tail weight":
         cause = (
             f"the {subject} are heavy-tailed (a few data carry most of Δ) rather than widely spread. "
             "A larger batch_size does not help; the exact test (tallmcmc.exact_metropolis()) is cheaper here, "

@@ -71,6 +71,9 @@ class SamplingResult:
     loop_iterations
         With the asynchronous driver, the vectorised loop iterations the kept
         draws took (each advances every chain's test by one chunk); else ``None``.
+    diagnosis
+        From :func:`tallmcmc.sample_tall`: its :class:`tallmcmc.automatic.TallDiagnosis`
+        (decision, setup passes, residuals, r̂, ESS); ``None`` from :func:`sample`.
     """
 
     positions: Position
@@ -88,6 +91,7 @@ class SamplingResult:
     adapted_covariance: np.ndarray | None = None
     driver: str = "vmap"
     loop_iterations: int | None = None
+    diagnosis: Any = None
 
     @property
     def setup_data_passes(self) -> float:
@@ -199,6 +203,7 @@ def sample(
     adapt_covariance: bool = False,
     driver: str = "vmap",
     mesh=None,
+    check_starts: bool = True,
 ) -> SamplingResult:
     """Run ``num_chains`` Markov chains of ``num_samples`` steps each.
 
@@ -334,6 +339,12 @@ def sample(
         fastest layout for many chains: XLA:CPU splits the small operations of
         one device poorly over its threads (``docs/sharding.md``).
 
+    check_starts
+        ``True`` (default): evaluate the model on the full data at every
+        distinct start before compiling (one pass each, counted as ``"start
+        check"``). ``False`` skips it, for starts a previous run of the same
+        model produced (e.g. its ``final_state.position``).
+
     Returns
     -------
     SamplingResult
@@ -383,7 +394,8 @@ def sample(
 
     if initial_position is not None:
         start = as_position(initial_position)
-        check(start, "initial_position")
+        if check_starts:
+            check(start, "initial_position")
         starts = jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, (num_chains,) + leaf.shape), start)
     else:
         starts = as_position(initial_positions)
@@ -395,7 +407,8 @@ def sample(
                 )
         for chain in range(num_chains):
             one = jax.tree_util.tree_map(lambda leaf: leaf[chain], starts)
-            check(one, f"initial_positions[{chain}]")
+            if check_starts:
+                check(one, f"initial_positions[{chain}]")
     if layout is None:
         test.init(model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts))  # settings checked before compiling
     else:  # the same checks, on shapes only (the data may live in other processes)
@@ -403,8 +416,10 @@ def sample(
         jax.eval_shape(lambda position: test.init(model, position), first_start)
     num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
     target = _target_acceptance(target_acceptance, proposal, test)
-    distinct_starts = 1 if initial_position is not None else num_chains
+    distinct_starts = (1 if initial_position is not None else num_chains) if check_starts else 0
     setup_data_used = {"start check": distinct_starts * model.num_data, **_setup_costs(proposal, test)}
+    if not check_starts:
+        del setup_data_used["start check"]
 
     adapt = num_warmup > 0 and proposal.tune is not None
     if adapt_covariance:

@@ -129,36 +129,23 @@ def sample_tall(
     prior_variance: float = 1.0,
     seed: int = 0,
     progress: bool = True,
+    **options,
 ):
-    """The whole tall-data recipe in one call: mode → control variate → proxy proposal → minibatch test.
-
-    1. :func:`tallmcmc.find_mode` (full-data L-BFGS-B and the Hessian there);
-    2. :func:`tallmcmc.taylor_control_variate` at the mode (one pass);
-    3. :func:`tallmcmc.proxy_hamiltonian` preconditioned by the Laplace covariance
-       (data-free per step, exact proposal ratio);
-    4. :func:`tallmcmc.minibatch_barker` on the control-variate residuals,
-       (ε·L = 1.5 ≈ π/2: with the Laplace preconditioner the proxy dynamics
-       have period ≈ 2π, so each proposal lands about a quarter-turn away).
+    """:func:`tallmcmc.sample_tall` on this model: the automatic tall-data path, started at β = 0.
 
     Returns
     -------
     (SamplingResult, ModeResult, ControlVariate)
-        ``result.setup_data_used`` holds the one-off passes (mode, control
-        variate, start check); ``result.data_used`` the per-step cost.
+        The run (``result.diagnosis`` says what was decided and measured;
+        ``result.setup_data_used`` counts every one-off pass) and, for
+        convenience, the mode and the control variate it built (``None`` where
+        the path did not build one).
     """
     import tallmcmc
 
     target = model(covariates, response, prior_variance)
-    dimension = target.position_shape[0]
-    mode = tallmcmc.find_mode(target, jnp.zeros(dimension, jnp.float32))
-    control_variate = tallmcmc.taylor_control_variate(target, mode.position)
-    proposal = tallmcmc.proxy_hamiltonian(
-        control_variate, step_size=0.5, num_steps=3, preconditioner=tallmcmc.laplace_covariance(mode)
+    result = tallmcmc.sample_tall(
+        target, jnp.zeros(target.position_shape[0], jnp.float32), num_samples=num_samples, num_chains=num_chains,
+        batch_size=batch_size, seed=seed, progress=progress, **options,
     )
-    test = tallmcmc.minibatch_barker(batch_size, control_variate=control_variate)
-    result = tallmcmc.sample(
-        target, proposal, test, initial_position=mode.position, num_samples=num_samples, num_chains=num_chains,
-        seed=seed, progress=progress,
-    )
-    result.setup_data_used.setdefault(mode.name, mode.data_used)
-    return result, mode, control_variate
+    return result, result.diagnosis.mode, result.diagnosis.control_variate

@@ -1,0 +1,518 @@
+r"""The automatic tall-data path: :func:`sample_tall` runs mode → control variate → proposal → test for any model.
+
+Each joint of the hand-tuned recipe is decided from a measured quantity:
+
+1. **The mode** (:func:`tallmcmc.find_mode`) and its Laplace covariance; if
+   the Hessian there is not positive definite there is no Laplace
+   approximation, and the path falls back to the exact test with a
+   covariance-adapted random walk.
+2. **The control variate** (:func:`tallmcmc.taylor_control_variate`, one pass).
+3. **The proposal**: proxy HMC with the Laplace covariance as its inverse mass,
+   integration time ε·L = π/2 (a quarter period of the proxy dynamics: nearly
+   independent proposals) with the step jittered by ±50%, so the trajectory
+   never reaches half a period (3π/4 at most).
+4. **Warm-up with the minibatch test, measured**: ``num_warmup`` steps of the
+   minibatch Barker test on the residuals, adapting the leapfrog step on the
+   proxy's own acceptance (data-free; :mod:`tallmcmc.adaptation`), chains
+   started from Laplace draws, then ``measure_steps`` more at the adapted
+   step. The second half of warm-up and those steps are the measurement
+   window: the data per step the test really used, its acceptance rate, the
+   residuals' spread N²·Var(rᵢ) and tail weight (the tail guard's pooled
+   kurtosis) where the chains really are, not where the Laplace
+   approximation says they should be (on a posterior whose mean is off the
+   mode, as with d/N not small, the two differ).
+5. **The test for the kept draws**: the one with fewer data points per
+   effective draw. The minibatch test costs its measured b per step and
+   accepts at its measured rate; the exact Metropolis test would cost N per
+   step and accept at the mean of min(1, e^{Δ*}) over the window (Δ* the
+   minibatch test's estimate of Δ, which it reports). With ESS per draw
+   approximated by a/(2 − a) for an acceptance rate a (the rule of thumb for
+   nearly independent proposals), the minibatch test is kept when
+   b̄/e_Barker < N/e_Metropolis and it used at most a quarter of N per step
+   (each residual costs a gradient and a Hessian-vector product at the
+   centre, several log-likelihoods' worth of work, so a minibatch test
+   touching more than that gains nothing in time; :func:`tallmcmc.sample`
+   warns above the same fraction). Otherwise the path says why (spread or tail
+   weight of the residuals) and runs the exact test, or TunaMH on the
+   residuals when a ``bound`` is given, rather than spending most of N per
+   step under a minibatch name.
+6. **The kept draws**: from the warm-up's final states, with the adapted step
+   (the chains' geometric mean), after a short burn-in that lets the
+   minibatch test's tail guard learn again.
+7. **A diagnosis** (:class:`TallDiagnosis`, ``result.diagnosis``): every setup
+   pass by source, the probe's measurements and the decision with its reason,
+   the data per step, the error bounds, r̂ and ESS, and whether warm-up
+   settled; a run whose diagnosis says its result may be wrong warns.
+
+``docs/sample_tall.md`` has the derivations and the measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from tallmcmc._checks import integer_at_least
+from tallmcmc.acceptance.exact import exact_metropolis
+from tallmcmc.acceptance.minibatch_barker import minibatch_barker
+from tallmcmc.acceptance.tuna import tuna
+from tallmcmc.control_variate import ControlVariate, taylor_control_variate
+from tallmcmc.mode import find_mode
+from tallmcmc.model import Model, Position, as_position, expected_position_shapes, is_shape
+from tallmcmc.proposals.base import Proposal
+from tallmcmc.proposals.laplace import laplace_covariance
+from tallmcmc.proposals.proxy import proxy_hamiltonian
+from tallmcmc.proposals.random_walk import random_walk
+from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
+from tallmcmc.sampling import SamplingResult, sample
+
+__all__ = ["TallDiagnosis", "TestChoice", "choose_test", "sample_tall"]
+
+#: The integration time of the proxy-HMC move: a quarter period of the Laplace-preconditioned proxy dynamics.
+INTEGRATION_TIME = math.pi / 2
+#: The leapfrog steps it starts with (warm-up then adapts the step, keeping ε·L).
+NUM_LEAPFROG_STEPS = 3
+#: The step is drawn from ε·U(1 − j, 1 + j): integration times in [π/4, 3π/4], never half a period (π).
+STEP_SIZE_JITTER = 0.5
+#: Steps at the adapted step size, after warm-up, that join its second half in the measurement window.
+MEASURE_STEPS = 50
+#: Steps before the kept draws of the minibatch test, so that its tail guard's pool has learned again.
+GUARD_BURN_IN = 25
+#: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
+SETTLED_TOLERANCE = 0.15
+#: ... and the chains' adapted step factors are within this ratio of each other.
+SETTLED_FACTOR_RATIO = 3.0
+#: The diagnosis warns about r̂ above this (Vehtari et al. 2021).
+RHAT_LIMIT = 1.01
+_SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
+_CAUSES = {
+    "spread": "the residuals are widely spread",
+    "tail weight": "the residuals are heavy-tailed",
+    "small N": "N is small against the first minibatch",
+}
+
+
+def _ess_per_draw(acceptance: float) -> float:
+    """a/(2 − a): the ESS per draw of a chain of nearly independent proposals accepted at rate a."""
+    acceptance = min(max(float(acceptance), 1e-6), 1.0)
+    return acceptance / (2.0 - acceptance)
+
+
+@dataclasses.dataclass(frozen=True)
+class TestChoice:
+    """The measured window and the choice :func:`choose_test` made from it.
+
+    Attributes
+    ----------
+    minibatch
+        Whether the minibatch test is kept: fewer points per effective draw
+        and at most :data:`tallmcmc.run_warnings.MOST_OF_THE_DATA` of N per step.
+    cause
+        ``"spread"``, ``"tail weight"`` or ``"small N"``: what made the
+        minibatch grow (see :mod:`tallmcmc.run_warnings`).
+    use
+        The window's :class:`~tallmcmc.run_warnings.DataUse` (fraction of N,
+        N²·Var(rᵢ), kurtosis, the minibatch each rule asks for).
+    barker_acceptance, metropolis_acceptance
+        The minibatch test's acceptance rate in the window, and the mean of
+        min(1, e^{Δ*}) there (the exact Metropolis test's, estimated).
+    minibatch_cost, exact_cost
+        Data points per effective draw of each test.
+    """
+
+    minibatch: bool
+    cause: str
+    use: DataUse
+    barker_acceptance: float
+    metropolis_acceptance: float
+    minibatch_cost: float
+    exact_cost: float
+
+    def describe(self, num_data: int) -> str:
+        """The numbers behind the choice, in words."""
+        spread = f"N²·Var(rᵢ) ≈ {self.use.spread:.3g}" if np.isfinite(self.use.spread) else "N²·Var(rᵢ) unmeasured"
+        kurtosis = f"kurtosis ≈ {self.use.kurtosis:.3g}" if np.isfinite(self.use.kurtosis) else "kurtosis unmeasured"
+        return (
+            f"in warm-up the minibatch test used {100 * self.use.fraction:.2g}% of N = {num_data:,} per step "
+            f"({spread}, {kurtosis}) and accepted {100 * self.barker_acceptance:.2g}%: ≈ {self.minibatch_cost:,.0f} "
+            f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (estimated acceptance "
+            f"{100 * self.metropolis_acceptance:.2g}%)"
+        )
+
+
+def choose_test(info: dict[str, np.ndarray], num_data: int, cache: Any = None) -> TestChoice:
+    """Keep the minibatch test or not, from its measured steps ``info`` (see the module docstring, step 5).
+
+    ``info`` holds the window's step statistics (arrays of any shape, one
+    entry per step); ``cache`` the chains' final test caches (the tail
+    guard's pool, for the kurtosis).
+    """
+    use = data_use(info, num_data, cache)
+    accepted = float(np.mean(info["accepted"]))
+    statistic = np.asarray(info["statistic"], np.float64)
+    metropolis = float(np.mean(np.where(np.isfinite(statistic), np.exp(np.minimum(statistic, 0.0)), 0.0)))
+    minibatch_cost = float(np.mean(info["data_used"])) / _ess_per_draw(accepted)
+    exact_cost = num_data / _ess_per_draw(metropolis)
+    cause = use.cause or "spread"
+    keep = minibatch_cost < exact_cost and use.fraction <= MOST_OF_THE_DATA
+    return TestChoice(keep, cause, use, accepted, metropolis, minibatch_cost, exact_cost)
+
+
+@dataclasses.dataclass
+class TallDiagnosis:
+    """What :func:`sample_tall` decided, what it measured and what the run says about itself.
+
+    Attributes
+    ----------
+    decision
+        ``"minibatch"`` (minibatch Barker test on control-variate residuals),
+        ``"exact"`` (exact Metropolis with the proxy proposal), ``"tuna"``
+        (TunaMH on the residuals) or ``"random walk"`` (no Laplace
+        approximation: exact Metropolis with a covariance-adapted random walk).
+    reason
+        Why, in words, with the numbers.
+    mode, control_variate
+        The setup objects (``None`` where not built).
+    choice
+        The :class:`TestChoice` made from the warm-up's measurements (``None``
+        on the random-walk path).
+    setup_passes
+        One-off passes over N by source (mode, control variate, start check).
+    warmup_passes, sampling_passes
+        Data used by warm-up (the measured window and the burn-in included) and
+        by the kept draws, in passes over N (all chains).
+    data_fraction
+        Mean data points per kept step, as a fraction of N.
+    error_bound_median, vacuous_fraction
+        Of the kept subsampled steps: the median ``error_bound`` and the fraction
+        at or above :data:`tallmcmc.run_warnings.VACUOUS_ERROR_BOUND` (NaN without any).
+    r_hat_max, ess_bulk_min
+        Over every coordinate of the draws (ArviZ rank-normalised r̂ and bulk ESS).
+    warmup_settled
+        Whether warm-up reached its target in every chain with consistent step
+        factors (``None`` without a proxy proposal).
+    problems
+        The findings that say the result may be wrong (also warned about).
+    """
+
+    decision: str
+    reason: str
+    mode: Any = None
+    control_variate: ControlVariate | None = None
+    choice: TestChoice | None = None
+    setup_passes: dict[str, float] = dataclasses.field(default_factory=dict)
+    warmup_passes: float = 0.0
+    sampling_passes: float = 0.0
+    data_fraction: float = float("nan")
+    error_bound_median: float = float("nan")
+    vacuous_fraction: float = float("nan")
+    r_hat_max: float = float("nan")
+    ess_bulk_min: float = float("nan")
+    warmup_settled: bool | None = None
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"decision: {self.decision} — {self.reason}"]
+        setup = ", ".join(f"{name} {passes:.3g}" for name, passes in self.setup_passes.items())
+        lines.append(f"setup passes over N: {sum(self.setup_passes.values()):.3g} ({setup})")
+        lines.append(
+            f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {self.warmup_passes:.3g} passes, "
+            f"kept draws {self.sampling_passes:.3g} passes"
+        )
+        if np.isfinite(self.error_bound_median):
+            lines.append(
+                f"error bound: median {self.error_bound_median:.3g}, {100 * self.vacuous_fraction:.3g}% of subsampled "
+                f"steps ≥ {VACUOUS_ERROR_BOUND}"
+            )
+        lines.append(f"r̂ max {self.r_hat_max:.4g}, bulk ESS min {self.ess_bulk_min:.0f}")
+        if self.warmup_settled is not None:
+            lines.append(f"warm-up settled: {'yes' if self.warmup_settled else 'NO'}")
+        lines.extend(f"problem: {problem}" for problem in self.problems)
+        return "\n".join(lines)
+
+
+def sample_tall(
+    model: Model,
+    initial_position: Position = None,
+    *,
+    num_samples: int = 2000,
+    num_chains: int = 4,
+    num_warmup: int = 200,
+    batch_size: int = 100,
+    bound: Any = None,
+    chi: float = 0.01,
+    seed: int = 0,
+    progress: bool = True,
+    **sample_options,
+) -> SamplingResult:
+    """Sample ``model``'s posterior by the automatic tall-data path (see the module docstring).
+
+    Parameters
+    ----------
+    model
+        Any :class:`tallmcmc.Model` (K = 1 or tempered; e.g. from
+        :func:`tallmcmc.from_numpyro`).
+    initial_position
+        Where the mode search starts; default zeros of ``model.position_shape``.
+    num_samples, num_chains
+        Kept draws per chain, and chains.
+    num_warmup
+        Warm-up steps per chain (adapting the proxy-HMC step on the proxy's
+        acceptance; on the random-walk path, its covariance, at least 200).
+        :data:`MEASURE_STEPS` more steps at the adapted step, and
+        :data:`GUARD_BURN_IN` before kept minibatch draws, are warm-up too.
+        All counted.
+    batch_size
+        The minibatch Barker test's first minibatch and growth increment.
+    bound
+        Optional :class:`tallmcmc.acceptance.tuna.TunaBound` for the
+        control-variate residuals (e.g.
+        ``tallmcmc.acceptance.tuna.logistic_regression_bound(model, cv)``; it
+        needs the control variate, so build both and pass
+        ``control_variate=`` too): when the minibatch Barker test does not
+        pay, TunaMH with it runs instead of the exact test.
+    chi
+        TunaMH's χ when ``bound`` is used.
+    seed
+        Seeds the chains' starts and the runs.
+    progress
+        Progress bars and a line per phase.
+    **sample_options
+        Passed to :func:`tallmcmc.sample` (``driver=``, ``mesh=``,
+        ``num_chunks=``); also ``mode=`` (a :class:`tallmcmc.mode.ModeResult`
+        to use instead of searching) and ``control_variate=`` (one built at
+        that mode).
+
+    Returns
+    -------
+    SamplingResult
+        With ``result.diagnosis`` a :class:`TallDiagnosis`;
+        ``result.setup_data_used`` counts every one-off pass (the mode search,
+        the control variate, the start check), ``result.warmup_info`` every
+        warm-up step (the measured window and the burn-in included).
+
+    Warns
+    -----
+    RuntimeWarning
+        When the diagnosis finds r̂ above 1.01, error bounds that guarantee
+        nothing, a warm-up that did not settle, or a mode search that did not
+        converge; the draws are returned all the same.
+    """
+    num_samples = integer_at_least(num_samples, "num_samples")
+    num_chains = integer_at_least(num_chains, "num_chains")
+    num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
+    batch_size = integer_at_least(batch_size, "batch_size", 2)
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
+    mode = sample_options.pop("mode", None)
+    control_variate = sample_options.pop("control_variate", None)
+    for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
+        if name in sample_options:
+            raise ValueError(
+                f"sample_tall chooses {name} itself; to set it, run the steps by hand with tallmcmc.sample "
+                "(docs/sample_tall.md spells them out)"
+            )
+    if bound is not None and control_variate is None:
+        raise ValueError(
+            "bound: a TunaMH bound for the control-variate residuals needs that control variate; build it with "
+            "tallmcmc.taylor_control_variate(model, mode.position) and pass control_variate= (and mode=) as well"
+        )
+    if initial_position is None:
+        if model.position_shape is None:
+            raise ValueError(
+                "initial_position: give a start for the mode search, or build the Model with position_shape= so that "
+                "sample_tall can start at zeros"
+            )
+        initial_position = _zeros(model.position_shape)
+    start = as_position(initial_position)
+    problems: list[str] = []
+    say = print if progress else (lambda *_, **__: None)
+
+    if mode is None:
+        say("sample_tall: finding the mode ...", flush=True)
+        mode = find_mode(model, start)
+    if not bool(getattr(mode, "converged", True)):
+        problems.append(
+            f"the mode search did not converge (max |∇log π| = {mode.gradient_norm:.3g}); the control variate and the "
+            "Laplace proposal are centred off the mode"
+        )
+    try:
+        covariance = laplace_covariance(mode)
+    except ValueError:
+        covariance = None
+    dimension = int(ravel_pytree(mode.position)[0].shape[0])
+    key = jax.random.key(seed)
+    options = dict(num_chains=num_chains, progress=progress, **sample_options)
+
+    if covariance is None:
+        decision, choice = "random walk", None
+        reason = (
+            "the Hessian of −log π at the mode is not positive definite, so there is no Laplace approximation to "
+            "build a control variate or a proxy proposal on; exact Metropolis with a random walk whose covariance "
+            "warm-up adapts"
+        )
+        say(f"sample_tall: {reason}", flush=True)
+        result = sample(
+            model, random_walk(0.1 / math.sqrt(dimension)), exact_metropolis(),
+            initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, num_chains, key),
+            num_samples=num_samples, num_warmup=max(num_warmup, 200), adapt_covariance=True, seed=seed, **options,
+        )
+        result.setup_data_used.setdefault(mode.name, int(mode.data_used))
+        proposal = None
+    else:
+        if control_variate is None:
+            say("sample_tall: building the control variate (one pass) ...", flush=True)
+            control_variate = taylor_control_variate(model, mode.position)
+        proposal = proxy_hamiltonian(
+            control_variate, INTEGRATION_TIME / NUM_LEAPFROG_STEPS, NUM_LEAPFROG_STEPS, preconditioner=covariance,
+            step_size_jitter=STEP_SIZE_JITTER,
+        )
+        minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
+        say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
+        warm = sample(
+            model, proposal, minibatch, initial_positions=_starts(mode.position, covariance, num_chains, key),
+            num_samples=MEASURE_STEPS, num_warmup=num_warmup, seed=seed, **options,
+        )
+        window = _window(warm)
+        choice = choose_test(window, model.num_data, warm.final_state.cache)
+        measured = choice.describe(model.num_data)
+        if choice.minibatch:
+            decision, test, burn_in = "minibatch", minibatch, GUARD_BURN_IN
+            reason = f"the control variate pays: {measured}"
+        else:
+            burn_in = 0
+            reason = (
+                f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the "
+                + ("TunaMH test with the given bound runs" if bound is not None else "exact Metropolis test runs")
+                + " rather than spending most of N per step under a minibatch name"
+            )
+            if bound is not None:
+                decision, test = "tuna", tuna(chi, bound, control_variate=control_variate)
+            else:
+                decision, test = "exact", exact_metropolis()
+        say(f"sample_tall: {decision} — {reason}", flush=True)
+        factor = float(np.exp(np.mean(np.log(warm.step_size_factor))))
+        kept = sample(
+            model, proposal.tune(jnp.asarray(factor, jnp.float32)), test, initial_positions=warm.final_state.position,
+            num_samples=num_samples, num_warmup=burn_in, seed=(seed + _SEED_STREAM) % 2**31, check_starts=False,
+            **options,
+        )
+        result = _joined(warm, kept)
+    result.diagnosis = _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems)
+    for problem in result.diagnosis.problems:
+        warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
+    return result
+
+
+def _window(warm: SamplingResult) -> dict[str, np.ndarray]:
+    """The measurement window: the second half of warm-up and the steps at the adapted step size."""
+    half = warm.warmup_info["accepted"].shape[1] // 2
+    return {
+        name: np.concatenate([warm.warmup_info[name][:, half:], warm.info[name]], axis=1) for name in warm.info
+    }
+
+
+def _joined(warm: SamplingResult, kept: SamplingResult) -> SamplingResult:
+    """One result: the warm-up run's setup and draws (all of them warm-up) and the kept run's draws."""
+    parts = [warm.warmup_positions, warm.positions] + ([kept.warmup_positions] if kept.warmup_info is not None else [])
+    infos = [warm.warmup_info, warm.info] + ([kept.warmup_info] if kept.warmup_info is not None else [])
+    setup = dict(warm.setup_data_used)
+    for name, used in kept.setup_data_used.items():  # the same objects: counted once
+        setup.setdefault(name, used)
+    return dataclasses.replace(
+        kept,
+        setup_data_used=setup,
+        warmup_positions=jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves, axis=1), *parts),
+        warmup_info={name: np.concatenate([info[name] for info in infos], axis=1) for name in warm.info},
+        step_size_factor=warm.step_size_factor,
+        compile_seconds=warm.compile_seconds + kept.compile_seconds,
+    )
+
+
+def _zeros(position_shape: Any) -> Position:
+    shapes = expected_position_shapes(position_shape)
+    return jax.tree_util.tree_map(lambda shape: jnp.zeros(shape), shapes, is_leaf=is_shape)
+
+
+def _starts(center: Position, covariance: np.ndarray, num_chains: int, key: jax.Array) -> Position:
+    """One start per chain drawn from N(centre, covariance): dispersed as the posterior, so r̂ can see a stuck chain."""
+    flat, unravel = ravel_pytree(center)
+    factor = np.linalg.cholesky(np.asarray(covariance, np.float64))
+    noise = np.asarray(jax.random.normal(jax.random.fold_in(key, 1), (num_chains, flat.shape[0])), np.float64)
+    draws = np.asarray(flat, np.float64) + noise @ factor.T
+    return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
+
+
+def _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems) -> TallDiagnosis:
+    import arviz as az
+
+    num_data = result.num_data
+    info = result.info
+    setup = {name: used / num_data for name, used in result.setup_data_used.items()}
+    warmup = 0.0 if result.warmup_info is None else float(np.sum(result.warmup_info["data_used"])) / num_data
+    subsampled = ~info["used_full_data"] & ~info["non_finite"] & (info["error_bound"] > 0)
+    if subsampled.any():
+        bounds = info["error_bound"][subsampled]
+        median, vacuous = float(np.median(bounds)), float(np.mean(bounds >= VACUOUS_ERROR_BOUND))
+    else:
+        median = vacuous = float("nan")
+    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
+    rhat = [float(np.ravel(az.rhat(flat[..., k]))[0]) for k in range(flat.shape[-1])] if result.num_chains > 1 else []
+    ess = [float(np.ravel(az.ess(flat[..., k]))[0]) for k in range(flat.shape[-1])]
+    settled = None if proposal is None else _warmup_settled(result, proposal)
+    problems = list(problems)
+    rhat_max = max(rhat) if rhat else float("nan")
+    if rhat and rhat_max > RHAT_LIMIT:
+        problems.append(
+            f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on some coordinate: the chains disagree; run longer (num_samples, "
+            "num_warmup) before trusting the draws"
+        )
+    if np.isfinite(vacuous) and vacuous > 0.5:
+        problems.append(
+            f"the minibatch test's error bound was ≥ {VACUOUS_ERROR_BOUND} on {100 * vacuous:.0f}% of its steps: its "
+            "decisions may be far from the exact test's"
+        )
+    if settled is False:
+        problems.append(
+            "warm-up did not settle (the chains' proxy acceptance is off its target or their step factors disagree): "
+            "raise num_warmup"
+        )
+    return TallDiagnosis(
+        decision=decision,
+        reason=reason,
+        mode=mode,
+        control_variate=control_variate,
+        choice=choice,
+        setup_passes=setup,
+        warmup_passes=warmup,
+        sampling_passes=float(np.sum(info["data_used"])) / num_data,
+        data_fraction=float(np.mean(info["data_used"])) / num_data,
+        error_bound_median=median,
+        vacuous_fraction=vacuous,
+        r_hat_max=rhat_max,
+        ess_bulk_min=min(ess),
+        warmup_settled=settled,
+        problems=problems,
+    )
+
+
+def _warmup_settled(result: SamplingResult, proposal: Proposal) -> bool | None:
+    """Second half of the adaptation: each chain's proxy acceptance near the target; the step factors consistent."""
+    if result.warmup_info is None or result.step_size_factor is None or proposal.proxy_target is None:
+        return None
+    proxy = result.warmup_info["proxy_acceptance"]
+    adapting = proxy.shape[1] - MEASURE_STEPS - (GUARD_BURN_IN if result.test_name.startswith("minibatch") else 0)
+    second_half = proxy[:, adapting // 2 : adapting]
+    if second_half.size == 0 or not np.all(np.isfinite(second_half)):
+        return None
+    near = np.all(np.abs(second_half.mean(axis=1) - proposal.proxy_target) <= SETTLED_TOLERANCE)
+    factors = np.asarray(result.step_size_factor, np.float64)
+    consistent = factors.max() / factors.min() <= SETTLED_FACTOR_RATIO
+    return bool(near and consistent)

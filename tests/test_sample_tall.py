@@ -1,0 +1,231 @@
+"""The automatic tall-data path and the warm-up it relies on, against exact references.
+
+References: the flat-prior linear regression's posterior is known in closed form
+(``tallmcmc.examples.linear_regression.posterior``); the two-component normal mixture's is a long NumPyro NUTS
+run (``tests/data/reference_posteriors.json``, made by ``scripts/reference_posteriors.py``). Tolerances: 4 Monte
+Carlo standard errors of the mean and of the sd (MCSE from ArviZ's bulk ESS; the reference's own MCSE added in
+quadrature), and r̂ ≤ 1.01. The deliberately wrong sampler is the proxy-HMC move as warm-up tuned it before
+issue 22: steered by the Barker test's acceptance, with the number of leapfrog steps fixed, so the trajectory
+grows towards half an oscillation of the proxy and the proposals mirror the current point through the mode.
+"""
+
+import json
+import math
+import pathlib
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+import tallmcmc
+from tallmcmc.automatic import choose_test
+from tallmcmc.examples import linear_regression, normal_mixture
+from tallmcmc.proposals.base import Proposed, tunable
+
+REFERENCE = json.loads((pathlib.Path(__file__).parent / "data" / "reference_posteriors.json").read_text())
+pytestmark = pytest.mark.filterwarnings("ignore:.*ArviZ.*:FutureWarning")
+
+
+@pytest.fixture(scope="module")
+def regression():
+    covariates, response = linear_regression.simulate(2000, 9, seed=1)
+    exact = linear_regression.posterior(covariates, response)
+    mean = np.concatenate([exact["beta"][0], [exact["log_sigma"][0]]])
+    sd = np.concatenate([exact["beta"][1], [exact["log_sigma"][1]]])
+    return linear_regression.model(covariates, response), mean, sd, np.zeros_like(mean)
+
+
+@pytest.fixture(scope="module")
+def mixture():
+    moments = REFERENCE["normal_mixture"]["moments"]
+    rows = [moments[name] for name in normal_mixture.COORDINATES]
+    mean, sd = (np.array([row[key] for row in rows]) for key in ("mean", "sd"))
+    reference_error = np.array([row["mcse_mean"] for row in rows]), np.array([row["mcse_sd"] for row in rows])
+    return normal_mixture.model(normal_mixture.simulate(1000, seed=0)), mean, sd, reference_error
+
+
+def moment_errors(result, mean, sd, reference_error=(0.0, 0.0)):
+    """z of each coordinate's mean and sd against the reference, and r̂ (all chains pooled)."""
+    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
+    ess = np.array([np.ravel(az.ess(flat[..., k]))[0] for k in range(flat.shape[-1])])
+    rhat = np.array([np.ravel(az.rhat(flat[..., k]))[0] for k in range(flat.shape[-1])])
+    centred = flat - flat.mean(axis=(0, 1))
+    got_sd = flat.std(axis=(0, 1))
+    kurtosis = np.mean(centred**4, axis=(0, 1)) / got_sd**4
+    mcse_mean = np.hypot(got_sd / np.sqrt(ess), reference_error[0])
+    mcse_sd = np.hypot(got_sd * np.sqrt((kurtosis - 1) / (4 * ess)), reference_error[1])
+    return (flat.mean(axis=(0, 1)) - mean) / mcse_mean, (got_sd - sd) / mcse_sd, rhat
+
+
+def reproduces(result, mean, sd, reference_error=(0.0, 0.0)) -> tuple[bool, str]:
+    z_mean, z_sd, rhat = moment_errors(result, mean, sd, reference_error)
+    report = f"z(mean) {np.round(z_mean, 2)}, z(sd) {np.round(z_sd, 2)}, r̂ {np.round(rhat, 3)}"
+    return bool(np.all(np.abs(z_mean) <= 4) and np.all(np.abs(z_sd) <= 4) and np.all(rhat <= 1.01)), report
+
+
+def recipe_setup(model, start):
+    """The README's spelled-out recipe up to the proposal: mode, control variate, Laplace covariance."""
+    mode = tallmcmc.find_mode(model, start)
+    control_variate = tallmcmc.taylor_control_variate(model, mode.position)
+    return mode, control_variate, tallmcmc.laplace_covariance(mode)
+
+
+def steered_by_the_test(control_variate, step_size, num_steps, covariance):
+    """Deliberately wrong: the proxy-HMC move as warm-up tuned it before issue 22 (see the module docstring)."""
+    factor = np.linalg.cholesky(np.asarray(covariance))
+    metric, momentum_factor = factor @ factor.T, np.linalg.inv(factor).T
+
+    def make(multiplier):
+        def propose(key, position, model):
+            flat, unravel = ravel_pytree(position)
+
+            def log_density(theta):
+                return model.log_prior(unravel(theta)) + control_variate.proxy_log_likelihood(unravel(theta))
+
+            gradient, dtype = jax.grad(log_density), flat.dtype
+            m = jnp.asarray(metric, dtype)
+            epsilon = jnp.asarray(step_size, dtype) * (1.0 if multiplier is None else multiplier)
+            momentum = jnp.asarray(momentum_factor, dtype) @ jax.random.normal(key, flat.shape, dtype)
+
+            def leapfrog(_, carry):
+                theta, p = carry
+                p = p + 0.5 * epsilon * gradient(theta)
+                theta = theta + epsilon * m @ p
+                return theta, p + 0.5 * epsilon * gradient(theta)
+
+            moved, final = jax.lax.fori_loop(0, num_steps, leapfrog, (flat, momentum))
+            ratio = 0.5 * momentum @ (m @ momentum) - 0.5 * final @ (m @ final)
+            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32))  # no proxy ratio: the test steers
+
+        return propose
+
+    return tunable(make, "proxy_hamiltonian (steered by the test)", setup=(control_variate,), metropolis_target=0.65)
+
+
+STARTS = {"regression": {"beta": jnp.zeros(9), "log_sigma": jnp.zeros(())},
+          "mixture": jnp.array([-1.0, 0.9, 0.0, -0.3, -0.4])}
+
+
+def run_recipe(model, start, *, wrong=False):
+    """The README recipe as printed (ε 0.5, 3 leapfrog steps) with the warm-up the README recommends."""
+    _, control_variate, covariance = recipe_setup(model, start)
+    if wrong:
+        proposal = steered_by_the_test(control_variate, 0.5, 3, covariance)
+    else:
+        proposal = tallmcmc.proxy_hamiltonian(control_variate, 0.5, 3, preconditioner=covariance)
+    test = tallmcmc.minibatch_barker(100, control_variate=control_variate)
+    return tallmcmc.sample(model, proposal, test, initial_position=start, num_chains=4, num_samples=2000,
+                           num_warmup=500, seed=3, progress=False)
+
+
+@pytest.mark.parametrize("name", ["regression", "mixture"])
+def test_proxy_hmc_recipe_with_warmup_reproduces_the_reference(name, request):
+    model, mean, sd, reference_error = request.getfixturevalue(name)
+    result = run_recipe(model, STARTS[name])
+    passed, report = reproduces(result, mean, sd, reference_error)
+    assert passed, report
+    # the step stayed near the recipe's (the integration time is kept; the proxy's acceptance steers)
+    assert np.all((result.step_size_factor > 0.5) & (result.step_size_factor < 2.0)), result.step_size_factor
+    proxy = result.warmup_info["proxy_acceptance"][:, 250:]
+    assert abs(float(proxy.mean()) - 0.9) < 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["regression", "mixture"])
+def test_the_warmup_steered_by_the_barker_acceptance_fails_the_same_check(name, request):
+    model, mean, sd, reference_error = request.getfixturevalue(name)
+    result = run_recipe(model, STARTS[name], wrong=True)
+    passed, report = reproduces(result, mean, sd, reference_error)
+    assert not passed, report
+
+
+@pytest.mark.parametrize("name", ["regression", "mixture"])
+def test_sample_tall_defaults_reproduce_the_reference(name, request):
+    model, mean, sd, reference_error = request.getfixturevalue(name)
+    start = None if name == "regression" else STARTS[name]
+    result = tallmcmc.sample_tall(model, start, seed=5, progress=False)
+    passed, report = reproduces(result, mean, sd, reference_error)
+    assert passed, report
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "minibatch" and diagnosis.warmup_settled and not diagnosis.problems
+    assert diagnosis.r_hat_max <= 1.01 and diagnosis.data_fraction < 0.25
+    # every one-off pass is counted, the mode's included (it reaches the run through its Laplace covariance),
+    # the starts checked once (the kept draws continue from the warm-up's states)
+    assert result.setup_data_used == {"start check": 4 * model.num_data, "find_mode": diagnosis.mode.data_used,
+                                      "taylor control variate (order 2)": model.num_data}
+    assert diagnosis.setup_passes == pytest.approx({k: v / model.num_data for k, v in result.setup_data_used.items()})
+    # warm-up, the measured window and the guard's burn-in are warm-up draws, counted
+    assert result.warmup_info["accepted"].shape == (4, 200 + 50 + 25)
+    assert result.total_data_used == (sum(result.setup_data_used.values()) + result.warmup_info["data_used"].sum()
+                                      + result.data_used.sum())
+    assert "decision: minibatch" in str(diagnosis) and diagnosis.choice.minibatch
+
+
+def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why():
+    # d = 30 with N = 300: a third of N per step (the first minibatch of 100 is already a third of it)
+    covariates, response = linear_regression.simulate(300, 30, seed=4)
+    model = linear_regression.model(covariates, response)
+    result = tallmcmc.sample_tall(model, num_samples=400, num_warmup=100, seed=1, progress=False)
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "exact", str(diagnosis)
+    assert "cannot pay (N is small against the first minibatch)" in diagnosis.reason and "exact Metropolis test runs" in diagnosis.reason
+    assert diagnosis.choice.use.fraction > 0.25 and not diagnosis.choice.minibatch
+    assert result.test_name == "exact_metropolis" and np.all(result.data_used == model.num_data)
+    assert result.warmup_info["accepted"].shape == (4, 100 + 50)  # no guard burn-in for the exact test
+
+
+def _window(accepted, used, statistic, num_data=1000):
+    shape = (4, 100)
+    return {"accepted": np.broadcast_to(accepted, shape), "data_used": np.full(shape, used),
+            "data_used_by_test": np.full(shape, used), "statistic": np.full(shape, statistic),
+            "variance": np.full(shape, 0.5 / used * (1 - used / num_data)),  # N²Var(r) = 0.5
+            "non_finite": np.zeros(shape, bool)}
+
+
+def test_the_choice_weighs_points_per_effective_draw_and_the_quarter_rule():
+    accepted = np.arange(400).reshape(4, 100) % 2 == 0  # the Barker test accepting half
+    # 100 of 1,000 points, acceptance ½ (ESS/draw ⅓): 300 per effective draw; exact: Δ* = 0 → 1,000
+    cheap = choose_test(_window(accepted, 100, 0.0), 1000)
+    assert cheap.minibatch and cheap.minibatch_cost == pytest.approx(300.0) and cheap.exact_cost == pytest.approx(1000)
+    # 300 points: cheaper per effective draw (900 < 1,000) but more than a quarter of N
+    assert not choose_test(_window(accepted, 300, 0.0), 1000).minibatch
+    # the exact test's acceptance falls with Δ*: at Δ* = −1, e^{−1}, so exact costs 1,000/(0.368/1.632) ≈ 4,400
+    assert choose_test(_window(accepted, 240, -1.0), 1000).exact_cost == pytest.approx(1000 / (np.exp(-1) / (2 - np.exp(-1))))
+
+
+def test_heavy_tailed_residuals_are_named_as_tail_weight():
+    from tallmcmc.acceptance.minibatch_barker import TailPool
+
+    accepted = np.arange(400).reshape(4, 100) % 2 == 0
+    # typical first-stage Var(Δ*) 0.5 ≥ 0.1: the guard acts; N²Var(r) ≈ 0.5 (median), but kurtosis ≈ 900
+    pool = TailPool(fourth=np.full(4, 9000.0), count=np.full(4, 10.0), first_variance=np.full(4, 5.0),
+                    steps=np.full(4, 10.0))
+    window = _window(accepted, 2000, 0.0, num_data=5000)
+    choice = choose_test(window, 5000, pool)
+    assert not choice.minibatch and choice.cause == "tail weight" and choice.use.kurtosis == pytest.approx(900)
+    assert "kurtosis ≈ 900" in choice.describe(5000)
+
+
+def test_a_mode_without_a_laplace_approximation_falls_back_to_an_adapted_random_walk(regression):
+    model = regression[0]
+    mode = tallmcmc.find_mode(model, STARTS["regression"])
+    saddle = mode._replace(hessian=-np.eye(10))
+    result = tallmcmc.sample_tall(model, mode=saddle, num_samples=200, num_warmup=200, progress=False)
+    assert result.diagnosis.decision == "random walk" and result.test_name == "exact_metropolis"
+    assert result.adapted_covariance is not None and result.setup_data_used["find_mode"] == mode.data_used
+
+
+def test_bad_input_is_refused_naming_the_argument(regression):
+    model = regression[0]
+    without_shape = tallmcmc.Model(model.log_likelihood, model.log_prior, model.data)
+    with pytest.raises(ValueError, match="initial_position: give a start"):
+        tallmcmc.sample_tall(without_shape, progress=False)
+    with pytest.raises(ValueError, match="sample_tall chooses test itself"):
+        tallmcmc.sample_tall(model, test=tallmcmc.exact_barker(), progress=False)
+    with pytest.raises(ValueError, match="num_samples"):
+        tallmcmc.sample_tall(model, num_samples=0, progress=False)
+    with pytest.raises(TypeError, match="model must be a tallmcmc.Model"):
+        tallmcmc.sample_tall("model", progress=False)
