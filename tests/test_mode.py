@@ -362,8 +362,8 @@ def test_sums_over_a_million_rows_are_compensated():
     N = 10⁶ copies of one datum at θ = that datum, in chunks of 1,000 rows:
     every term is the same float32 number, so every float32 addition of a
     long sum rounds the same way (within a chunk and in a running total of
-    the chunks, whose spacing near 9·10⁵ is 0.06); the compensated pairwise
-    sums within chunks and Neumaier's over them keep every rounding error.
+    the chunks, whose spacing near 9·10⁵ is 0.06); the error-free sums
+    within chunks and Neumaier's over them keep every rounding error.
     """
     data = np.full(1_000_000, 0.1, np.float32)
     model = gaussian_mean.model(data, prior_variance=None)

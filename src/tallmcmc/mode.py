@@ -26,12 +26,14 @@ by its gradient instead. For larger d, ``"L-BFGS-B"`` (or on request
 and the same Newton iterations finish from its result until the decrement
 criterion holds or ``max_iterations`` is spent.
 
-The sums over the data are taken in chunks of rows; each chunk is summed in
-float32 on the device, the chunks' partial sums are added with Neumaier's
-compensated summation in the loop and the result (with any per-device
-partial sums of data split over a mesh) is added on the host in float64, so
-that the value's resolution is that of its per-datum terms, not the float32
-spacing of a number of size N. An optional phase of minibatch Adam steps
+The sums over the data are taken in chunks of rows: within a chunk the
+value's terms are summed by an error-free extraction (Rump, Ogita and
+Oishi's, two float32 numbers whose sum is exact to far below the terms'
+precision) and the gradient's and Hessian's by XLA; the chunks' results are
+added with Neumaier's compensated summation, and the parts (with the
+per-device partial sums of data split over a mesh) are added on the host in
+float64. The value's error is then that of its per-datum terms, not the
+float32 spacing of a number of size N (0.125 at 10⁶ terms of order 1). An optional phase of minibatch Adam steps
 (optax) first brings a start far from the mode close to it at the cost of a
 few minibatches. The Hessian at the returned point is the precision of the
 Laplace approximation N(θ̂, H⁻¹) (:func:`laplace_covariance`). Every data
@@ -259,11 +261,12 @@ def find_mode(
 
     Notes
     -----
-    Sums over the data: each chunk of rows is summed in the evaluation's
-    dtype, the chunks' sums are added with Neumaier's compensated summation
-    (a second float32 array carries the rounding error of each addition),
-    and the two parts are added on the host in float64, together with the
-    prior's terms.
+    Sums over the data: within each chunk of rows the value's terms are
+    summed exactly enough by an error-free extraction (two numbers in the
+    evaluation's dtype) and the gradient's and Hessian's in that dtype by
+    XLA; the chunks' results are added with Neumaier's compensated
+    summation (a second array carries the rounding error of each addition),
+    and the parts are added on the host in float64, with the prior's terms.
 
     Data split by rows over a mesh (``jax.device_put(leaf, NamedSharding(mesh,
     PartitionSpec("data")))`` or :func:`tallmcmc.distributed.shard_rows`) are
@@ -271,8 +274,9 @@ def find_mode(
     per-device compensated partial sums are gathered in device order
     (:func:`tallmcmc.sharding.gather_partials`) and added on the host in
     float64; the Adam minibatches' rows are copied from their owners. The
-    result equals the unsharded one to the rounding of the float32 chunk
-    sums, with the same count per evaluation (``docs/sharding.md``).
+    result equals the unsharded one to the rounding of the gradient's and
+    Hessian's float32 chunk sums, with the same count per evaluation
+    (``docs/sharding.md``).
     """
     if method != "auto" and method not in METHODS:
         raise ValueError(
@@ -416,7 +420,7 @@ class _Point(NamedTuple):
 
     ``rounding`` bounds the value's error from its terms' own rounding: the
     evaluation dtype's epsilon times Σᵢ|ℓᵢ|/K + |log p₀| (each term is a few
-    operations in that dtype; the sums themselves are compensated).
+    operations in that dtype; the sums add nothing comparable).
     """
 
     value: float
@@ -485,10 +489,11 @@ class _FullData:
 def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=None):
     """Jitted passes over flat θ: ``(θ, data) -> (prior terms, ((totals), (compensations)))``.
 
-    The likelihood's terms are ``(Σ −ℓᵢ/K, Σ|ℓᵢ|/K, ∇)`` and, for the second
-    function, ``∇²``; each is summed in chunks of ``chunk`` rows (one
-    float32 sum per chunk), the chunks added with Neumaier's compensated
-    summation, and returned as the running total and its compensation with a
+    The likelihood's terms are ``(Σ −ℓᵢ/K (high part), its low part,
+    Σ|ℓᵢ|/K, ∇)`` and, for the second function, ``∇²``; each is summed in
+    chunks of ``chunk`` rows (:func:`_accurate_sum` for the value, XLA's sum
+    for the rest), the chunks added with Neumaier's compensated summation,
+    and returned as the running totals and their compensations with a
     leading axis of one entry per device (1 unsharded) to be added on the
     host in float64. The prior's terms (value, gradient, Hessian of −log p₀)
     come apart. Also returns the total number of chunks (over all devices).
@@ -511,11 +516,13 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=Non
         def value_and_size(theta, part, fresh):
             terms = -model.per_datum_log_likelihood(unravel(theta), part) / model.temperature
             terms = jnp.where(fresh, terms, jnp.zeros_like(terms))
-            value, error = _pairwise_sum(terms)
-            return value, (error, jnp.sum(jnp.abs(terms)))
+            fixed = lax.stop_gradient(terms)  # the accurate value is not differentiated: no tangents to carry
+            value, error = _accurate_sum(fixed)
+            return jnp.sum(terms), (value, error, jnp.sum(jnp.abs(fixed)))
 
         def first(theta, part, fresh):
-            (value, (error, size)), gradient = jax.value_and_grad(value_and_size, has_aux=True)(theta, part, fresh)
+            (_, (value, error, size)), gradient = jax.value_and_grad(value_and_size, has_aux=True)(
+                theta, part, fresh)
             return value, error, size, gradient
 
         if not with_hessian:
@@ -574,27 +581,27 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=Non
     return pass_with(False), pass_with(True), total_chunks
 
 
-def _pairwise_sum(terms: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Σ ``terms`` (a vector) as a pairwise sum and the sum of its rounding errors (exact by TwoSum at each level).
+def _accurate_sum(terms: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Σ ``terms`` (a vector) as two numbers whose sum carries it to far below the terms' own precision.
 
-    Each level adds the two halves, s = a + b, and keeps the exact error of
-    each addition, (a − (s − b′)) + (b − b′) with b′ = s − a (Knuth's
-    TwoSum); the errors are summed pairwise alongside. ``value + error``
-    then carries the sum to about the precision of its terms; the error
-    part has no gradient (the value's gradient is the plain sum's).
+    Rump, Ogita and Oishi's error-free extraction (ExtractScalar, SIAM J.
+    Sci. Comput. 31, 2008): with σ a power of two at least (n + 2)·max|tᵢ|,
+    hᵢ = (σ + tᵢ) − σ keeps the high bits of each term on a common grid, so
+    that Σhᵢ is exact in any order, and lᵢ = tᵢ − hᵢ is exact and below
+    ε·σ; the plain sum of the lᵢ then errs by about n·ε²·σ. Non-finite terms
+    give the plain sum (and 0).
     """
     size = terms.shape[0]
-    width = 1 << max(size - 1, 0).bit_length()  # the next power of two
-    values = jnp.pad(terms, (0, width - size))
-    errors = jnp.zeros_like(values)
-    while values.shape[0] > 1:
-        half = values.shape[0] // 2
-        first, second = values[:half], values[half:]
-        total = first + second
-        virtual = total - first
-        lost = lax.stop_gradient((first - (total - virtual)) + (second - virtual))
-        values, errors = total, errors[:half] + errors[half:] + lost
-    return values[0], errors[0]
+    largest = jnp.max(jnp.abs(terms))
+    _, exponent = jnp.frexp(largest)  # largest < 2**exponent
+    unit = jnp.ones((), terms.dtype)
+    sigma = jnp.ldexp(unit, exponent + math.ceil(math.log2(size + 2)))
+    sigma = jnp.where(largest > 0, sigma, unit)
+    high = (sigma + terms) - sigma
+    low = terms - high
+    finite = jnp.isfinite(largest)
+    return (jnp.where(finite, jnp.sum(high), jnp.sum(terms)),
+            jnp.where(finite, jnp.sum(low), jnp.zeros((), terms.dtype)))
 
 
 def _neumaier(total, compensation, term):
