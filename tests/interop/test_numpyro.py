@@ -1,18 +1,20 @@
 """``tallmcmc.from_numpyro``: NumPyro models as tallmcmc models.
 
-* Log densities: on nine models (the five of issue 22 — logistic regression,
+* Log densities: on ten models — the five of issue 22 (logistic regression,
   linear regression with a HalfNormal σ, Poisson regression with an exposure
-  offset, Student-t regression with unknown ν, two observed sites in one plate —
+  offset, Student-t regression with unknown ν, two observed sites in one plate)
   and a HMCECS-style subsampling plate, data reached only through
-  ``numpyro.subsample``, a multivariate observation with an LKJ prior, and group
-  effects with dict-valued data), ``Model.log_density`` equals
-  −``numpyro.infer.util.potential_energy`` at random unconstrained points, in
-  float64, to 1e-6 relative, and the per-datum values equal NumPyro's own
-  ``numpyro.infer.util.log_likelihood``.
-* Posteriors: ``tallmcmc.sample`` with the exact Metropolis test against NumPyro
-  NUTS on the logistic and the Student-t regression, means and second moments
-  within 4 Monte Carlo standard errors (ArviZ, both samplers' errors combined);
-  the Student-t model with its log-Jacobians dropped must fail the same check.
+  ``numpyro.subsample``, a multivariate observation with an LKJ prior, group
+  effects with dict-valued data, per-datum weights through ``handlers.scale`` —
+  ``Model.log_density`` equals −``numpyro.infer.util.potential_energy`` at
+  random unconstrained points, in float64, to 1e-6 relative; the per-datum
+  values equal NumPyro's own ``numpyro.infer.util.log_likelihood``.
+* Posteriors: an exact Normal–Gamma posterior within 4 Monte Carlo standard
+  errors, and the same model with its log-Jacobian dropped outside them; with
+  ``--runslow``, ``tallmcmc.sample`` with the exact Metropolis test against
+  NumPyro NUTS on the logistic and the Student-t regression, means and second
+  moments within 4 Monte Carlo standard errors (ArviZ, both samplers' errors
+  combined), the Student-t model without its log-Jacobians outside them.
 * Refusals, each a ``ValueError`` naming the site or argument.
 
 Float64 is switched on only inside ``jax.enable_x64(True)`` blocks, never for
@@ -38,6 +40,14 @@ import tallmcmc
 from tallmcmc.interop import numpyro as interop
 
 NUM_DATA = 200
+
+
+@pytest.fixture(autouse=True)
+def float64_stays_off_outside_the_tests_blocks():
+    """Every float64 block is a ``with jax.enable_x64(True)``: nothing leaks to the worker's other tests."""
+    assert jnp.zeros(()).dtype == jnp.float32
+    yield
+    assert jnp.zeros(()).dtype == jnp.float32
 
 # --- the models ----------------------------------------------------------------------
 
@@ -116,6 +126,15 @@ def group_effects(data, num_groups):
         numpyro.sample("y", dist.Normal(effect[data["g"]] + slope * data["x"], 0.5), obs=data["y"])
 
 
+def weighted(X, y, weights, num_data):
+    """Per-datum weights through handlers.scale, a plate sized by a number, and a deterministic site."""
+    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]))
+    sigma = numpyro.sample("sigma", dist.Exponential(1.0))
+    with numpyro.plate("data", num_data), handlers.scale(scale=weights):
+        mean = numpyro.deterministic("mean", X @ beta)
+        numpyro.sample("y", dist.Normal(mean, sigma), obs=y)
+
+
 def simulate(name: str, num_data: int = NUM_DATA, seed: int = 0):
     """(model function, args, kwargs, data plate size) with data simulated from the model's family."""
     rng = np.random.default_rng(seed)
@@ -148,6 +167,9 @@ def simulate(name: str, num_data: int = NUM_DATA, seed: int = 0):
         effects = rng.normal(size=4)
         data = {"x": x, "g": g, "y": effects[g] + 0.5 * x + 0.5 * rng.normal(size=num_data)}
         return group_effects, (data, 4), {}
+    if name == "weighted":
+        weights = rng.uniform(0.5, 2.0, num_data)
+        return weighted, (X, eta + rng.normal(size=num_data), weights, num_data), {}
     raise KeyError(name)
 
 
@@ -161,6 +183,7 @@ MODELS = [
     "closure",
     "multivariate",
     "group_effects",
+    "weighted",
 ]
 
 
@@ -488,6 +511,16 @@ def test_asks_for_plate_when_two_plates_hold_observed_sites():
             float(model.log_density(position)), -float(potential_energy(nested, (X_SMALL, Y), {}, position)), rtol=1e-9
         )
     assert "no plate of that name" in refused(nested, X_SMALL, Y, plate="data")
+
+
+def test_refuses_data_on_a_non_leading_axis():
+    def transposed(XT, y):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([XT.shape[0]]))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(XT.T @ beta, 1.0), obs=y)
+
+    message = refused(transposed, X_SMALL.T, Y_SMALL)
+    assert "leading axis" in message and "y (20,)" in message
 
 
 def test_refuses_a_discrete_latent_site():

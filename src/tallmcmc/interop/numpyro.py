@@ -410,7 +410,7 @@ class _NumPyroModel:
     def _compare(self, point, whole, prior, sums, magnitudes, expected_total) -> None:
         rtol = 1e-5 if jnp.result_type(float) == jnp.float32 else 1e-10
         where = "at the unconstrained point " + ", ".join(
-            f"{name}={np.array2string(np.asarray(value), precision=3)}" for name, value in sorted(point.items())
+            f"{name}={np.array2string(np.asarray(value), precision=3, threshold=6)}" for name, value in sorted(point.items())
         )
         data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
         for name in sorted(set(whole) - set(prior) - set(sums)):
