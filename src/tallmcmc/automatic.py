@@ -79,8 +79,8 @@ __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "sample_tall"]
 INTEGRATION_TIME = math.pi / 2
 #: The leapfrog steps it starts with (warm-up then adapts the step, keeping ε·L).
 NUM_LEAPFROG_STEPS = 3
-#: The step is drawn from ε·U(1 − j, 1 + j): integration times in [π/4, 3π/4], never half a period (π).
-STEP_SIZE_JITTER = 0.5
+#: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
+STEP_SIZE_JITTER = 0.2
 #: Steps at the adapted step size, after warm-up, that join its second half in the measurement window.
 MEASURE_STEPS = 50
 #: Steps before the kept draws of the minibatch test, so that its tail guard's pool has learned again.
