@@ -155,7 +155,7 @@ def test_bad_centers_are_reported(logistic):
 def test_a_center_far_from_the_mode_warns(logistic):
     model, mode, _ = logistic
     far = tallmcmc.taylor_control_variate(model, mode + 3.0)
-    with pytest.warns(RuntimeWarning, match=r"used \d+% of the N data points.*find_mode"):
+    with pytest.warns(RuntimeWarning, match=r"used \d+% of the N = [0-9,]+ data points.*find_mode"):
         tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.minibatch_barker(100, control_variate=far),
                         initial_position=mode, num_samples=30, progress=False)
 

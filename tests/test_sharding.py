@@ -208,7 +208,7 @@ def test_out_of_memory_estimate_before_sampling(monkeypatch):
     # the asynchronous driver keeps every draw on the device until the end: 8 chains x 100 draws x (2 + 8) x 4 bytes
     # (position and step statistics) = 32 kB, counted; the vmapped driver brings draws home chunk by chunk
     monkeypatch.setattr(sharding, "device_memory_bytes", lambda device: 20_000)
-    with pytest.raises(sharding.DeviceMemoryError, match=r"draws held on the device \(asynchronous driver\) 3\.2e-05 GB"):
+    with pytest.raises(sharding.DeviceMemoryError, match=r"draws held on the device \(asynchronous driver\) 3\.52e-05 GB"):
         tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start,
                         num_samples=100, num_chains=8, progress=False, driver="asynchronous")
     tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start, num_samples=100,

@@ -72,6 +72,7 @@ from tallmcmc.proposals.proxy import proxy_hamiltonian
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
 from tallmcmc.sampling import SamplingResult, sample
+from tallmcmc.sharding import to_host
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "sample_tall"]
 
@@ -340,9 +341,10 @@ def sample_tall(
         say("sample_tall: finding the mode ...", flush=True)
         mode = find_mode(model, start)
     if not bool(getattr(mode, "converged", True)):
+        decrement = getattr(mode, "newton_decrement", float("nan"))
         problems.append(
-            f"the mode search did not converge (max |∇log π| = {mode.gradient_norm:.3g}); the control variate and the "
-            "Laplace proposal are centred off the mode"
+            f"the mode search did not converge (Newton decrement {decrement:.3g} posterior sd, max |∇log π| = "
+            f"{mode.gradient_norm:.3g}); the control variate and the Laplace proposal are centred off the mode"
         )
     try:
         covariance = laplace_covariance(mode)
@@ -382,7 +384,8 @@ def sample_tall(
             num_samples=MEASURE_STEPS, num_warmup=num_warmup, seed=seed, **{**options, "num_chunks": 1},
         )
         window = _window(warm)
-        choice = choose_test(window, model.num_data, warm.final_state.cache)
+        pool = warm.final_state.cache
+        choice = choose_test(window, model.num_data, to_host(pool) if hasattr(pool, "fourth") else None)
         measured = choice.describe(model.num_data)
         if choice.minibatch:  # the guard's pool starts afresh: let it learn first, if the guard acted at all
             decision, test = "minibatch", minibatch

@@ -588,7 +588,8 @@ def sample(
         )
     warn_if_error_bounds_vacuous(info)
     if has_step_machine(test):  # a subsampling test: did it pay, and if not, why
-        warn_if_subsampling_does_not_pay(test.name, info, model.num_data, states.cache, uses_control_variate)
+        pool = to_host(states.cache) if hasattr(states.cache, "fourth") else None  # the tail guard's, if any
+        warn_if_subsampling_does_not_pay(test.name, info, model.num_data, pool, uses_control_variate)
     result = SamplingResult(
         positions=reported_draws(model, positions),
         info=info,
