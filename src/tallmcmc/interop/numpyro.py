@@ -347,12 +347,25 @@ class _NumPyroModel:
             return -potential_energy(whole, args, kwargs, position)
 
     def summed_datum_terms(self, position: dict, data: dict) -> tuple[dict, dict]:
-        """Σᵢ and Σᵢ|·| of each data-plate site's per-datum values over all N data."""
-        batch_size = min(self.num_data, _CHUNK)
-        values = jax.lax.map(lambda datum: self.datum_terms(position, datum), data, batch_size=batch_size)
+        """Σᵢ and Σᵢ|·| of each data-plate site's per-datum values over all N data.
+
+        Evaluated :data:`_CHUNK` data at a time (a ``lax.map`` over chunks, each
+        ``vmap``-ed), so memory stays bounded whatever one evaluation allocates.
+        """
+        chunk = min(self.num_data, _CHUNK)
+        num_chunks = -(-self.num_data // chunk)
+        indices = jnp.arange(num_chunks * chunk)
+        valid = (indices < self.num_data).reshape(num_chunks, chunk)
+        rows = jnp.minimum(indices, self.num_data - 1).reshape(num_chunks, chunk)
+
+        def chunk_terms(chunk_rows):
+            batch = jax.tree_util.tree_map(lambda leaf: leaf[chunk_rows], data)
+            return jax.vmap(lambda datum: self.datum_terms(position, datum))(batch)
+
+        values = jax.lax.map(chunk_terms, rows)
         return (
-            {name: jnp.sum(value) for name, value in values.items()},
-            {name: jnp.sum(jnp.abs(value)) for name, value in values.items()},
+            {name: jnp.sum(jnp.where(valid, value, 0.0)) for name, value in values.items()},
+            {name: jnp.sum(jnp.where(valid, jnp.abs(value), 0.0)) for name, value in values.items()},
         )
 
     def check_points(self) -> list[dict]:
