@@ -1,0 +1,96 @@
+"""Proxy proposals: their data-free proxy ratio, the integration time warm-up keeps, the half-period warning, and
+the mode's passes counted however the mode reaches a run."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tallmcmc
+from tallmcmc.examples import logistic_regression
+from tallmcmc.proposals.proxy import MAX_TUNED_STEPS, proxy_oscillation_time
+
+
+@pytest.fixture(scope="module")
+def setup():
+    covariates, response = logistic_regression.simulate(5000, 3, seed=2)
+    model = logistic_regression.model(covariates, response)
+    mode = tallmcmc.find_mode(model, jnp.zeros(3))
+    return model, mode, tallmcmc.taylor_control_variate(model, mode.position), tallmcmc.laplace_covariance(mode)
+
+
+def test_proxy_ratio_is_minus_the_energy_error_on_the_proxy(setup):
+    model, mode, cv, covariance = setup
+    proposal = tallmcmc.proxy_hamiltonian(cv, 0.3, 5, preconditioner=covariance)
+    proposed = proposal.propose(jax.random.key(0), mode.position + 0.01, model)
+
+    def log_proxy(position):
+        return model.log_prior(position) + cv.proxy_log_likelihood(position)
+
+    expected = log_proxy(proposed.position) - log_proxy(mode.position + 0.01) + proposed.log_proposal_ratio
+    np.testing.assert_allclose(proposed.proxy_log_ratio, expected, rtol=1e-5, atol=1e-6)
+    assert abs(float(proposed.proxy_log_ratio)) < 0.1  # small steps follow the proxy closely
+
+
+def test_a_tuned_step_keeps_the_integration_time(setup):
+    model, mode, cv, covariance = setup
+    proposal = tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=covariance)
+
+    def steps_taken(factor):  # count the leapfrog steps through the proxy gradient calls' effect: compare positions
+        tuned = proposal.tune(jnp.float32(factor))
+        return tuned.propose(jax.random.key(1), mode.position, model).position
+
+    # halving the step doubles the steps (ε·L = 1.5 kept): the move matches 6 untuned steps of 0.25
+    halved = steps_taken(0.5)
+    reference = tallmcmc.proxy_hamiltonian(cv, 0.25, 6, preconditioner=covariance).propose(
+        jax.random.key(1), mode.position, model).position
+    np.testing.assert_allclose(halved, reference, rtol=1e-5, atol=1e-6)
+    # a step factor beyond the integration time is capped at one step of ε·L
+    capped = steps_taken(10.0)
+    one_step = tallmcmc.proxy_hamiltonian(cv, 1.5, 1, preconditioner=covariance).propose(
+        jax.random.key(1), mode.position, model).position
+    np.testing.assert_allclose(capped, one_step, rtol=1e-5, atol=1e-6)
+    assert MAX_TUNED_STEPS >= 100
+
+
+def test_half_an_oscillation_is_warned_about_and_a_bad_jitter_refused(setup):
+    _, _, cv, covariance = setup
+    half = proxy_oscillation_time(cv, covariance)
+    assert half >= np.pi * 0.999  # with the Laplace covariance as inverse mass, ω_max ≤ 1
+    with pytest.warns(UserWarning, match="reaches half an oscillation of the proxy"):
+        tallmcmc.proxy_hamiltonian(cv, 1.01 * half / 3, 3, preconditioner=covariance)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=covariance, step_size_jitter=0.5)
+    with pytest.raises(ValueError, match="step_size_jitter must lie in"):
+        tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=covariance, step_size_jitter=1.0)
+
+
+@pytest.mark.parametrize("route", ["proxy preconditioner", "random walk covariance", "derived matrix"])
+def test_the_mode_is_counted_however_it_reaches_the_run(setup, route):
+    model, mode, cv, covariance = setup
+    if route == "proxy preconditioner":
+        proposal = tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=covariance)
+    elif route == "random walk covariance":
+        proposal = tallmcmc.random_walk(covariance=covariance)
+    else:
+        proposal = tallmcmc.laplace_random_walk(covariance=0.5 * covariance)
+    result = tallmcmc.sample(model, proposal, tallmcmc.exact_barker(), initial_position=mode.position,
+                             num_samples=2, progress=False)
+    assert result.setup_data_used["find_mode"] == mode.data_used
+    plain = tallmcmc.random_walk(covariance=np.asarray(covariance))  # a plain array carries no mode
+    assert "find_mode" not in tallmcmc.sample(model, plain, tallmcmc.exact_barker(), initial_position=mode.position,
+                                              num_samples=2, progress=False).setup_data_used
+
+
+def test_a_target_the_barker_test_cannot_reach_is_refused(setup):
+    model, mode, _, covariance = setup
+    walk = tallmcmc.laplace_random_walk(mode)
+    with pytest.raises(ValueError, match="target_acceptance=0.6 cannot be reached under exact_barker"):
+        tallmcmc.sample(model, walk, tallmcmc.exact_barker(), initial_position=mode.position, num_samples=2,
+                        num_warmup=10, target_acceptance=0.6, progress=False)
+    with pytest.warns(UserWarning, match="close to the most exact_barker accepts"):
+        tallmcmc.sample(model, walk, tallmcmc.exact_barker(), initial_position=mode.position, num_samples=2,
+                        num_warmup=10, target_acceptance=0.45, progress=False)
