@@ -196,12 +196,10 @@ def exact_one_vs_four(args) -> None:
 
 def driver_tests(num_data: int):
     """The tests compared driver against driver (``--only drivers``): ``name -> (model, test, chain-steps per run)``."""
-    from tallmcmc.acceptance.tuna import gaussian_mixture_bound
-
     tall = gaussian_mixture.model(1_000_000, temperature=1_000_000 / 100.0, seed=0)
     small = gaussian_mixture.model(num_data, temperature=num_data / 100.0, seed=0)
     return {
-        "tuna(1.0), N = 10⁶": (tall, tallmcmc.tuna(1.0, gaussian_mixture_bound(tall)), 4000),
+        "tuna(1.0), N = 10⁶": (tall, tallmcmc.tuna(1.0, gaussian_mixture.tuna_bound(tall)), 4000),
         f"austere_adaptive(0.05), N = {num_data:,}": (small, tallmcmc.austere_adaptive(0.05), 1600),
         f"confidence_sampler(100), N = {num_data:,}": (small, tallmcmc.confidence_sampler(100), 1600),
     }

@@ -43,17 +43,15 @@ def measure(model, test, steps: int, chains: int = 1, seed: int = 0):
 def tuna_section(chis, steps: int, num_data: int = 1_000_000, chains: int = 4, timing_rounds: int = 3) -> None:
     """TunaMH beside MHminibatch in the same run (issue 10): data per step, acceptance, ESS/s (4 chains vmapped).
 
-    Bound: ``tallmcmc.acceptance.tuna.gaussian_mixture_bound`` (cᵢ = |xᵢ − x̄| + 1 over K, M = ‖θ′ − θ‖·max(1, R)).
+    Bound: ``tallmcmc.examples.gaussian_mixture.tuna_bound`` (cᵢ = |xᵢ − x̄| + 1 over K, M = ‖θ′ − θ‖·max(1, R)).
     ESS: ArviZ bulk ESS, minimum over θ₁, θ₂; seconds: sampling only (compilation excluded).
     """
     import os
 
     import arviz as az
 
-    from tallmcmc.acceptance import tuna as tuna_module
-
     model = model_of(num_data)
-    bound = tuna_module.gaussian_mixture_bound(model)
+    bound = gaussian_mixture.tuna_bound(model)
     print(f"\n## TunaMH vs MHminibatch, N = {num_data:,}, K = {model.temperature:g}, random walk 0.15, {chains} chains "
           f"x {steps} steps (load average {os.getloadavg()[0]:.1f})")
     print(f"C = Σ cᵢ = {bound.total / model.temperature:.1f}; the bound's pass: {bound.data_used:,} points once")

@@ -12,8 +12,9 @@
 * The batch is Poisson: mean data per decision λ + CM within 4 standard
   errors; the full-data switch uses N points and decides like Metropolis.
 * The alias table gives each index exactly its probability; the example
-  bounds hold on random pairs; a violated bound is flagged per step and
-  makes ``sample`` raise; bad input fails with errors naming the argument.
+  bounds hold on random pairs (their old names in ``acceptance.tuna`` warn);
+  a violated bound is flagged per step and makes ``sample`` raise; bad
+  input fails with errors naming the argument.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def gaussian():
     data = np.random.default_rng(0).normal(0.5, 1.0, (NUM_DATA, 1)).astype(np.float32)
     model = gaussian_mean.model(data, 100.0)
     mean, variance = gaussian_mean.posterior(data, 100.0)
-    return data, model, mean, variance, tuna_module.gaussian_mean_bound(model)
+    return data, model, mean, variance, gaussian_mean.tuna_bound(model)
 
 
 def ratio_without_lambda(log_ratios, c, cm, lam, total):
@@ -147,7 +148,7 @@ def test_detailed_balance_on_control_variate_residuals():
     model = logistic_regression.model(covariates, response)
     mode = tallmcmc.find_mode(model, jnp.zeros(3, jnp.float32))
     cv = tallmcmc.taylor_control_variate(model, mode.position)
-    bound = tuna_module.logistic_regression_bound(model, control_variate=cv)
+    bound = logistic_regression.tuna_bound(model, control_variate=cv)
     test = tallmcmc.tuna(1.0, bound, control_variate=cv)
     sd = np.sqrt(np.diag(np.asarray(tallmcmc.laplace_covariance(mode))))
     theta = np.asarray(mode.position) + 0.5 * sd * np.array([1.0, -1.0, 0.5])
@@ -240,19 +241,19 @@ def test_example_bounds_hold_on_random_pairs():
     rng = np.random.default_rng(5)
     covariates, response = logistic_regression.simulate(500, 4, seed=1)
     model = logistic_regression.model(covariates, response)
-    assert_bound_holds(model, tuna_module.logistic_regression_bound(model), rng, np.zeros(4), 1.0)
+    assert_bound_holds(model, logistic_regression.tuna_bound(model), rng, np.zeros(4), 1.0)
     mode = tallmcmc.find_mode(model, jnp.zeros(4, jnp.float32))
     for order in (1, 2):
         cv = tallmcmc.taylor_control_variate(model, mode.position, order=order)
-        bound = tuna_module.logistic_regression_bound(model, control_variate=cv)
+        bound = logistic_regression.tuna_bound(model, control_variate=cv)
         assert_bound_holds(model, bound, rng, np.asarray(mode.position), 0.3, residuals=cv.residual_model(model))
     mixture = gaussian_mixture.model(500, temperature=1.0)
-    assert_bound_holds(mixture, tuna_module.gaussian_mixture_bound(mixture), rng, np.array([0.0, 1.0]), 1.0)
+    assert_bound_holds(mixture, gaussian_mixture.tuna_bound(mixture), rng, np.array([0.0, 1.0]), 1.0)
     data = np.random.default_rng(2).normal(0.5, 1.0, (300, 2)).astype(np.float32)
     normal = gaussian_mean.model(data)
-    assert_bound_holds(normal, tuna_module.gaussian_mean_bound(normal), rng, np.array([0.5, 0.5]), 1.0)
+    assert_bound_holds(normal, gaussian_mean.tuna_bound(normal), rng, np.array([0.5, 0.5]), 1.0)
     weighted = weighted_mean.model(weighted_mean.simulate(500))
-    assert_bound_holds(weighted, tuna_module.weighted_mean_bound(weighted), rng, np.array(0.0), 0.5)
+    assert_bound_holds(weighted, weighted_mean.tuna_bound(weighted), rng, np.array(0.0), 0.5)
 
 
 def test_a_violated_bound_is_flagged_and_sample_raises(gaussian):
@@ -286,13 +287,31 @@ def test_bad_input_names_the_argument(gaussian):
     with pytest.raises(ValueError, match="N = 3"):
         tallmcmc.tuna(0.1, tuna_module.tuna_bound(np.ones(3), bound.distance)).init(model, jnp.zeros(1))
     with pytest.raises(ValueError, match="logistic_regression"):
-        tuna_module.logistic_regression_bound(model)
+        logistic_regression.tuna_bound(model)
     covariates, response = logistic_regression.simulate(200, 2, seed=1)
     logistic = logistic_regression.model(covariates, response)
     cv = tallmcmc.taylor_control_variate(logistic, jnp.zeros(2, jnp.float32))
     with pytest.raises(ValueError, match="control_variate"):
-        tallmcmc.tuna(0.1, tuna_module.logistic_regression_bound(logistic), control_variate=cv)
+        tallmcmc.tuna(0.1, logistic_regression.tuna_bound(logistic), control_variate=cv)
     with pytest.raises(ValueError, match="curvature"):
-        tuna_module.logistic_regression_bound(
+        logistic_regression.tuna_bound(
             logistic, control_variate=tallmcmc.taylor_control_variate(logistic, jnp.zeros(2, jnp.float32),
                                                                       curvature="shared"))
+
+
+@pytest.mark.parametrize("old, example", [
+    ("logistic_regression_bound", logistic_regression),
+    ("gaussian_mixture_bound", gaussian_mixture),
+    ("gaussian_mean_bound", gaussian_mean),
+    ("weighted_mean_bound", weighted_mean),
+])
+def test_the_old_names_of_the_example_bounds_still_work_and_warn(old, example):
+    """``tallmcmc.acceptance.tuna.<example>_bound`` is the example's ``tuna_bound``, with a DeprecationWarning."""
+    with pytest.warns(DeprecationWarning, match=f"tallmcmc.examples.{example.__name__.rsplit('.', 1)[-1]}.tuna_bound"):
+        function = getattr(tuna_module, old)
+    assert function is example.tuna_bound
+    with pytest.warns(DeprecationWarning):
+        exec(f"from tallmcmc.acceptance.tuna import {old}", {})
+    with pytest.raises(AttributeError):
+        tuna_module.no_such_bound  # noqa: B018
+    assert old not in tuna_module.__all__

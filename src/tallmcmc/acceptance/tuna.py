@@ -38,16 +38,17 @@ Details of this implementation:
   over the data is counted in ``SamplingResult.setup_data_used``). Its
   constants :math:`\tilde c_i` bound the **untempered** log-likelihood,
   :math:`c_i = \tilde c_i / K` is formed at each step, so a bound serves every
-  temperature. :func:`logistic_regression_bound`,
-  :func:`gaussian_mixture_bound`, :func:`gaussian_mean_bound` and
-  :func:`weighted_mean_bound` give bounds for the shipped examples.
+  temperature. The shipped examples build theirs:
+  ``tuna_bound(model, ...)`` in :mod:`tallmcmc.examples.logistic_regression`,
+  :mod:`~tallmcmc.examples.gaussian_mixture`,
+  :mod:`~tallmcmc.examples.gaussian_mean` and
+  :mod:`~tallmcmc.examples.weighted_mean`.
 * Indices are drawn from a Walker alias table (Vose's construction, on the
   host in float64, once): O(1) per draw. The table and the c̃ᵢ
   (:class:`TunaTables`, 12 bytes per datum) are one copy shared by every
   chain, read by the step from the bound; JAX hands such large closed-over
-  arrays to the compiled code as arguments. (Until 2026-11-23 they were each
-  chain's cache: 12 bytes per datum *and chain*, and at 64 chains 5.7× slower
-  per chain-step, every chain gathering from its own copy.)
+  arrays to the compiled code as arguments (the history of that choice and
+  its measurements: ``docs/tuna.md``).
 * Under ``jit`` the random B is met by a ``while_loop`` over chunks of
   ``chunk_size`` draws; a step costs ⌈(B + 1)/chunk_size⌉ iterations. The
   step is a :class:`~tallmcmc.acceptance.base.StepMachine` (one chunk per
@@ -74,7 +75,8 @@ Details of this implementation:
 * With ``control_variate`` the test runs on control-variate residuals (the
   proxy sum joins the data-free part of Δ, as for the other subsampling
   tests), and the bound must hold for the residuals:
-  ``logistic_regression_bound(model, control_variate=cv)`` gives one.
+  ``tallmcmc.examples.logistic_regression.tuna_bound(model, control_variate=cv)``
+  gives one.
 
 References
 ----------
@@ -89,12 +91,11 @@ References
 from __future__ import annotations
 
 import dataclasses
-import math
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
@@ -103,21 +104,11 @@ from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, deci
 from tallmcmc.acceptance.sequential import with_control_variate
 from tallmcmc.model import Model, Position
 
-__all__ = [
-    "TunaBound",
-    "gaussian_mean_bound",
-    "gaussian_mixture_bound",
-    "logistic_regression_bound",
-    "tuna",
-    "tuna_bound",
-    "weighted_mean_bound",
-]
+__all__ = ["TunaBound", "tuna", "tuna_bound"]
 
 #: A drawn datum whose |Uᵢ(θ′) − Uᵢ(θ)| exceeds cᵢ M by more than this fraction violates the bound;
 #: within it (float32 rounding of two log-likelihoods) the difference is clipped to ±cᵢ M.
 BOUND_SLACK = 1e-3
-#: ``third derivative`` bound of log σ(z): max |σ(1 − σ)(1 − 2σ)| = 1/(6√3), at σ = (3 − √3)/6.
-_LOG_SIGMOID_THIRD = 1.0 / (6.0 * math.sqrt(3.0))
 
 
 # ---------------------------------------------------------------------------------------------- the bound
@@ -127,7 +118,7 @@ _LOG_SIGMOID_THIRD = 1.0 / (6.0 * math.sqrt(3.0))
 class TunaBound:
     """Per-datum constants c̃ᵢ and a distance M with |log p(xᵢ|θ′) − log p(xᵢ|θ)| ≤ c̃ᵢ M(θ, θ′).
 
-    Build it with :func:`tuna_bound` (or an example's helper); pass it to
+    Build it with :func:`tuna_bound` (or an example's ``tuna_bound(model)``); pass it to
     :func:`tuna`. The constants bound the *untempered* per-datum
     log-likelihood (or its control-variate residual, if ``control_variate``
     is set); the test divides them by the temperature K.
@@ -186,9 +177,9 @@ class TunaBound:
                 f"the TunaMH bound was violated at {int(violated.sum())} of {violated.size} steps: a drawn datum had "
                 f"|U_i(θ′) − U_i(θ)| up to {float(ratios[violated].max()):.4g} times c_i·M(θ, θ′). The `bound` passed "
                 f"to tallmcmc.tuna ({self.name!r}) does not hold for this model, so the chain is not exact. Fix the "
-                "constants or the distance of the bound (tallmcmc.acceptance.tuna.tuna_bound), or use the helper "
-                "for your model (logistic_regression_bound, gaussian_mixture_bound, gaussian_mean_bound, "
-                "weighted_mean_bound)"
+                "constants or the distance of the bound (tallmcmc.acceptance.tuna.tuna_bound), or, for a shipped "
+                "example, use its own bound (tallmcmc.examples.<example>.tuna_bound(model), e.g. "
+                "tallmcmc.examples.logistic_regression.tuna_bound)"
             )
 
 
@@ -364,8 +355,8 @@ def tuna(
         has variance at most about 1/χ. Small χ: small batches, lower
         acceptance; large χ: the test approaches full-data Metropolis.
     bound
-        A :class:`TunaBound` for the model (built once, e.g.
-        :func:`logistic_regression_bound`).
+        A :class:`TunaBound` for the model (built once, e.g. by
+        :func:`tuna_bound` or :func:`tallmcmc.examples.logistic_regression.tuna_bound`).
     chunk_size
         Draws evaluated per ``while_loop`` iteration (static).
     max_expected_batch
@@ -400,7 +391,7 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
     if not isinstance(bound, TunaBound):
         raise TypeError(
             "bound must be a TunaBound: build one with tallmcmc.acceptance.tuna.tuna_bound(constants, distance) or "
-            "a helper such as tallmcmc.acceptance.tuna.logistic_regression_bound(model)"
+            "an example's own, such as tallmcmc.examples.logistic_regression.tuna_bound(model)"
         )
     chunk_size = integer_at_least(chunk_size, "chunk_size")
     if max_expected_batch is not None:
@@ -528,162 +519,36 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
     return with_control_variate(test, control_variate)
 
 
-# ---------------------------------------------------------------------------------------------- example bounds
+# ---------------------------------------------------------------------------------------------- old names
+
+#: The example bounds that lived here, now each in its example module: old name → (module, new name).
+_MOVED_TO_EXAMPLES = {
+    "gaussian_mean_bound": ("gaussian_mean", "tuna_bound"),
+    "gaussian_mixture_bound": ("gaussian_mixture", "tuna_bound"),
+    "logistic_regression_bound": ("logistic_regression", "tuna_bound"),
+    "weighted_mean_bound": ("weighted_mean", "tuna_bound"),
+}
 
 
-def _norms(rows: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.sum(np.asarray(rows, np.float64) ** 2, axis=tuple(range(1, np.ndim(rows)))))
+def __getattr__(name: str):
+    """The example bounds' old names (PEP 562): each returns its example's ``tuna_bound`` with a ``DeprecationWarning``.
 
-
-def _host_rows(model: Model, leaf, function: str):
-    """The rows of a data ``leaf`` this process holds (:class:`tallmcmc.sharding.HostRows`), checked for layout.
-
-    The helpers below compute their constants in float64 on the host from
-    these rows: in one process every row (what ``np.asarray`` gives, also for
-    data split over local devices); across processes each its own rows,
-    with per-row results and sums exchanged (so the data never move).
+    ``tallmcmc.acceptance.tuna.logistic_regression_bound`` is now
+    ``tallmcmc.examples.logistic_regression.tuna_bound``, and likewise for
+    ``gaussian_mixture_bound``, ``gaussian_mean_bound`` and ``weighted_mean_bound``.
     """
-    from tallmcmc.sharding import HostRows, row_sharding
+    if name not in _MOVED_TO_EXAMPLES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # imported here, not at the top: the examples import this module (their bounds are TunaBounds), and the core
+    # must not import the examples; this deprecation alias is the one place it does
+    from tallmcmc.examples import gaussian_mean, gaussian_mixture, logistic_regression, weighted_mean
 
-    row_sharding(model.data, function)  # refuses a layout other than rows split over a mesh
-    return HostRows(leaf)
-
-
-def _flat(position: Position) -> jax.Array:
-    return jax.flatten_util.ravel_pytree(position)[0]
-
-
-def logistic_regression_bound(model: Model, control_variate=None) -> TunaBound:
-    r"""The bound for :mod:`tallmcmc.examples.logistic_regression` (one pass over the covariates).
-
-    Without a control variate: log σ is 1-Lipschitz, so
-    :math:`|\log p(y_i|x_i,β') - \log p(y_i|x_i,β)| \le |x_i^⊤(β'-β)| \le \|x_i\|_2 \|β'-β\|_2`:
-    :math:`\tilde c_i = \|x_i\|_2`, :math:`M = \|β' - β\|_2` (the authors' choice).
-
-    With a :func:`tallmcmc.taylor_control_variate` at β̂ (``order=2``,
-    ``curvature="per_datum"``) the residual rᵢ has gradient
-    :math:`[f'(z) - f'(\hat z) - f''(\hat z)(z - \hat z)]\,x_i`, z = xᵢᵀβ,
-    whose size is at most :math:`\tfrac12 \sup|f'''|\,(x_i^⊤u)^2 \|x_i\|` with
-    :math:`\sup|f'''| = 1/(6\sqrt3)` for f = log σ(±·) and u = β − β̂; along
-    the segment from β to β′, :math:`\|u\| \le \max(\|u\|, \|u'\|)`, so
-    :math:`\tilde c_i = \|x_i\|^3/(12\sqrt3)`,
-    :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)^2`. First order (``order=1``):
-    :math:`|f'(z) - f'(\hat z)| \le |z - \hat z|/4`, so
-    :math:`\tilde c_i = \|x_i\|^2/4`, :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)`.
-    """
-    from tallmcmc.examples import logistic_regression
-
-    if model.log_likelihood is not logistic_regression.log_likelihood:
-        raise ValueError("logistic_regression_bound is for tallmcmc.examples.logistic_regression.model(...) only")
-    norms = _host_rows(model, model.data["covariates"], "logistic_regression_bound").map(_norms)
-    if control_variate is None:
-        return tuna_bound(norms, lambda a, b: jnp.linalg.norm(_flat(b) - _flat(a)),
-                          name="tuna bound (logistic regression)")
-    control_variate.check_model(model)
-    if control_variate.order == 2 and control_variate.curvature != "per_datum":
-        raise ValueError(
-            "logistic_regression_bound needs a control variate with curvature='per_datum' (or order=1): a shared "
-            f"curvature ({control_variate.curvature!r}) adds a datum-free term the per-datum bound does not cover"
-        )
-    center = _flat(control_variate.center)
-    power = 2 if control_variate.order == 2 else 1
-    constants = norms**3 * (0.5 * _LOG_SIGMOID_THIRD) if power == 2 else norms**2 / 4.0
-
-    def distance(a, b):
-        a, b = _flat(a), _flat(b)
-        reach = jnp.maximum(jnp.linalg.norm(a - center.astype(a.dtype)), jnp.linalg.norm(b - center.astype(a.dtype)))
-        return jnp.linalg.norm(b - a) * reach**power
-
-    return tuna_bound(constants, distance, name=f"tuna bound (logistic regression, order-{control_variate.order} "
-                                                "control-variate residuals)", control_variate=control_variate)
-
-
-def _centred_distance(center: np.ndarray, scale: float):
-    """M(θ, θ′) = ‖θ′ − θ‖ · max(1, ‖½(θ + θ′) − x₀‖/s)."""
-    center = jnp.asarray(center)
-
-    def distance(a, b):
-        a, b = _flat(a), _flat(b)
-        middle = 0.5 * (a + b) - center.astype(a.dtype).ravel()
-        return jnp.linalg.norm(b - a) * jnp.maximum(1.0, jnp.linalg.norm(middle) / scale)
-
-    return distance
-
-
-def gaussian_mean_bound(model: Model, scale: float = 1.0) -> TunaBound:
-    r"""The bound for :mod:`tallmcmc.examples.gaussian_mean` (xᵢ ~ N(θ, I); one pass).
-
-    :math:`\log p(x_i|θ') - \log p(x_i|θ) = δ^⊤(x_i - \bar θ)`, δ = θ′ − θ,
-    θ̄ = ½(θ + θ′), so with x₀ the data mean and s = ``scale``,
-    :math:`|\cdot| \le \|δ\|(\|x_i - x_0\| + \|\bar θ - x_0\|) \le \tilde c_i M`,
-    :math:`\tilde c_i = \|x_i - x_0\| + s`, :math:`M = \|δ\| \max(1, \|\bar θ - x_0\|/s)`.
-    """
-    from tallmcmc.examples import gaussian_mean
-
-    if model.log_likelihood is not gaussian_mean.log_likelihood:
-        raise ValueError("gaussian_mean_bound is for tallmcmc.examples.gaussian_mean.model(...) only")
-    scale = positive_finite(scale, "scale", "s in c_i = ‖x_i − x₀‖ + s")
-    rows = _host_rows(model, model.data, "gaussian_mean_bound")
-
-    def flat(block):
-        return np.asarray(block, np.float64).reshape(block.shape[0], -1)
-
-    center = rows.sum(lambda block: flat(block).sum(axis=0)) / model.num_data
-    return tuna_bound(rows.map(lambda block: _norms(flat(block) - center) + scale), _centred_distance(center, scale),
-                      name="tuna bound (gaussian mean)")
-
-
-def weighted_mean_bound(model: Model, scale: float = 1.0) -> TunaBound:
-    r"""The bound for :mod:`tallmcmc.examples.weighted_mean` (xᵢ ~ N(θ, 1/wᵢ); one pass).
-
-    :math:`\log p(x_i|θ') - \log p(x_i|θ) = w_i δ (x_i - \bar θ)`, so
-    :math:`\tilde c_i = w_i(|x_i - x_0| + s)`, :math:`M = |δ| \max(1, |\bar θ - x_0|/s)`,
-    x₀ the weighted data mean.
-    """
-    from tallmcmc.examples import weighted_mean
-
-    if model.log_likelihood is not weighted_mean.log_likelihood:
-        raise ValueError("weighted_mean_bound is for tallmcmc.examples.weighted_mean.model(...) only")
-    scale = positive_finite(scale, "scale", "s in c_i = w_i(|x_i − x₀| + s)")
-    rows = _host_rows(model, model.data, "weighted_mean_bound")
-
-    def sums(block):
-        values, weights = np.asarray(block, np.float64).T
-        return np.array([np.sum(weights * values), np.sum(weights)])
-
-    weighted, total = rows.sum(sums)
-    center = np.array([weighted / total])
-
-    def constants(block):
-        values, weights = np.asarray(block, np.float64).T
-        return weights * (np.abs(values - center[0]) + scale)
-
-    return tuna_bound(rows.map(constants), _centred_distance(center, scale), name="tuna bound (weighted mean)")
-
-
-def gaussian_mixture_bound(model: Model, scale: float = 1.0) -> TunaBound:
-    r"""The bound for :mod:`tallmcmc.examples.gaussian_mixture` (one pass).
-
-    With a = x − θ₁, b = x − θ₁ − θ₂, σ² = 2 and responsibilities w₁ + w₂ = 1,
-    :math:`\nabla \log p = (w_1 a + w_2 b,\; w_2 b)/σ^2`, so
-    :math:`\|\nabla \log p\|_2 \le 2\max(|a|, |b|)/σ^2`. Along the segment from
-    θ to θ′, |a| and |b| are at most :math:`|x - x_0| + R`,
-    R = max(|θ₁ − x₀|, |θ′₁ − x₀|, |θ₁ + θ₂ − x₀|, |θ′₁ + θ′₂ − x₀|) (x₀ the data
-    mean), hence :math:`\tilde c_i = (2/σ^2)(|x_i - x_0| + s)` and
-    :math:`M = \|θ' - θ\| \max(1, R/s)`.
-    """
-    from tallmcmc.examples import gaussian_mixture
-
-    if model.log_likelihood is not gaussian_mixture.log_likelihood:
-        raise ValueError("gaussian_mixture_bound is for tallmcmc.examples.gaussian_mixture.model(...) only")
-    scale = positive_finite(scale, "scale", "s in c_i = (2/σ²)(|x_i − x₀| + s)")
-    rows = _host_rows(model, model.data, "gaussian_mixture_bound")
-    center = float(rows.sum(lambda block: np.asarray(block, np.float64).sum()) / model.num_data)
-
-    def distance(a, b):
-        reach = jnp.max(jnp.abs(jnp.stack([a[0], b[0], a[0] + a[1], b[0] + b[1]]) - center))
-        return jnp.linalg.norm(b - a) * jnp.maximum(1.0, reach / scale)
-
-    slope = 2.0 / gaussian_mixture.DATA_VARIANCE
-    constants = rows.map(lambda block: slope * (np.abs(np.asarray(block, np.float64) - center) + scale))
-    return tuna_bound(constants, distance, name="tuna bound (gaussian mixture)")
+    modules = {"gaussian_mean": gaussian_mean, "gaussian_mixture": gaussian_mixture,
+               "logistic_regression": logistic_regression, "weighted_mean": weighted_mean}
+    module, new_name = _MOVED_TO_EXAMPLES[name]
+    warnings.warn(
+        f"tallmcmc.acceptance.tuna.{name} is deprecated: use tallmcmc.examples.{module}.{new_name} (the same function)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(modules[module], new_name)

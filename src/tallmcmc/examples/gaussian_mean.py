@@ -18,6 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._checks import positive_finite
+from tallmcmc.acceptance.tuna import TunaBound
+from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
+from tallmcmc.examples._bounds import centred_distance, host_rows, norms
 from tallmcmc.model import Model
 
 
@@ -50,3 +54,28 @@ def posterior(
     precision = num / temperature + (0.0 if prior_variance is None else 1.0 / prior_variance)
     mean = data.sum(axis=0) / temperature / precision
     return np.asarray(mean), np.broadcast_to(1.0 / precision, np.shape(mean)).copy()
+
+
+def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
+    r"""The TunaMH bound (:func:`tallmcmc.tuna`) for a :func:`model` of this module (xᵢ ~ N(θ, I); one pass).
+
+    :math:`\log p(x_i|θ') - \log p(x_i|θ) = δ^⊤(x_i - \bar θ)`, δ = θ′ − θ,
+    θ̄ = ½(θ + θ′), so with x₀ the data mean and s = ``scale``,
+    :math:`|\cdot| \le \|δ\|(\|x_i - x_0\| + \|\bar θ - x_0\|) \le \tilde c_i M`,
+    :math:`\tilde c_i = \|x_i - x_0\| + s`, :math:`M = \|δ\| \max(1, \|\bar θ - x_0\|/s)`.
+
+    Formerly ``tallmcmc.acceptance.tuna.gaussian_mean_bound`` (still there,
+    with a ``DeprecationWarning``).
+    """
+    if model.log_likelihood is not log_likelihood:
+        raise ValueError("tallmcmc.examples.gaussian_mean.tuna_bound is for tallmcmc.examples.gaussian_mean.model(...) "
+                         "only")
+    scale = positive_finite(scale, "scale", "s in c_i = ‖x_i − x₀‖ + s")
+    rows = host_rows(model, model.data, "gaussian_mean.tuna_bound")
+
+    def flat(block):
+        return np.asarray(block, np.float64).reshape(block.shape[0], -1)
+
+    center = rows.sum(lambda block: flat(block).sum(axis=0)) / model.num_data
+    return bound_from_constants(rows.map(lambda block: norms(flat(block) - center) + scale),
+                                centred_distance(center, scale), name="tuna bound (gaussian mean)")

@@ -21,6 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._checks import positive_finite
+from tallmcmc.acceptance.tuna import TunaBound
+from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
+from tallmcmc.examples._bounds import host_rows
 from tallmcmc.model import Model
 
 TRUE_THETA = (0.0, 1.0)
@@ -87,3 +91,33 @@ def log_posterior_grid(
     total = np.asarray(jax.lax.map(row, pairs, batch_size=256), dtype=np.float64)
     prior = -0.5 * (t1.ravel() ** 2 / PRIOR_VARIANCES[0] + t2.ravel() ** 2 / PRIOR_VARIANCES[1])
     return (prior + total / temperature).reshape(t1.shape)
+
+
+def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
+    r"""The TunaMH bound (:func:`tallmcmc.tuna`) for a :func:`model` of this module (one pass).
+
+    With a = x − θ₁, b = x − θ₁ − θ₂, σ² = 2 and responsibilities w₁ + w₂ = 1,
+    :math:`\nabla \log p = (w_1 a + w_2 b,\; w_2 b)/σ^2`, so
+    :math:`\|\nabla \log p\|_2 \le 2\max(|a|, |b|)/σ^2`. Along the segment from
+    θ to θ′, |a| and |b| are at most :math:`|x - x_0| + R`,
+    R = max(|θ₁ − x₀|, |θ′₁ − x₀|, |θ₁ + θ₂ − x₀|, |θ′₁ + θ′₂ − x₀|) (x₀ the data
+    mean), hence :math:`\tilde c_i = (2/σ^2)(|x_i - x_0| + s)` and
+    :math:`M = \|θ' - θ\| \max(1, R/s)`.
+
+    Formerly ``tallmcmc.acceptance.tuna.gaussian_mixture_bound`` (still
+    there, with a ``DeprecationWarning``).
+    """
+    if model.log_likelihood is not log_likelihood:
+        raise ValueError("tallmcmc.examples.gaussian_mixture.tuna_bound is for "
+                         "tallmcmc.examples.gaussian_mixture.model(...) only")
+    scale = positive_finite(scale, "scale", "s in c_i = (2/σ²)(|x_i − x₀| + s)")
+    rows = host_rows(model, model.data, "gaussian_mixture.tuna_bound")
+    center = float(rows.sum(lambda block: np.asarray(block, np.float64).sum()) / model.num_data)
+
+    def distance(a, b):
+        reach = jnp.max(jnp.abs(jnp.stack([a[0], b[0], a[0] + a[1], b[0] + b[1]]) - center))
+        return jnp.linalg.norm(b - a) * jnp.maximum(1.0, reach / scale)
+
+    slope = 2.0 / DATA_VARIANCE
+    constants = rows.map(lambda block: slope * (np.abs(np.asarray(block, np.float64) - center) + scale))
+    return bound_from_constants(constants, distance, name="tuna bound (gaussian mixture)")

@@ -25,9 +25,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc.acceptance.tuna import TunaBound
+from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
+from tallmcmc.examples._bounds import flat, host_rows, norms
 from tallmcmc.model import Model
 
-__all__ = ["log_likelihood", "model", "sample_tall", "simulate"]
+__all__ = ["log_likelihood", "model", "sample_tall", "simulate", "tuna_bound"]
+
+#: ``third derivative`` bound of log σ(z): max |σ(1 − σ)(1 − 2σ)| = 1/(6√3), at σ = (3 − √3)/6.
+_LOG_SIGMOID_THIRD = 1.0 / (6.0 * math.sqrt(3.0))
 
 
 @jax.custom_jvp
@@ -117,6 +123,58 @@ def simulate(num_data: int, dimension: int, seed: int = 0) -> tuple[np.ndarray, 
     truth = rng.standard_normal(dimension) / 2
     response = (rng.random(num_data) < 1 / (1 + np.exp(-(covariates @ truth)))).astype(np.float32)
     return covariates, response
+
+
+def tuna_bound(model: Model, control_variate=None) -> TunaBound:
+    r"""The TunaMH bound (:func:`tallmcmc.tuna`) for a :func:`model` of this module (one pass over the covariates).
+
+    Without a control variate: log σ is 1-Lipschitz, so
+    :math:`|\log p(y_i|x_i,β') - \log p(y_i|x_i,β)| \le |x_i^⊤(β'-β)| \le \|x_i\|_2 \|β'-β\|_2`:
+    :math:`\tilde c_i = \|x_i\|_2`, :math:`M = \|β' - β\|_2` (the authors' choice).
+
+    With a :func:`tallmcmc.taylor_control_variate` at β̂ (``order=2``,
+    ``curvature="per_datum"``) the residual rᵢ has gradient
+    :math:`[f'(z) - f'(\hat z) - f''(\hat z)(z - \hat z)]\,x_i`, z = xᵢᵀβ,
+    whose size is at most :math:`\tfrac12 \sup|f'''|\,(x_i^⊤u)^2 \|x_i\|` with
+    :math:`\sup|f'''| = 1/(6\sqrt3)` for f = log σ(±·) and u = β − β̂; along
+    the segment from β to β′, :math:`\|u\| \le \max(\|u\|, \|u'\|)`, so
+    :math:`\tilde c_i = \|x_i\|^3/(12\sqrt3)`,
+    :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)^2`. First order (``order=1``):
+    :math:`|f'(z) - f'(\hat z)| \le |z - \hat z|/4`, so
+    :math:`\tilde c_i = \|x_i\|^2/4`, :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)`.
+
+    Formerly ``tallmcmc.acceptance.tuna.logistic_regression_bound`` (still
+    there, with a ``DeprecationWarning``).
+    """
+    if model.log_likelihood is not log_likelihood:
+        raise ValueError(
+            "tallmcmc.examples.logistic_regression.tuna_bound is for tallmcmc.examples.logistic_regression.model(...) "
+            "only"
+        )
+    row_norms = host_rows(model, model.data["covariates"], "logistic_regression.tuna_bound").map(norms)
+    if control_variate is None:
+        return bound_from_constants(row_norms, lambda a, b: jnp.linalg.norm(flat(b) - flat(a)),
+                                    name="tuna bound (logistic regression)")
+    control_variate.check_model(model)
+    if control_variate.order == 2 and control_variate.curvature != "per_datum":
+        raise ValueError(
+            "tallmcmc.examples.logistic_regression.tuna_bound needs a control variate with curvature='per_datum' (or "
+            f"order=1): a shared curvature ({control_variate.curvature!r}) adds a datum-free term the per-datum bound "
+            "does not cover"
+        )
+    center = flat(control_variate.center)
+    power = 2 if control_variate.order == 2 else 1
+    constants = row_norms**3 * (0.5 * _LOG_SIGMOID_THIRD) if power == 2 else row_norms**2 / 4.0
+
+    def distance(a, b):
+        a, b = flat(a), flat(b)
+        reach = jnp.maximum(jnp.linalg.norm(a - center.astype(a.dtype)), jnp.linalg.norm(b - center.astype(a.dtype)))
+        return jnp.linalg.norm(b - a) * reach**power
+
+    return bound_from_constants(
+        constants, distance, name=f"tuna bound (logistic regression, order-{control_variate.order} control-variate "
+                                  "residuals)", control_variate=control_variate,
+    )
 
 
 def sample_tall(

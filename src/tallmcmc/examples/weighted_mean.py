@@ -21,6 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._checks import positive_finite
+from tallmcmc.acceptance.tuna import TunaBound
+from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
+from tallmcmc.examples._bounds import centred_distance, host_rows
 from tallmcmc.model import Model
 
 
@@ -57,3 +61,34 @@ def posterior(data: np.ndarray, temperature: float = 1.0) -> tuple[float, float]
     """Exact mean and variance of the tempered posterior (flat prior), in float64."""
     x, w = np.asarray(data, np.float64).T
     return float(np.sum(w * x) / np.sum(w)), float(temperature / np.sum(w))
+
+
+def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
+    r"""The TunaMH bound (:func:`tallmcmc.tuna`) for a :func:`model` of this module (xᵢ ~ N(θ, 1/wᵢ); one pass).
+
+    :math:`\log p(x_i|θ') - \log p(x_i|θ) = w_i δ (x_i - \bar θ)`, so
+    :math:`\tilde c_i = w_i(|x_i - x_0| + s)`, :math:`M = |δ| \max(1, |\bar θ - x_0|/s)`,
+    x₀ the weighted data mean.
+
+    Formerly ``tallmcmc.acceptance.tuna.weighted_mean_bound`` (still there,
+    with a ``DeprecationWarning``).
+    """
+    if model.log_likelihood is not log_likelihood:
+        raise ValueError("tallmcmc.examples.weighted_mean.tuna_bound is for tallmcmc.examples.weighted_mean.model(...) "
+                         "only")
+    scale = positive_finite(scale, "scale", "s in c_i = w_i(|x_i − x₀| + s)")
+    rows = host_rows(model, model.data, "weighted_mean.tuna_bound")
+
+    def sums(block):
+        values, weights = np.asarray(block, np.float64).T
+        return np.array([np.sum(weights * values), np.sum(weights)])
+
+    weighted, total = rows.sum(sums)
+    center = np.array([weighted / total])
+
+    def constants(block):
+        values, weights = np.asarray(block, np.float64).T
+        return weights * (np.abs(values - center[0]) + scale)
+
+    return bound_from_constants(rows.map(constants), centred_distance(center, scale),
+                                name="tuna bound (weighted mean)")

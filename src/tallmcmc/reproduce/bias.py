@@ -88,6 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
+from tallmcmc.acceptance.tuna import tuna_bound
 from tallmcmc.examples import gaussian_mixture, logistic_regression, student_t_location
 from tallmcmc.model import Model
 from tallmcmc.reproduce._common import (
@@ -254,8 +255,6 @@ def _student_t_bound(model: Model, floor: float):
     report as a violated bound; the floor (10⁻³ of the proposal's sd) covers
     the rounding and costs 0.1% of the batch.
     """
-    from tallmcmc.acceptance.tuna import tuna_bound
-
     nu = student_t_location.DEGREES_OF_FREEDOM
     scales = np.asarray(model.data, np.float64)[:, 1]
     return tuna_bound((nu + 1.0) / (2.0 * math.sqrt(nu) * scales), lambda a, b: jnp.abs(b[0] - a[0]) + floor,
@@ -315,11 +314,9 @@ def small_target(num_data: int, step: float, num_samples: int, burn_in: int, bat
     ]).reshape(len(axes[0]), len(axes[1]))
     reference = Reference.from_log_density(axes, log_density)
     step_size = step * reference.sd
-    from tallmcmc.acceptance.tuna import logistic_regression_bound
-
     return Target(
         "small", f"logistic d = 2, small N, large steps (N = {num_data:,}, K = 1)", model, reference, step_size,
-        num_samples, burn_in, lambda: logistic_regression_bound(model), chi,
+        num_samples, burn_in, lambda: logistic_regression.tuna_bound(model), chi,
         MethodSettings(batch_size=batch_size, austere_error_bound=AUSTERE_C_ERROR_BOUND, num_data=num_data),
         {"num_data": num_data, "temperature": 1.0, "step_in_posterior_sds": step, "dimension": 2,
          "model": "logistic regression, x_i ~ N(0, I_2), no intercept, prior N(0, 10 I)"},
@@ -336,11 +333,9 @@ def gmm_target(num_data: int, step: float, num_samples: int, burn_in: int, batch
     axes = [np.arange(-1.5 + 0.01, 2.5, 0.02), np.arange(-3.0 + 0.01, 3.0, 0.02)]
     reference = Reference.from_log_density(axes, gaussian_mixture.log_posterior_grid(data, temperature, *axes))
     step_size = np.full(2, step)
-    from tallmcmc.acceptance.tuna import gaussian_mixture_bound
-
     return Target(
         "gmm", f"Gaussian mixture (N = {num_data:,}, K = {temperature:g}, N/K = 100)", model, reference,
-        step_size, num_samples, burn_in, lambda: gaussian_mixture_bound(model), chi,
+        step_size, num_samples, burn_in, lambda: gaussian_mixture.tuna_bound(model), chi,
         MethodSettings(batch_size=batch_size, austere_error_bound=AUSTERE_C_ERROR_BOUND, num_data=num_data),
         {"num_data": num_data, "temperature": temperature, "step": step, "dimension": 2,
          "model": "½N(θ₁, 2) + ½N(θ₁+θ₂, 2), θ = (0, 1), prior N(0, diag(10, 1))"},
