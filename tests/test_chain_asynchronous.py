@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from analytic_models import CONJUGATE_1D, TEMPERED_2D
-from forced_devices import run_on_host_devices
+from forced_devices import SCRIPTS, run_on_host_devices
 
 import tallmcmc
 import tallmcmc.chain_asynchronous as chain_asynchronous
@@ -309,45 +309,7 @@ def test_recording_proposals_fails_the_posterior_check(monkeypatch):
     assert not check.passed, str(check)
 
 
-MESH_SCRIPT = """
-import json, warnings
-import jax, jax.numpy as jnp, numpy as np
-import tallmcmc, tallmcmc.sharding as sharding
-from tallmcmc.examples import gaussian_mixture
-
-warnings.simplefilter("ignore")
-assert len(jax.devices()) == 4, jax.devices()
-model = gaussian_mixture.model(num_data=1003, temperature=1.0)  # the last of 4 data blocks is padded
-meshes = {"data": jax.make_mesh((4,), ("data",)), "chains": jax.make_mesh((4,), ("chains",)),
-          "data x chains": jax.make_mesh((2, 2), ("data", "chains"))}
-
-def run(test, mesh=None, num_warmup=0):
-    return tallmcmc.sample(model, tallmcmc.random_walk(0.05), test, jnp.array([0.0, 1.0]), num_samples=30,
-                           num_chains=4, seed=3, progress=False, num_chunks=2, mesh=mesh, driver="asynchronous",
-                           num_warmup=num_warmup)
-
-def same(a, b):
-    return bool(np.array_equal(a.positions, b.positions) and np.array_equal(a.data_used, b.data_used)
-                and np.array_equal(a.accepted, b.accepted))
-
-out = {}
-for name, make, names in [("minibatch_barker", lambda: tallmcmc.minibatch_barker(50), list(meshes)),
-                          ("exact_barker", tallmcmc.exact_barker, ["data x chains"]),
-                          # a full pass at the start: the finished chains begin one at a time, on each device
-                          ("austere_adaptive", lambda: tallmcmc.austere_adaptive(0.05), ["data x chains"])]:
-    reference = run(make())
-    for mesh_name in names:
-        out[f"{name} | {mesh_name}"] = same(reference, run(make(), meshes[mesh_name]))
-    if name == "minibatch_barker":  # an adaptive warm-up, asynchronous on the mesh too
-        warm = [run(make(), mesh, num_warmup=10) for mesh in (None, meshes["data x chains"])]
-        out["warm-up | data x chains"] = same(*warm) and bool(
-            np.array_equal(warm[0].step_size_factor, warm[1].step_size_factor))
-        combine_exact = sharding.combine_exact
-        sharding.combine_exact = lambda values, axis: values  # wrong: each device sees only its own rows
-        out["wrong"] = same(reference, run(make(), meshes["data"]))
-        sharding.combine_exact = combine_exact
-print("RESULT " + json.dumps(out))
-"""
+MESH_SCRIPT = SCRIPTS / "asynchronous_mesh.py"
 
 
 def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one():

@@ -278,45 +278,7 @@ def test_single_process_helpers():
     assert distributed.is_main_process()
 
 
-SETUP_PASSES = """
-import argparse, importlib.util, warnings
-
-import numpy as np
-from tallmcmc import distributed
-
-parser = argparse.ArgumentParser()
-for option in ("--process-id", "--num-processes"):
-    parser.add_argument(option, type=int)
-parser.add_argument("--coordinator")
-parser.add_argument("--output")
-arguments = parser.parse_args()
-distributed.initialize(arguments.coordinator, arguments.num_processes, arguments.process_id, timeout=30,
-                       initialization_timeout=60)
-import jax.numpy as jnp
-import tallmcmc
-from tallmcmc.acceptance.tuna import gaussian_mixture_bound
-from tallmcmc.examples import gaussian_mixture
-
-warnings.simplefilter("ignore")
-with distributed.exit_on_error():
-    mesh = distributed.global_mesh()
-    rows = distributed.local_rows(gaussian_mixture.simulate_data(4000, seed=0))  # this process's half
-    model = gaussian_mixture.model(num_data=8, temperature=1.0).with_data(distributed.shard_rows(rows, mesh))
-    assert not model.data.is_fully_addressable
-    adam_steps = 10 if importlib.util.find_spec("optax") is not None else 0  # optax: an optional extra
-    mode = tallmcmc.find_mode(model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500, adam_steps=adam_steps,
-                              adam_batch_size=50)
-    variate = tallmcmc.taylor_control_variate(model, mode.position, batch_size=500)
-    bound = gaussian_mixture_bound(model)
-    run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.tuna(1e-4, bound), jnp.array([0.0, 1.0]),
-                          num_samples=50, seed=3, progress=False, mesh=mesh)
-    if distributed.is_main_process():
-        np.savez(arguments.output, position=np.asarray(mode.position), hessian=mode.hessian,
-                 mode_data_used=mode.data_used, iterations=mode.iterations,
-                 gradient_sum=np.asarray(variate.gradient_sum), hessian_sum=np.asarray(variate.hessian_sum),
-                 variate_data_used=variate.data_used, constants=bound.constants, positions=run.positions,
-                 data_used=run.data_used, accepted=run.accepted)
-"""
+SETUP_PASSES = REPOSITORY / "tests" / "scripts" / "distributed_setup_passes.py"
 
 
 @pytest.mark.slow
@@ -334,10 +296,8 @@ def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
     import jax.numpy as jnp
     from tallmcmc.acceptance.tuna import gaussian_mixture_bound
 
-    script = tmp_path / "setup_passes.py"
-    script.write_text(SETUP_PASSES)
     output = tmp_path / "two.npz"
-    processes = launch(2, ["--output", str(output)], tmp_path, script=script)
+    processes = launch(2, ["--output", str(output)], tmp_path, script=SETUP_PASSES)
     try:
         model = gaussian_mixture.model(num_data=4000, temperature=1.0, seed=0)
         adam_steps = 10 if importlib.util.find_spec("optax") is not None else 0  # as the processes do
