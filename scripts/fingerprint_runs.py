@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
-from tallmcmc.acceptance.tuna import gaussian_mixture_bound
+from tallmcmc.examples.gaussian_mixture import tuna_bound as gaussian_mixture_bound
 from tallmcmc.examples import gaussian_mixture, logistic_regression
 
 

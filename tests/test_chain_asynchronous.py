@@ -30,10 +30,10 @@ from analytic_models import CONJUGATE_1D, TEMPERED_2D
 from forced_devices import SCRIPTS, run_on_host_devices
 
 import tallmcmc
-import tallmcmc.chain_asynchronous as chain_asynchronous
+import tallmcmc.sampling.asynchronous as chain_asynchronous
 from tallmcmc.acceptance.base import machine_of
-from tallmcmc.acceptance.tuna import gaussian_mean_bound
-from tallmcmc.chain_asynchronous import step_parts
+from tallmcmc.examples import gaussian_mean
+from tallmcmc.sampling.asynchronous import step_parts
 from tallmcmc.kernel import MHState
 from tallmcmc.testing import check_posterior_moments
 
@@ -62,7 +62,7 @@ def subsampling_tests(control_variate):
         "confidence_sampler_bound_cv": tallmcmc.confidence_sampler(
             30, bound=lambda a, b: 50.0 * jnp.sum(jnp.abs(a - b)) + 1.0, control_variate=control_variate
         ),
-        "tuna": tallmcmc.tuna(1.0, gaussian_mean_bound(TARGET.model), chunk_size=16),
+        "tuna": tallmcmc.tuna(1.0, gaussian_mean.tuna_bound(TARGET.model), chunk_size=16),
     }
 
 

@@ -77,3 +77,44 @@ def test_covariance_adaptation_refuses_what_it_cannot_shape():
     with pytest.raises(ValueError, match="num_warmup >= 40"):
         tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.exact_metropolis(), initial_position=start,
                         num_samples=10, num_warmup=10, adapt_covariance=True, progress=False)
+
+
+@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
+@pytest.mark.parametrize("adapt_covariance", [False, True])
+def test_warmup_as_its_own_step_then_sample_equals_the_shorthand(driver, adapt_covariance):
+    # sample(num_warmup=W) is tallmcmc.warmup(...) then sample(..., warmed): the same draws, bit for bit
+    proposal, test = tallmcmc.random_walk(0.05), tallmcmc.minibatch_barker(50)
+    options = dict(num_chains=4, seed=3, progress=False, driver=driver)
+    start = jnp.asarray(TEMPERED_2D.mean, jnp.float32)
+    shorthand = tallmcmc.sample(TEMPERED_2D.model, proposal, test, start, num_samples=200, num_warmup=60,
+                                adapt_covariance=adapt_covariance, **options)
+    warmed = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, num_warmup=60,
+                             adapt_covariance=adapt_covariance, **options)
+    assert isinstance(warmed, tallmcmc.WarmupResult) and warmed.num_warmup == 60
+    assert warmed.data_used == int(warmed.info["data_used"].sum())
+    continued = tallmcmc.sample(TEMPERED_2D.model, proposal, test, warmed, num_samples=200, **options)
+    np.testing.assert_array_equal(continued.positions, shorthand.positions)
+    for name in shorthand.info:
+        np.testing.assert_array_equal(continued.info[name], shorthand.info[name])
+        np.testing.assert_array_equal(continued.warmup_info[name], shorthand.warmup_info[name])
+    np.testing.assert_array_equal(continued.warmup_positions, shorthand.warmup_positions)
+    np.testing.assert_array_equal(continued.step_size_factor, shorthand.step_size_factor)
+    assert continued.setup_data_used == shorthand.setup_data_used
+    assert continued.total_data_used == shorthand.total_data_used
+    if adapt_covariance:
+        np.testing.assert_array_equal(continued.adapted_covariance, shorthand.adapted_covariance)
+        assert continued.proposal_name == shorthand.proposal_name == "laplace_random_walk"
+
+
+def test_a_warmup_is_continued_only_with_what_it_was_made_with():
+    proposal, test = tallmcmc.random_walk(0.05), tallmcmc.exact_barker()
+    start = jnp.asarray(TEMPERED_2D.mean, jnp.float32)
+    warmed = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, num_warmup=20, num_chains=2, progress=False)
+    with pytest.raises(ValueError, match="test differs"):
+        tallmcmc.sample(TEMPERED_2D.model, proposal, tallmcmc.exact_metropolis(), warmed, num_chains=2, num_samples=5)
+    with pytest.raises(ValueError, match="num_chains differs"):
+        tallmcmc.sample(TEMPERED_2D.model, proposal, test, warmed, num_chains=3, num_samples=5)
+    with pytest.raises(ValueError, match="num_warmup must be 0"):
+        tallmcmc.sample(TEMPERED_2D.model, proposal, test, warmed, num_chains=2, num_samples=5, num_warmup=10)
+    with pytest.raises(ValueError, match="num_warmup"):
+        tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, num_warmup=0)

@@ -32,7 +32,7 @@ from tallmcmc.proposals.langevin import langevin, stochastic_gradient_langevin
 from tallmcmc.proposals.laplace import laplace_covariance, laplace_independence, laplace_random_walk
 from tallmcmc.proposals.proxy import proxy_hamiltonian, proxy_langevin
 from tallmcmc.proposals.random_walk import random_walk
-from tallmcmc.sampling import SamplingResult, sample
+from tallmcmc.sampling import SamplingResult, WarmupResult, sample, warmup
 
 __version__ = "0.1.0"
 
@@ -46,6 +46,7 @@ __all__ = [
     "Proposal",
     "SamplingResult",
     "TallDiagnosis",
+    "WarmupResult",
     "acceptance",
     "always_accept",
     "austere",
@@ -79,4 +80,5 @@ __all__ = [
     "stein",
     "stochastic_gradient_langevin",
     "tuna",
+    "warmup",
 ]

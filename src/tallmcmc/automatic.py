@@ -13,7 +13,7 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    never reaches half a period (3π/4 at most).
 4. **Warm-up with the minibatch test, measured**: ``num_warmup`` steps of the
    minibatch Barker test on the residuals, adapting the leapfrog step on the
-   proxy's own acceptance (data-free; :mod:`tallmcmc.adaptation`), chains
+   proxy's own acceptance (data-free; :mod:`tallmcmc.sampling.adaptation`), chains
    started from Laplace draws, then ``measure_steps`` more at the adapted
    step. The second half of warm-up and those steps are the measurement
    window: the data per step the test really used, its acceptance rate, the

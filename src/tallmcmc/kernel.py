@@ -60,7 +60,7 @@ def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MH
     """The part of a step before the acceptance test: ``(test_key, ProposedStep)``.
 
     Shared by :func:`build_kernel`'s ``step`` and the chain-asynchronous
-    driver (:func:`tallmcmc.chain_asynchronous.step_parts`), so that both make
+    driver (:func:`tallmcmc.sampling.asynchronous.step_parts`), so that both make
     the same draws.
     """
     proposal_key, test_key = jax.random.split(rng_key)

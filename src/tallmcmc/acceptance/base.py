@@ -13,7 +13,7 @@ An :class:`AcceptanceTest` is a pair of pure functions:
 
 A test that grows a minibatch may also offer the same decision as a
 :class:`StepMachine` (``start``, ``advance`` one chunk, ``done``, ``finish``),
-which the chain-asynchronous driver (:mod:`tallmcmc.chain_asynchronous`) uses
+which the chain-asynchronous driver (:mod:`tallmcmc.sampling.asynchronous`) uses
 to let each chain of a batch start its next step as soon as its own test has
 decided. Its ``decide`` is then :func:`decide_by_machine` of that machine (the
 same code path, so both give the same draws); a test without one runs through

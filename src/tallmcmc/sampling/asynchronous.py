@@ -1,0 +1,391 @@
+"""The chain-asynchronous driver: each chain starts its next step as soon as its own test has decided.
+
+Under ``vmap`` a growing-minibatch test's ``lax.while_loop`` runs every chain
+until the largest minibatch of that step is done, and the minibatch sizes
+are heavy-tailed, so a batch of chains moves at the pace of its slowest
+member at every step. Here one vectorised ``lax.while_loop`` iteration
+advances every chain's test by one chunk of data (the test's
+:class:`~tallmcmc.acceptance.base.StepMachine`); a chain whose test has
+decided accepts or rejects, writes its draw into the output at its own step
+index ``t`` and starts step ``t + 1`` at once, without waiting for the others.
+
+Each chain's step ``t`` uses the key ``fold_in(fold_in(key(seed), chain), t)``,
+as the vmapped driver (:func:`tallmcmc.sampling.drivers.run_vmapped`) does, and runs the same
+operations (propose, prior, offset, the machine's ``start``/``advance``/
+``finish``, choose) as :func:`tallmcmc.build_kernel`'s ``step``, so a chain's
+draws depend neither on the other chains nor on how many there are.
+:func:`step_parts` is that step cut into pieces; its ``step`` is checked
+against ``build_kernel`` in the tests.
+
+Tests without a machine of their own (the full-data tests, any test whose
+``decide`` was replaced by a wrapper) run through the one-shot machine of
+:func:`~tallmcmc.acceptance.base.machine_of`: one iteration per step, as in
+lockstep.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
+from tallmcmc.kernel import MHInfo, MHState, ProposedStep, conclude_step, propose_step
+from tallmcmc.model import Model, Position
+from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
+from tallmcmc.sampling.adaptation import update as adaptation_update
+from tallmcmc.sampling.drivers import DriverCall, DriverOutput
+from tallmcmc.sharding import to_host
+
+
+class InFlight(NamedTuple):
+    """A step under way: the proposal (θ′, its log-prior, the data-free part of Δ) and the test's state."""
+
+    proposed: ProposedStep
+    test_state: Any
+
+
+class StepParts(NamedTuple):
+    """One Metropolis–Hastings step cut at the test's chunks (see :func:`step_parts`)."""
+
+    begin: Callable[[jax.Array, MHState], InFlight]
+    advance: Callable[[InFlight, MHState], InFlight]
+    done: Callable[[InFlight], jax.Array]
+    end: Callable[[InFlight, MHState], tuple[MHState, MHInfo]]
+    step: Callable[[jax.Array, MHState], tuple[MHState, MHInfo]]
+
+
+def step_parts(model: Model, proposal: Proposal, test: AcceptanceTest) -> StepParts:
+    """The step of :func:`tallmcmc.build_kernel` as ``begin``, ``advance`` (one chunk), ``done``, ``end``.
+
+    ``begin(rng_key, state)`` splits the key, proposes, evaluates the prior
+    and the offset and starts the test; ``advance(flight, state)`` runs one
+    chunk of the test; ``end(flight, state) -> (state, info)`` finishes the
+    test and accepts or rejects. ``step`` runs them in a ``lax.while_loop``
+    and equals ``build_kernel(model, proposal, test).step``.
+    """
+    machine = machine_of(test)
+
+    def begin(rng_key: jax.Array, state: MHState) -> InFlight:
+        test_key, proposed = propose_step(model, proposal, rng_key, state)
+        test_state = machine.start(test_key, model, state.position, proposed.position, proposed.offset, state.cache)
+        return InFlight(proposed, test_state)
+
+    def advance(flight: InFlight, state: MHState) -> InFlight:
+        proposed = flight.proposed
+        test_state = machine.advance(
+            flight.test_state, model, state.position, proposed.position, proposed.offset, state.cache
+        )
+        return flight._replace(test_state=test_state)
+
+    def done(flight: InFlight) -> jax.Array:
+        return machine.done(flight.test_state)
+
+    def end(flight: InFlight, state: MHState) -> tuple[MHState, MHInfo]:
+        proposed = flight.proposed
+        decision = machine.finish(
+            flight.test_state, model, state.position, proposed.position, proposed.offset, state.cache
+        )
+        return conclude_step(test, state, proposed, decision)
+
+    def step(rng_key: jax.Array, state: MHState) -> tuple[MHState, MHInfo]:
+        flight = begin(rng_key, state)
+        flight = lax.while_loop(lambda f: ~done(f), lambda f: advance(f, state), flight)
+        return end(flight, state)
+
+    return StepParts(begin, advance, done, end, step)
+
+
+def step_key(chain_key: jax.Array, step: jax.Array) -> jax.Array:
+    """The key of a chain's step ``step``: ``fold_in(chain_key, step)``, as :func:`tallmcmc.sample`'s vmapped driver."""
+    return jax.random.fold_in(chain_key, step.astype(jnp.uint32))
+
+
+class AsyncCarry(NamedTuple):
+    """What the asynchronous loop carries: per chain (leading axis) the state, the step in flight,
+    its index ``step`` (= draws recorded so far), the output buffers ``(chain, draw, ...)``, the
+    number of loop ``iterations`` made (one chunk each) and, in an adaptive warm-up, each chain's
+    :class:`~tallmcmc.sampling.adaptation.DualAveraging` state (else ``None``)."""
+
+    state: MHState
+    flight: InFlight
+    step: jax.Array
+    positions: Position
+    info: MHInfo
+    iterations: jax.Array
+    adaptation: DualAveraging | None = None
+
+
+def _select(mask: jax.Array, new, old, *, restart: bool = False):
+    """Per chain (leading axis), ``new`` where ``mask`` else ``old``, for every leaf.
+
+    With ``restart`` (``new`` a freshly begun step), a
+    :class:`~tallmcmc.acceptance.base.Workspace` keeps ``old``: its stale
+    contents are never read, so the restarted step may reuse the old array
+    (and a pass over it is saved).
+    """
+
+    def pick(a, b):
+        if is_workspace(a):
+            return b if restart else Workspace(pick(a.values, b.values))
+        shaped = mask.reshape(mask.shape + (1,) * (jnp.ndim(a) - 1))
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(
+                jnp.where(shaped[..., None], jax.random.key_data(a), jax.random.key_data(b)),
+                impl=jax.random.key_impl(a),
+            )
+        return jnp.where(shaped, a, b)
+
+    return jax.tree_util.tree_map(pick, new, old, is_leaf=is_workspace)
+
+
+def asynchronous_runner(
+    model: Model,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    num_samples: int,
+    *,
+    temperatures: jax.Array | None = None,
+    step_factors: jax.Array | None = None,
+    adapt_target: float | None = None,
+):
+    """The ``initialise`` and ``run`` functions of the asynchronous driver (to be jitted).
+
+    ``initialise(data, states, chain_keys, factors) -> AsyncCarry`` starts
+    step 0 of every chain; ``run(data, carry, chain_keys, factors,
+    checkpoint) -> AsyncCarry`` iterates until every chain has recorded at
+    least ``checkpoint`` draws (chains ahead keep going meanwhile, up to
+    ``num_samples``). ``factors`` (per-chain step-size factors from warm-up)
+    may be ``None``; ``temperatures`` and ``step_factors`` are per-step
+    schedules of length ``num_samples`` or ``None``. With ``adapt_target``
+    (a warm-up), each chain's step-size factor is adapted by dual averaging
+    towards that acceptance rate as its own steps finish
+    (:mod:`tallmcmc.sampling.adaptation`, the same update as the lockstep warm-up);
+    ``factors`` must then be ``None``.
+    """
+    machine = machine_of(test)
+    adapting = adapt_target is not None
+    on_proxy = adapts_on_proxy(proposal)
+
+    def current_factors(carry, factors):
+        return jnp.exp(carry.adaptation.log_factor) if adapting else factors
+
+    def parts_for(data, factor, step):
+        # the same kernel the vmapped driver builds for this chain and step
+        index = jnp.minimum(step, num_samples - 1)
+        temperature = None if temperatures is None else temperatures[index]
+        step_factor = None if step_factors is None else step_factors[index]
+        if step_factor is not None:
+            factor = step_factor if factor is None else factor * step_factor
+        tuned = proposal if factor is None else proposal.tune(factor)
+        tempered = model.with_data(data)
+        if temperature is not None:
+            tempered = tempered.with_temperature(temperature)
+        return step_parts(tempered, tuned, test)
+
+    def per_chain(function, factors):
+        return jax.vmap(function, in_axes=(0, 0, 0, 0 if factors is not None else None))
+
+    def begin_all(data, keys, states, steps, factors):
+        def one(key, state, step, factor):
+            return parts_for(data, factor, step).begin(key, state)
+
+        return per_chain(one, factors)(keys, states, steps, factors)
+
+    def keys_at(chain_keys, steps):
+        return jax.vmap(step_key)(chain_keys, steps)
+
+    def begin_chosen(data, chain_keys, states, steps, factors, chosen, flight):
+        # One chain at a time, only the chosen ones: for a test whose ``start`` is a full pass, which
+        # ``begin_all`` would make for every chain at every iteration where any chain finishes.
+        order = jnp.nonzero(chosen, size=chosen.shape[0], fill_value=0)[0]
+
+        def begin_one(i, flight):
+            chain = order[i]
+            here = jax.tree_util.tree_map(lambda leaf: leaf[chain], (chain_keys, states, steps, factors))
+            key, state, step, factor = here
+            began = parts_for(data, factor, step).begin(step_key(key, step), state)
+            return jax.tree_util.tree_map(lambda leaf, value: leaf.at[chain].set(value), flight, began)
+
+        return lax.fori_loop(0, jnp.sum(chosen, dtype=jnp.int32), begin_one, flight)
+
+    def initialise(data, states, chain_keys, factors) -> AsyncCarry:
+        num_chains = chain_keys.shape[0]
+        steps = jnp.zeros((num_chains,), jnp.int32)
+        adaptation = DualAveraging.start(num_chains) if adapting else None
+        if adapting:
+            factors = jnp.exp(adaptation.log_factor)
+        flight = begin_all(data, keys_at(chain_keys, steps), states, steps, factors)
+
+        def end_one(flight, state, step, factor):
+            return parts_for(data, factor, step).end(flight, state)
+
+        shapes = jax.eval_shape(lambda: per_chain(end_one, factors)(flight, states, steps, factors))
+        buffers = jax.tree_util.tree_map(
+            lambda leaf: jnp.zeros((num_chains, num_samples) + leaf.shape[1:], leaf.dtype), shapes
+        )
+        new_state, info = buffers
+        return AsyncCarry(states, flight, steps, new_state.position, info, jnp.zeros((), jnp.int32), adaptation)
+
+    def run(data, carry: AsyncCarry, chain_keys, factors, checkpoint) -> AsyncCarry:
+        num_chains = chain_keys.shape[0]
+        chains = jnp.arange(num_chains)
+
+        def advance_one(flight, state, step, factor):
+            return parts_for(data, factor, step).advance(flight, state)
+
+        def end_one(flight, state, step, factor):
+            return parts_for(data, factor, step).end(flight, state)
+
+        def finish(carry: AsyncCarry, finished) -> AsyncCarry:
+            factors_now = current_factors(carry, factors)
+            new_state, info = per_chain(end_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
+            rows = jnp.where(finished, carry.step, num_samples)  # out of range: dropped
+
+            def record(buffer, value):
+                return buffer.at[chains, rows].set(value, mode="drop")
+
+            positions = jax.tree_util.tree_map(record, carry.positions, new_state.position)
+            infos = jax.tree_util.tree_map(record, carry.info, info)
+            state = _select(finished, new_state, carry.state)
+            adaptation = carry.adaptation
+            if adapting:
+                updated = adaptation_update(adaptation, carry.step, statistic(info, on_proxy), adapt_target)
+                adaptation = _select(finished, updated, adaptation)
+            step = carry.step + finished.astype(jnp.int32)
+            factors_next = current_factors(carry._replace(adaptation=adaptation), factors)
+            starting = finished & (step < num_samples)
+            if machine.start_is_full_pass:
+                flight = begin_chosen(data, chain_keys, state, step, factors_next, starting, carry.flight)
+            else:
+                following = begin_all(data, keys_at(chain_keys, step), state, step, factors_next)
+                flight = _select(starting, following, carry.flight, restart=True)
+            return carry._replace(
+                state=state, flight=flight, step=step, positions=positions, info=infos, adaptation=adaptation
+            )
+
+        def body(carry: AsyncCarry) -> AsyncCarry:
+            active = carry.step < num_samples
+            running = active & ~jax.vmap(machine.done)(carry.flight.test_state)
+            factors_now = current_factors(carry, factors)
+            advanced = per_chain(advance_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
+            # a machine that idles once done needs no mask (finished and parked chains are done)
+            flight = advanced if machine.idle_when_done else _select(running, advanced, carry.flight)
+            finished = active & jax.vmap(machine.done)(flight.test_state)
+            carry = carry._replace(flight=flight, iterations=carry.iterations + 1)
+            return lax.cond(jnp.any(finished), finish, lambda c, f: c, carry, finished)
+
+        return lax.while_loop(lambda c: jnp.any(c.step < checkpoint), body, carry)
+
+    return initialise, run
+
+
+def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> DriverOutput:
+    """Run ``call``'s steps, kept draws or a warm-up, with the asynchronous driver.
+
+    With a layout (``call.layout``, a :class:`tallmcmc.sharding.MeshLayout`;
+    ``call.held`` then carries its shards and ``call.data`` is laid out over
+    the mesh), the loop runs on every device of the mesh over its own chains
+    and rows: each device's loop waits only for its own chains, and devices
+    that share chains (a ``"data"`` axis) make the same iterations, since
+    their exact collectives give them the same values. ``call.states`` then
+    has the layout's ``"state"`` form (a leading axis of one copy per data
+    shard), as has the returned state. The loop returns to the host when every
+    chain has reached the end of each of ``call.lengths``' chunks.
+
+    With ``adapt_target``, each chain adapts its step-size factor as its
+    steps finish (see :func:`asynchronous_runner`; ``call.factors`` must be
+    ``None``). The output's ``loop_iterations`` is the most any device made
+    (one chunk of data each); interrupted (Ctrl-C) after a return to the host,
+    it holds the draws every chain has, with a warning.
+    """
+    model, proposal, test, states = call.held, call.proposal, call.test, call.states
+    chain_keys, factors, bar, description = call.chain_keys, call.factors, call.bar, call.description
+    num_samples = call.num_steps
+    checkpoints = list(np.cumsum(call.lengths))
+    temperatures, step_factors = call.schedule
+    dtype, data, layout = call.dtype, call.data, call.layout
+    schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
+    initialise, run = asynchronous_runner(
+        model, proposal, test, num_samples, temperatures=schedule[0], step_factors=schedule[1],
+        adapt_target=adapt_target,
+    )
+    if layout is not None:
+        initialise, run = _on_mesh(layout, initialise, run)
+    compile_seconds = sampling_seconds = 0.0
+    if bar is not None:
+        bar.set_description(f"compiling {test.name}")
+    began = time.perf_counter()
+    initialise = jax.jit(initialise).lower(data, states, chain_keys, factors).compile()
+    carry = initialise(data, states, chain_keys, factors)
+    checkpoint = jnp.asarray(0, jnp.int32)
+    run = jax.jit(run).lower(data, carry, chain_keys, factors, checkpoint).compile()
+    compile_seconds += time.perf_counter() - began
+    if bar is not None:
+        bar.set_description(description)
+    recorded = 0
+    try:
+        for checkpoint in checkpoints:
+            began = time.perf_counter()
+            carry = run(data, carry, chain_keys, factors, jnp.asarray(checkpoint, jnp.int32))
+            reached = int(jnp.min(carry.step))  # blocks until the segment is done
+            sampling_seconds += time.perf_counter() - began
+            if bar is not None:
+                bar.update(reached - recorded)
+            recorded = reached
+    except KeyboardInterrupt:
+        if recorded == 0:
+            raise
+        warnings.warn(f"interrupted: returning the {recorded} of {num_samples} draws per chain made so far", stacklevel=4)
+    finally:
+        if bar is not None:
+            bar.close()
+    adapted = None if adapt_target is None else jnp.exp(carry.adaptation.log_factor_bar)
+    outputs = carry.positions, carry.info, adapted, carry.iterations
+    if layout is not None:
+        # one copy per data shard, all equal (exact collectives): keep the first
+        *per_chain_outputs, iterations = to_host(outputs)
+        outputs = (*jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], per_chain_outputs), iterations)
+    positions, info, adapted, iterations = outputs
+    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], positions)
+    info = {name: np.asarray(getattr(info, name))[:, :recorded] for name in MHInfo._fields}
+    adapted = None if adapted is None else jnp.asarray(adapted)
+    return DriverOutput(
+        carry.state, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)), adapted
+    )
+
+
+def _on_mesh(layout, initialise_one, run_one):
+    """``initialise`` and ``run`` as one ``shard_map`` each over ``layout``'s mesh.
+
+    Every per-chain value travels in the layout's ``"state"`` form (one copy
+    per data shard: the cache of a full-data test differs between shards);
+    the loop's iteration count is kept per device.
+    """
+
+    def initialise_here(data, states, chain_keys, factors):
+        carry = initialise_one(data, states, chain_keys, factors)
+        return carry._replace(iterations=carry.iterations[None])
+
+    def run_here(data, state, flight, step, positions, info, iterations, adaptation, chain_keys, factors, checkpoint):
+        carry = AsyncCarry(state, flight, step, positions, info, iterations[0], adaptation)
+        carry = run_one(data, carry, chain_keys, factors, checkpoint)
+        return carry._replace(iterations=carry.iterations[None])
+
+    carry_kinds = AsyncCarry("state", "state", "state", "state", "state", "chains", "state")
+    initialise = layout.shard_map(initialise_here, ("data", "state", "chains", "chains"), carry_kinds)
+    run_fields = layout.shard_map(
+        run_here, ("data", *carry_kinds, "chains", "chains", "replicated"), carry_kinds
+    )
+
+    def run(data, carry, chain_keys, factors, checkpoint):
+        return run_fields(data, *carry, chain_keys, factors, checkpoint)
+
+    return initialise, run

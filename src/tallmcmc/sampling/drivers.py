@@ -1,0 +1,199 @@
+"""The drivers that run a batch of chains: both take a :class:`DriverCall` and return a :class:`DriverOutput`.
+
+* ``"vmap"`` (:func:`run_vmapped`): every step vmapped across chains, compiled as a ``lax.scan`` over a chunk of
+  steps and run chunk after chunk (for the progress bar and to move draws off the device as they come).
+* ``"asynchronous"`` (:func:`tallmcmc.sampling.asynchronous.run_asynchronous`): each chain starts its next step as
+  soon as its own test has decided.
+
+Both use the key ``fold_in(fold_in(key(seed), chain), t)`` for step ``t`` of a chain and the same operations, so they
+give the same draws; which is faster when: ``docs/drivers.md``. :func:`choose_driver` is ``driver="auto"``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
+from tallmcmc.kernel import MHInfo, MHState
+from tallmcmc.model import Model, Position
+from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling.program import chain_program
+from tallmcmc.sampling.schedule import Schedule
+from tallmcmc.sharding import to_host
+
+__all__ = ["AUTO_ASYNCHRONOUS_CHAINS", "DRIVERS", "DriverCall", "DriverOutput", "choose_driver", "run_vmapped"]
+
+DRIVERS = ("vmap", "asynchronous")
+#: ``driver="auto"`` runs the asynchronous driver from this many chains per loop (per device of a ``"chains"``
+#: mesh) on (``docs/drivers.md`` has the measurement behind it).
+AUTO_ASYNCHRONOUS_CHAINS = 8
+
+
+class DriverCall(NamedTuple):
+    """What a driver runs: ``num_steps`` steps of every chain from ``states``.
+
+    held
+        The model as seen inside the mesh's ``shard_map`` (with its shards), or the model.
+    proposal, test
+        The kernel's parts (the proposal as given: ``factors`` tune it per chain).
+    data, layout
+        The data as laid out (over the mesh, with ``layout`` its
+        :class:`~tallmcmc.sharding.MeshLayout`, or ``None``).
+    states, chain_keys, factors
+        Per chain: the start states, the keys ``fold_in(key, chain)`` of the
+        stream, and step-size factors (or ``None``).
+    lengths
+        The chunks of steps, summing to the number of steps; the vmapped driver
+        compiles one ``lax.scan`` per distinct length, the asynchronous one
+        returns to the host after each.
+    schedule
+        Temperatures and step-size factors per step (:class:`Schedule`).
+    dtype
+        Of the schedules' values.
+    bar, description
+        A progress bar (``update``, ``set_description``, ``close``) and its label.
+    """
+
+    held: Model
+    proposal: Proposal
+    test: AcceptanceTest
+    data: Any
+    layout: Any
+    states: MHState
+    chain_keys: jax.Array
+    factors: jax.Array | None
+    lengths: list[int]
+    schedule: Schedule
+    dtype: Any
+    bar: Any
+    description: str
+
+    @property
+    def num_steps(self) -> int:
+        return int(sum(self.lengths))
+
+
+class DriverOutput(NamedTuple):
+    """What a driver returns.
+
+    states
+        The chains' last states (with a mesh, the layout's ``"state"`` form).
+    positions, info
+        The draws and each step's :class:`~tallmcmc.kernel.MHInfo` fields,
+        NumPy arrays ``(chain, draw, …)``; fewer draws than asked if interrupted.
+    compile_seconds, sampling_seconds
+        Compiling, and running (compilation excluded).
+    loop_iterations
+        The asynchronous driver's vectorised loop iterations (``None`` for vmap).
+    adapted_factors
+        Each chain's exp(log ε̄) after an adaptive warm-up (``None`` otherwise).
+    """
+
+    states: MHState
+    positions: Position
+    info: dict[str, np.ndarray]
+    compile_seconds: float
+    sampling_seconds: float
+    loop_iterations: int | None = None
+    adapted_factors: jax.Array | None = None
+
+
+def choose_driver(test: AcceptanceTest, num_chains: int, chain_shards: int = 1) -> str:
+    """The driver ``sample(..., driver="auto")`` runs: ``"asynchronous"`` or ``"vmap"``.
+
+    ``"asynchronous"`` for a test that decides chunk by chunk (it has a
+    :class:`~tallmcmc.acceptance.base.StepMachine`: the minibatch Barker
+    test, AustereMH and its designs, MHSubLhd, TunaMH) when each loop runs at
+    least :data:`AUTO_ASYNCHRONOUS_CHAINS` chains (``num_chains /
+    chain_shards``, the chains per device of a ``"chains"`` mesh); otherwise
+    ``"vmap"``: one chain, few chains, and full-data tests gain nothing from
+    the asynchronous loop. Both drivers give the same draws, so the choice
+    changes only the time (and the asynchronous driver keeps the draws on the
+    device until the run ends). A rule of thumb measured on a 2-core CPU, with
+    one known exception (``docs/drivers.md``).
+    """
+    if has_step_machine(test) and num_chains // max(1, chain_shards) >= AUTO_ASYNCHRONOUS_CHAINS:
+        return "asynchronous"
+    return "vmap"
+
+
+def run_vmapped(call: DriverCall) -> DriverOutput:
+    """The steps with every step vmapped across chains, in ``lax.scan`` chunks of ``call.lengths``.
+
+    Interrupted (Ctrl-C) after at least one chunk, it returns the draws made
+    so far with a warning.
+    """
+    run_chunk = chain_program(call.held, call.proposal, call.test, call.layout).run_chunk
+    states, factors, bar = call.states, call.factors, call.bar
+    compiled: dict[int, Any] = {}
+    compile_seconds = 0.0
+    sampling_seconds = 0.0
+    positions_parts: list[Any] = []
+    info_parts: list[MHInfo] = []
+    done = 0
+    try:
+        for length in call.lengths:
+            step_indices = jnp.arange(done, done + length, dtype=jnp.uint32)
+            schedule = call.schedule.window(done, length, call.dtype)
+            if length not in compiled:
+                bar.set_description(f"compiling {call.test.name}")
+                began = time.perf_counter()
+                compiled[length] = (
+                    jax.jit(run_chunk).lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
+                    .compile()
+                )
+                compile_seconds += time.perf_counter() - began
+                bar.set_description(call.description)
+            began = time.perf_counter()
+            states, (positions, info) = compiled[length](
+                call.data, states, call.chain_keys, step_indices, factors, schedule
+            )
+            jax.block_until_ready(states)
+            sampling_seconds += time.perf_counter() - began
+            positions_parts.append(to_host(positions))
+            info_parts.append(to_host(info))
+            bar.update(length)
+            done += length
+    except KeyboardInterrupt:
+        if not info_parts:
+            raise
+        done = sum(part.accepted.shape[0] for part in info_parts)
+        warnings.warn(f"interrupted: returning the {done} of {call.num_steps} draws per chain made so far",
+                      stacklevel=4)
+    finally:
+        bar.close()
+
+    def stack(*parts):
+        # scan stacks (draw, chain, ...); the ArviZ convention is (chain, draw, ...)
+        return np.swapaxes(np.concatenate(parts, axis=0), 0, 1)
+
+    positions = jax.tree_util.tree_map(stack, *positions_parts)
+    info = {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
+    return DriverOutput(states, positions, info, compile_seconds, sampling_seconds)
+
+
+class NoBar:
+    """A progress bar that shows nothing."""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def set_description(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, enabled: bool, description: str):
+    """A tqdm bar over ``total`` steps, or :class:`NoBar`."""
+    if not enabled:
+        return NoBar()
+    return tqdm(total=total, desc=description, unit="step", leave=False)

@@ -1,0 +1,240 @@
+"""Warm-up as its own step: :func:`warmup` runs it and returns a :class:`WarmupResult` that
+:func:`tallmcmc.sample` continues from (``sample(..., num_warmup=W)`` is the shorthand for both).
+
+Warm-up runs ``num_warmup`` steps per chain from the starts. If the proposal's step size can be tuned it adapts a
+per-chain factor by dual averaging (:mod:`tallmcmc.sampling.adaptation`) towards a target rate — a proxy
+proposal's own data-free acceptance, otherwise the test's (``docs/warmup.md``); with ``adapt_covariance=True`` it
+runs in two windows, the first half's later draws giving the covariance that reshapes the proposal for the second.
+Its keys come from a stream apart from the kept draws' (``fold_in(key(seed), WARMUP_STREAM)``), so warming up
+changes no kept draw's key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+
+from tallmcmc._checks import integer_at_least
+from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.kernel import MHInfo, MHState
+from tallmcmc.model import Model, Position
+from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
+from tallmcmc.sampling.adaptation import update as adaptation_update
+from tallmcmc.sampling.asynchronous import run_asynchronous
+from tallmcmc.sampling.drivers import DriverCall
+from tallmcmc.sampling.plan import RunPlan, plan_run
+from tallmcmc.sampling.program import chain_program
+from tallmcmc.sampling.schedule import Schedule
+from tallmcmc.sharding import to_host
+
+__all__ = ["WARMUP_STREAM", "WarmupResult", "run_warmup", "warmup"]
+
+WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupResult:
+    """The chains after warm-up, and what warm-up learned and cost.
+
+    Pass it to :func:`tallmcmc.sample` as ``initial_position`` to draw from
+    where warm-up left the chains, with what it adapted (the draws are those
+    of ``sample(..., num_warmup=W)`` with the same seed).
+
+    Attributes
+    ----------
+    states
+        Each chain's state (position, log-prior, the test's cache, e.g. the
+        tail guard's pool), leading axis chain (with a mesh, one copy per
+        data shard first).
+    proposal
+        The proposal the kept draws use: the one given, reshaped by
+        ``adapted_covariance`` if warm-up adapted one.
+    step_size_factor
+        Per chain, the adapted factor on the proposal's step size (``None``
+        without adaptation).
+    adapted_covariance
+        The covariance estimate that reshaped the proposal, or ``None``.
+    positions, info
+        The warm-up draws ``(chain, draw, …)`` (on the sampling scale) and
+        their step statistics, NumPy arrays.
+    setup_data_used
+        The start check and the one-off computations the proposal and test
+        rely on, by source (counted once: ``sample`` does not count them again).
+    model, test, initial_proposal, num_chains, mesh, driver, seed
+        What it was run with (``sample`` refuses to continue it with others).
+    """
+
+    states: MHState
+    proposal: Proposal
+    step_size_factor: jax.Array | None
+    adapted_covariance: np.ndarray | None
+    positions: Position
+    info: dict[str, np.ndarray]
+    setup_data_used: dict[str, int]
+    model: Model
+    test: AcceptanceTest
+    initial_proposal: Proposal
+    num_chains: int
+    mesh: Any
+    driver: str
+    seed: int
+
+    @property
+    def num_warmup(self) -> int:
+        """Warm-up steps per chain."""
+        return int(self.info["accepted"].shape[1])
+
+    @property
+    def data_used(self) -> int:
+        """Data points its steps touched, all chains (the setup passes apart)."""
+        return int(np.sum(self.info["data_used"]))
+
+
+def warmup(
+    model: Model,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    initial_position: Position = None,
+    *,
+    num_warmup: int,
+    num_chains: int = 1,
+    seed: int = 0,
+    progress: bool = True,
+    initial_positions: Position = None,
+    target_acceptance: float | None = None,
+    adapt_covariance: bool = False,
+    driver: str = "vmap",
+    mesh=None,
+    check_starts: bool = True,
+) -> WarmupResult:
+    """Run ``num_warmup`` warm-up steps of ``num_chains`` chains (see the module docstring).
+
+    The arguments mean what they mean for :func:`tallmcmc.sample` (its
+    ``num_warmup``, ``target_acceptance``, ``adapt_covariance``, ``driver``,
+    ``mesh``, ``check_starts``), and are checked the same way.
+
+    Returns
+    -------
+    WarmupResult
+        ``sample(model, result.initial_proposal, test, result, num_samples=…,
+        num_chains=…, seed=…)`` continues it.
+    """
+    num_warmup = integer_at_least(num_warmup, "num_warmup", 1)
+    plan = plan_run(
+        model, proposal, test, initial_position, initial_positions, num_samples=None, num_chains=num_chains,
+        seed=seed, progress=progress, num_chunks=1, num_warmup=num_warmup, target_acceptance=target_acceptance,
+        temperature_schedule=None, step_size_schedule=None, adapt_covariance=adapt_covariance, driver=driver,
+        mesh=mesh, check_starts=check_starts,
+    )
+    return run_warmup(plan, plan.program.initialise(plan.data, plan.starts), mesh)
+
+
+def run_warmup(plan: RunPlan, states: MHState, mesh=None) -> WarmupResult:
+    """``plan.num_warmup`` warm-up steps of ``plan``'s chains from ``states`` (see the module docstring)."""
+    num_warmup = plan.num_warmup
+    warmup_keys = plan.chain_keys(WARMUP_STREAM)
+    if plan.progress:
+        print(f"warm-up: {num_warmup} steps{' adapting the step size' if plan.adapt else ''} ...", flush=True)
+    proposal, adapted_covariance = plan.proposal, None
+    if plan.adapt_covariance:
+        first = num_warmup // 2
+        states, _, (early_positions, early_info) = _warm(plan, proposal, states, warmup_keys, first)
+        adapted_covariance = _warmup_covariance(early_positions, first // 2)
+        proposal = proposal.with_covariance(adapted_covariance)
+        later_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1)
+        states, factors, (late_positions, late_info) = _warm(plan, proposal, states, later_keys, num_warmup - first)
+        warm_positions, warm_info = jax.tree_util.tree_map(
+            lambda a, b: jnp.concatenate([a, b], axis=0), (early_positions, early_info), (late_positions, late_info)
+        )
+    else:
+        states, factors, (warm_positions, warm_info) = _warm(plan, proposal, states, warmup_keys, num_warmup)
+    warm_positions, warm_info = to_host((warm_positions, warm_info))
+    return WarmupResult(
+        states=states,
+        proposal=proposal,
+        step_size_factor=factors,
+        adapted_covariance=adapted_covariance,
+        positions=jax.tree_util.tree_map(lambda leaf: np.swapaxes(np.asarray(leaf), 0, 1), warm_positions),
+        info={name: np.swapaxes(np.asarray(getattr(warm_info, name)), 0, 1) for name in MHInfo._fields},
+        setup_data_used=dict(plan.setup_data_used),
+        model=plan.model,
+        test=plan.test,
+        initial_proposal=plan.proposal,
+        num_chains=plan.num_chains,
+        mesh=mesh,
+        driver=plan.driver,
+        seed=plan.seed,
+    )
+
+
+def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, steps: int):
+    """``steps`` warm-up steps: ``(states, adapted factors or None, (positions, info))``, ``(step, chain, …)``."""
+    if plan.driver == "asynchronous":  # each chain adapts as its own steps finish
+        call = DriverCall(plan.held, proposal, plan.test, plan.data, plan.layout, states, keys, None, [steps],
+                          Schedule(), jnp.float32, None, "")
+        output = run_asynchronous(call, adapt_target=plan.target if plan.adapt else None)
+        positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(leaf, 0, 1), output.positions)
+        info = MHInfo(**{k: np.swapaxes(v, 0, 1) for k, v in output.info.items()})
+        return output.states, output.adapted_factors, (positions, info)
+    program = chain_program(plan.held, proposal, plan.test, plan.layout)
+    if plan.adapt:
+        return _adaptive_warmup(
+            program.kernel_for, plan.data, states, keys, steps, plan.target, plan.layout, adapts_on_proxy(proposal)
+        )
+    run_chunk = program.run_chunk
+    states, outputs = jax.jit(
+        lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None))
+    )(plan.data, states, keys)
+    return states, None, outputs
+
+
+def _warmup_covariance(positions, skip: int) -> np.ndarray:
+    """Regularised covariance of warm-up draws (steps, chains, ...) after the first ``skip`` steps.
+
+    All chains pooled, shrunk towards 10⁻³·I as Stan does: n/(n + 5)·Σ̂ + 10⁻³·5/(n + 5)·I.
+    """
+    flat = jax.vmap(jax.vmap(lambda position: jax.flatten_util.ravel_pytree(position)[0]))(positions)
+    draws = np.asarray(flat, np.float64)[skip:].reshape(-1, flat.shape[-1])
+    count = draws.shape[0]
+    estimate = np.atleast_2d(np.cov(draws, rowvar=False))
+    return count / (count + 5.0) * estimate + 1e-3 * 5.0 / (count + 5.0) * np.eye(estimate.shape[0])
+
+
+def _adaptive_warmup(
+    kernel_for, data, states, chain_keys, num_warmup: int, target: float, layout=None, on_proxy: bool = False
+):
+    """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.sampling.adaptation`), all chains in lockstep.
+
+    The statistic is each step's acceptance indicator, or with ``on_proxy``
+    its proxy acceptance (:func:`tallmcmc.sampling.adaptation.statistic`).
+    Returns the states after warm-up, the per-chain factor exp(x̄) (the
+    running average), and the warm-up draws and infos.
+    """
+    def one(data, chain_keys, carry, t):
+        states, adaptation = carry
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
+        step = jax.vmap(lambda key, state, log_f: kernel_for(data, jnp.exp(log_f)).step(key, state))
+        states, info = step(keys, states, adaptation.log_factor)
+        updated = adaptation_update(adaptation, t, statistic(info, on_proxy), target)
+        return (states, updated), (states.position, info)
+
+    def run(data, states, chain_keys):
+        steps = jnp.arange(num_warmup, dtype=jnp.uint32)
+        return jax.lax.scan(
+            lambda carry, t: one(data, chain_keys, carry, t), (states, DualAveraging.start(chain_keys.shape[0])), steps
+        )
+
+    if layout is None:  # the keys are closed over (constants of the compiled loop), as they always were
+        (states, adaptation), outputs = jax.jit(lambda data, states: run(data, states, chain_keys))(data, states)
+    else:  # the same loop on every device of the mesh, over its own chains and rows
+        kinds = (("state", DualAveraging("chains", "chains", "chains")), "draws")
+        (states, adaptation), outputs = jax.jit(layout.shard_map(run, ("data", "state", "chains"), kinds))(
+            data, states, chain_keys
+        )
+    return states, jnp.exp(adaptation.log_factor_bar), outputs
