@@ -161,9 +161,8 @@ def test_sample_tall_defaults_reproduce_the_reference(name, request):
     assert result.setup_data_used == {"start check": 4 * model.num_data, "find_mode": diagnosis.mode.data_used,
                                       "taylor control variate (order 2)": model.num_data}
     assert diagnosis.setup_passes == pytest.approx({k: v / model.num_data for k, v in result.setup_data_used.items()})
-    # warm-up, the measured window and (where the tail guard acted in it) its burn-in are warm-up draws, counted
-    burn_in = 25 if diagnosis.choice.use.guard_size > 0 else 0
-    assert result.warmup_info["accepted"].shape == (4, 200 + 50 + burn_in)
+    # the kept draws continue the warm-up (tallmcmc.warmup, then sample): its steps are counted
+    assert result.warmup_info["accepted"].shape == (4, 200)
     assert result.total_data_used == (sum(result.setup_data_used.values()) + result.warmup_info["data_used"].sum()
                                       + result.data_used.sum())
     assert "decision: minibatch" in str(diagnosis) and diagnosis.choice.minibatch
@@ -179,7 +178,7 @@ def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why()
     assert "cannot pay (N is small against the first minibatch)" in diagnosis.reason and "exact Metropolis test runs" in diagnosis.reason
     assert diagnosis.choice.use.fraction > 0.25 and not diagnosis.choice.minibatch
     assert result.test_name == "exact_metropolis" and np.all(result.data_used == model.num_data)
-    assert result.warmup_info["accepted"].shape == (4, 100 + 50)  # no guard burn-in for the exact test
+    assert result.warmup_info["accepted"].shape == (4, 100)
 
 
 def _window(accepted, used, statistic, num_data=1000):

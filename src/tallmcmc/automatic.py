@@ -11,12 +11,12 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    integration time ε·L = π/2 (a quarter period of the proxy dynamics: nearly
    independent proposals) with the step jittered by ±50%, so the trajectory
    never reaches half a period (3π/4 at most).
-4. **Warm-up with the minibatch test, measured**: ``num_warmup`` steps of the
-   minibatch Barker test on the residuals, adapting the leapfrog step on the
-   proxy's own acceptance (data-free; :mod:`tallmcmc.sampling.adaptation`), chains
-   started from Laplace draws, then ``measure_steps`` more at the adapted
-   step. The second half of warm-up and those steps are the measurement
-   window: the data per step the test really used, its acceptance rate, the
+4. **Warm-up with the minibatch test, measured** (:func:`tallmcmc.warmup`):
+   ``num_warmup`` steps of the minibatch Barker test on the residuals,
+   adapting the leapfrog step on the proxy's own acceptance (data-free;
+   :mod:`tallmcmc.sampling.adaptation`), chains started from Laplace draws.
+   Its second half is the measurement window: the data per step the test
+   really used, its acceptance rate, the
    residuals' spread N²·Var(rᵢ) and tail weight (the tail guard's pooled
    kurtosis) where the chains really are, not where the Laplace
    approximation says they should be (on a posterior whose mean is off the
@@ -36,9 +36,10 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    weight of the residuals) and runs the exact test, or TunaMH on the
    residuals when a ``bound`` is given, rather than spending most of N per
    step under a minibatch name.
-6. **The kept draws**: from the warm-up's final states, with the adapted step
-   (the chains' geometric mean), after a short burn-in that lets the
-   minibatch test's tail guard learn again where it acted in the window.
+6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
+   continues the warm-up exactly (each chain's adapted step and the tail
+   guard's pool carry over); with another test, from the warm-up's final
+   states with the adapted step (the chains' geometric mean factor).
 7. **A diagnosis** (:class:`TallDiagnosis`, ``result.diagnosis``): every setup
    pass by source, the probe's measurements and the decision with its reason,
    the data per step, the error bounds, r̂ and ESS, and whether warm-up
@@ -71,7 +72,7 @@ from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.proposals.proxy import proxy_hamiltonian
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
-from tallmcmc.sampling import SamplingResult, sample
+from tallmcmc.sampling import SamplingResult, WarmupResult, reported_draws, sample, warmup
 from tallmcmc.sharding import to_host
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "sample_tall"]
@@ -82,11 +83,6 @@ INTEGRATION_TIME = math.pi / 2
 NUM_LEAPFROG_STEPS = 3
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2
-#: Steps at the adapted step size, after warm-up, that join its second half in the measurement window.
-MEASURE_STEPS = 50
-#: Steps before the kept draws of the minibatch test, so that its tail guard's pool has learned again (only
-#: where the guard acted in the window: with a good control variate the noise is small and it stands down).
-GUARD_BURN_IN = 25
 #: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
 SETTLED_TOLERANCE = 0.15
 #: ... and the chains' adapted step factors are within this ratio of each other.
@@ -267,10 +263,9 @@ def sample_tall(
         Kept draws per chain, and chains.
     num_warmup
         Warm-up steps per chain (adapting the proxy-HMC step on the proxy's
-        acceptance; on the random-walk path, its covariance, at least 200).
-        :data:`MEASURE_STEPS` more steps at the adapted step, and
-        :data:`GUARD_BURN_IN` before kept minibatch draws, are warm-up too.
-        All counted.
+        acceptance; on the random-walk path, its covariance, at least 200;
+        at least 20 on the proxy path, whose second half is the measurement
+        window). Counted.
     batch_size
         The minibatch Barker test's first minibatch and growth increment.
     bound
@@ -298,7 +293,7 @@ def sample_tall(
         With ``result.diagnosis`` a :class:`TallDiagnosis`;
         ``result.setup_data_used`` counts every one-off pass (the mode search,
         the control variate, the start check), ``result.warmup_info`` every
-        warm-up step (the measured window and the burn-in included).
+        warm-up step.
 
     Warns
     -----
@@ -309,7 +304,7 @@ def sample_tall(
     """
     num_samples = integer_at_least(num_samples, "num_samples")
     num_chains = integer_at_least(num_chains, "num_chains")
-    num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
+    num_warmup = integer_at_least(num_warmup, "num_warmup", 20, why="its second half measures the tests' costs")
     batch_size = integer_at_least(batch_size, "batch_size", 2)
     if not isinstance(model, Model):
         raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
@@ -379,37 +374,34 @@ def sample_tall(
         )
         minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
-        warm = sample(
+        warmed = warmup(
             model, proposal, minibatch, initial_positions=_starts(mode.position, covariance, num_chains, key),
-            num_samples=MEASURE_STEPS, num_warmup=num_warmup, seed=seed, **{**options, "num_chunks": 1},
+            num_warmup=num_warmup, seed=seed, **{k: v for k, v in options.items() if k != "num_chunks"},
         )
-        window = _window(warm)
-        pool = warm.final_state.cache
-        choice = choose_test(window, model.num_data, to_host(pool) if hasattr(pool, "fourth") else None)
+        pool = warmed.states.cache
+        choice = choose_test(_window(warmed), model.num_data, to_host(pool) if hasattr(pool, "fourth") else None)
         measured = choice.describe(model.num_data)
-        if choice.minibatch:  # the guard's pool starts afresh: let it learn first, if the guard acted at all
-            decision, test = "minibatch", minibatch
-            burn_in = GUARD_BURN_IN if choice.use.guard_size > 0 else 0
-            reason = f"the control variate pays: {measured}"
+        if choice.minibatch:
+            decision, reason = "minibatch", f"the control variate pays: {measured}"
         else:
-            burn_in = 0
             reason = (
                 f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the "
                 + ("TunaMH test with the given bound runs" if bound is not None else "exact Metropolis test runs")
                 + " rather than spending most of N per step under a minibatch name"
             )
-            if bound is not None:
-                decision, test = "tuna", tuna(chi, bound, control_variate=control_variate)
-            else:
-                decision, test = "exact", exact_metropolis()
+            decision = "tuna" if bound is not None else "exact"
         say(f"sample_tall: {decision} — {reason}", flush=True)
-        factor = float(np.exp(np.mean(np.log(warm.step_size_factor))))
-        kept = sample(
-            model, proposal.tune(jnp.asarray(factor, jnp.float32)), test, initial_positions=warm.final_state.position,
-            num_samples=num_samples, num_warmup=burn_in, seed=(seed + _SEED_STREAM) % 2**31, check_starts=False,
-            **options,
-        )
-        result = _joined(warm, kept)
+        if choice.minibatch:  # the warm-up continues exactly: each chain's step and the tail guard's pool carry over
+            result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
+        else:
+            test = tuna(chi, bound, control_variate=control_variate) if bound is not None else exact_metropolis()
+            factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
+            kept = sample(
+                model, proposal.tune(jnp.asarray(factor, jnp.float32)), test,
+                initial_positions=_positions(warmed), num_samples=num_samples, seed=seed, check_starts=False,
+                **options,
+            )
+            result = _joined(warmed, kept)
     result.diagnosis = _diagnose(
         result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup
     )
@@ -418,28 +410,32 @@ def sample_tall(
     return result
 
 
-def _window(warm: SamplingResult) -> dict[str, np.ndarray]:
-    """The measurement window: the second half of warm-up and the steps at the adapted step size."""
-    half = warm.warmup_info["accepted"].shape[1] // 2
-    return {
-        name: np.concatenate([warm.warmup_info[name][:, half:], warm.info[name]], axis=1) for name in warm.info
-    }
+def _window(warmed: WarmupResult) -> dict[str, np.ndarray]:
+    """The measurement window: the second half of warm-up, where the step has settled."""
+    half = warmed.num_warmup // 2
+    return {name: values[:, half:] for name, values in warmed.info.items()}
 
 
-def _joined(warm: SamplingResult, kept: SamplingResult) -> SamplingResult:
-    """One result: the warm-up run's setup and draws (all of them warm-up) and the kept run's draws."""
-    parts = [warm.warmup_positions, warm.positions] + ([kept.warmup_positions] if kept.warmup_info is not None else [])
-    infos = [warm.warmup_info, warm.info] + ([kept.warmup_info] if kept.warmup_info is not None else [])
-    setup = dict(warm.setup_data_used)
+def _positions(warmed: WarmupResult) -> Position:
+    """The chains' positions after warm-up (with a mesh, the first data shard's copy)."""
+    positions = warmed.states.position
+    if warmed.mesh is None:
+        return positions
+    return jax.tree_util.tree_map(lambda leaf: np.asarray(to_host(leaf))[0], positions)
+
+
+def _joined(warmed: WarmupResult, kept: SamplingResult) -> SamplingResult:
+    """One result: the warm-up's setup counts, draws and factors, and the kept run's draws."""
+    setup = dict(warmed.setup_data_used)
     for name, used in kept.setup_data_used.items():  # the same objects: counted once
         setup.setdefault(name, used)
+    factors = warmed.step_size_factor
     return dataclasses.replace(
         kept,
         setup_data_used=setup,
-        warmup_positions=jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves, axis=1), *parts),
-        warmup_info={name: np.concatenate([info[name] for info in infos], axis=1) for name in warm.info},
-        step_size_factor=warm.step_size_factor,
-        compile_seconds=warm.compile_seconds + kept.compile_seconds,
+        warmup_positions=reported_draws(warmed.model, warmed.positions),
+        warmup_info=warmed.info,
+        step_size_factor=None if factors is None else np.asarray(to_host(factors)),
     )
 
 
@@ -517,7 +513,7 @@ def _warmup_settled(result: SamplingResult, proposal: Proposal, num_warmup: int)
     the target, and the chains' step factors consistent."""
     if result.warmup_info is None or result.step_size_factor is None or proposal.proxy_target is None:
         return None
-    second_half = result.warmup_info["proxy_acceptance"][:, num_warmup // 2 : num_warmup]
+    second_half = result.warmup_info["proxy_acceptance"][:, num_warmup // 2 : num_warmup]  # the warm-up's own steps
     if second_half.size == 0 or not np.all(np.isfinite(second_half)):
         return None
     near = np.all(np.abs(second_half.mean(axis=1) - proposal.proxy_target) <= SETTLED_TOLERANCE)
