@@ -283,7 +283,7 @@ SETUP_PASSES = REPOSITORY / "tests" / "scripts" / "distributed_setup_passes.py"
 
 @pytest.mark.slow
 def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
-    """find_mode, taylor_control_variate and gaussian_mixture_bound with each process holding half the rows.
+    """find_mode, taylor_control_variate and gaussian_mixture.tuna_bound with each process holding half the rows.
 
     Each pass runs where the rows live (only partial sums, per-row constants
     and scalars travel) and equals the one-process run: the mode to 1e-5
@@ -294,7 +294,6 @@ def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
     """
     import jax
     import jax.numpy as jnp
-    from tallmcmc.acceptance.tuna import gaussian_mixture_bound
 
     output = tmp_path / "two.npz"
     processes = launch(2, ["--output", str(output)], tmp_path, script=SETUP_PASSES)
@@ -304,7 +303,7 @@ def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
         mode = tallmcmc.find_mode(model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500,
                                   adam_steps=adam_steps, adam_batch_size=50)
         variate = tallmcmc.taylor_control_variate(model, mode.position, batch_size=500)
-        bound = gaussian_mixture_bound(model)
+        bound = gaussian_mixture.tuna_bound(model)
         run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.tuna(1e-4, bound), jnp.array([0.0, 1.0]),
                               num_samples=50, seed=3, progress=False)
         codes = wait_all(processes, time.monotonic() + LIMIT)

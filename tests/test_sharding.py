@@ -173,4 +173,4 @@ def test_setup_passes_on_sharded_data_match_the_unsharded_ones():
     assert wrong_mode["position"] > 1e-3 and wrong_mode["hessian"] > 1e-3
     wrong_variate = results["wrong: control variate per_datum, chunks"]
     assert wrong_variate["gradient"] > 16 and wrong_variate["hessian_sum"] > 16
-    assert not results["wrong: gaussian_mixture_bound"]["identical"]
+    assert not results["wrong: gaussian_mixture.tuna_bound"]["identical"]

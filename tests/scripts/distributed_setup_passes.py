@@ -21,7 +21,6 @@ distributed.initialize(arguments.coordinator, arguments.num_processes, arguments
                        initialization_timeout=60)
 import jax.numpy as jnp
 import tallmcmc
-from tallmcmc.acceptance.tuna import gaussian_mixture_bound
 from tallmcmc.examples import gaussian_mixture
 
 warnings.simplefilter("ignore")
@@ -34,7 +33,7 @@ with distributed.exit_on_error():
     mode = tallmcmc.find_mode(model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500, adam_steps=adam_steps,
                               adam_batch_size=50)
     variate = tallmcmc.taylor_control_variate(model, mode.position, batch_size=500)
-    bound = gaussian_mixture_bound(model)
+    bound = gaussian_mixture.tuna_bound(model)
     run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.tuna(1e-4, bound), jnp.array([0.0, 1.0]),
                           num_samples=50, seed=3, progress=False, mesh=mesh)
     if distributed.is_main_process():

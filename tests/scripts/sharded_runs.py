@@ -10,7 +10,6 @@ import json, sys, warnings
 import jax, jax.numpy as jnp, numpy as np
 import tallmcmc, tallmcmc.sharding as sharding
 from tallmcmc.examples import gaussian_mixture
-from tallmcmc.acceptance.tuna import gaussian_mixture_bound
 
 warnings.simplefilter("ignore")
 assert len(jax.devices()) == 4, jax.devices()
@@ -32,7 +31,7 @@ if full:
     tests.update({
         "austere_adaptive": (lambda: tallmcmc.austere_adaptive(0.05), every),
         "confidence_sampler": (lambda: tallmcmc.confidence_sampler(50), every),
-        "tuna": (lambda: tallmcmc.tuna(1e-4, gaussian_mixture_bound(model)), every),
+        "tuna": (lambda: tallmcmc.tuna(1e-4, gaussian_mixture.tuna_bound(model)), every),
     })
 
 def run(test, mesh=None, warmup=0):

@@ -9,7 +9,6 @@ import importlib.util, json, sys, time, warnings
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import tallmcmc, tallmcmc.sharding as sharding
-from tallmcmc.acceptance.tuna import gaussian_mixture_bound, logistic_regression_bound
 from tallmcmc.examples import gaussian_mixture, logistic_regression
 
 warnings.simplefilter("ignore")
@@ -94,9 +93,9 @@ covariates, response = logistic_regression.simulate(400, 4)
 regression = logistic_regression.model(covariates, response)
 reversed_mesh = Mesh(np.array(jax.devices()[::-1]), ("rows",))  # automatic axes, devices in reverse order
 for name, (reference, result) in {
-    "gaussian_mixture_bound": (gaussian_mixture_bound(model), gaussian_mixture_bound(sharded)),
-    "logistic_regression_bound": (logistic_regression_bound(regression),
-                                  logistic_regression_bound(split(regression, reversed_mesh, "rows"))),
+    "gaussian_mixture.tuna_bound": (gaussian_mixture.tuna_bound(model), gaussian_mixture.tuna_bound(sharded)),
+    "logistic_regression.tuna_bound": (logistic_regression.tuna_bound(regression),
+                                       logistic_regression.tuna_bound(split(regression, reversed_mesh, "rows"))),
 }.items():
     out[name] = {"identical": bool(np.array_equal(reference.constants, result.constants)
                                    and np.array_equal(reference.alias_index, result.alias_index)),
@@ -137,9 +136,9 @@ class FirstBlock(sharding.HostRows):
 
 
 sharding.HostRows = FirstBlock
-wrong = gaussian_mixture_bound(sharded)
-out["wrong: gaussian_mixture_bound"] = {
+wrong = gaussian_mixture.tuna_bound(sharded)
+out["wrong: gaussian_mixture.tuna_bound"] = {
     "identical": bool(wrong.constants.shape == (1000,)
-                      and np.array_equal(wrong.constants, gaussian_mixture_bound(model).constants))}
+                      and np.array_equal(wrong.constants, gaussian_mixture.tuna_bound(model).constants))}
 out["seconds"] = time.perf_counter() - began
 print("RESULT " + json.dumps(out))
