@@ -30,10 +30,10 @@ from analytic_models import CONJUGATE_1D, TEMPERED_2D
 from forced_devices import SCRIPTS, run_on_host_devices
 
 import tallmcmc
-import tallmcmc.chain_asynchronous as chain_asynchronous
+import tallmcmc.sampling.asynchronous as chain_asynchronous
 from tallmcmc.acceptance.base import machine_of
 from tallmcmc.examples import gaussian_mean
-from tallmcmc.chain_asynchronous import step_parts
+from tallmcmc.sampling.asynchronous import step_parts
 from tallmcmc.kernel import MHState
 from tallmcmc.testing import check_posterior_moments
 

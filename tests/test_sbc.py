@@ -1,7 +1,7 @@
 """Simulation-based calibration of the acceptance tests (Talts et al. 2018).
 
 On the conjugate Gaussian-mean model at N = 10⁴, K = 100
-(:func:`tallmcmc.testing.gaussian_mean_problem`: the tempered model is the
+(:func:`tallmcmc.examples.gaussian_mean.calibration_problem`: the tempered model is the
 exact posterior of its data simulator, and the subsampling tests subsample),
 every exact or approximately exact test must give uniform ranks of the prior
 draw among its thinned draws: Pearson's chi-square on 10 bins at level 0.01.
@@ -29,10 +29,10 @@ import pytest
 from scipy import stats
 
 import tallmcmc
+from tallmcmc.examples.gaussian_mean import calibration_problem as gaussian_mean_problem
 from tallmcmc.testing import (
     CalibrationResult,
     calibration_power,
-    gaussian_mean_problem,
     simulation_based_calibration,
 )
 
@@ -272,3 +272,11 @@ def test_tuna_is_calibrated():
 def test_minibatch_barker_without_correction_fails_the_full_check():
     result = calibrate(tallmcmc.minibatch_barker(50, correction=_ZeroCorrection()), FULL)
     assert not result.passed, str(result)
+
+
+def test_the_old_name_of_the_calibration_problem_still_works_with_a_warning():
+    import tallmcmc.testing
+
+    with pytest.warns(DeprecationWarning, match="calibration_problem"):
+        old = tallmcmc.testing.gaussian_mean_problem
+    assert old is gaussian_mean_problem

@@ -18,23 +18,23 @@ its chi-square test is to see a given error (``docs/calibration.md``).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+import warnings
+from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-if TYPE_CHECKING:
-    from tallmcmc.acceptance.base import AcceptanceTest
-    from tallmcmc.model import Model
-    from tallmcmc.proposals.base import Proposal
-    from tallmcmc.sampling import SamplingResult
-
+from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.model import Model
+from tallmcmc.proposals.base import Proposal
 from tallmcmc._sbc import (
     CalibrationProblem,
     CalibrationResult,
     calibration_power,
-    gaussian_mean_problem,
     simulation_based_calibration,
 )
+from tallmcmc.sampling import SamplingResult, sample
 
 __all__ = [
     "CalibrationProblem",
@@ -42,7 +42,6 @@ __all__ = [
     "MomentCheck",
     "calibration_power",
     "check_posterior_moments",
-    "gaussian_mean_problem",
     "repeated_decisions",
     "run_and_check",
     "simulation_based_calibration",
@@ -177,10 +176,6 @@ def run_and_check(
     check : MomentCheck
         The verdict; ``str()`` of it is a readable report.
     """
-    import jax.numpy as jnp
-
-    from tallmcmc.sampling import sample
-
     starts = jnp.asarray(initial_positions)
     result = sample(
         model,
@@ -225,9 +220,6 @@ def repeated_decisions(
     Decision
         With a leading axis of length ``repetitions`` on every field.
     """
-    import jax
-    import jax.numpy as jnp
-
     zero = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(position), float))
 
     @jax.jit
@@ -243,3 +235,21 @@ def repeated_decisions(
         return jax.vmap(lambda key: test.decide(key, model, position, proposed, zero, cache))(keys)
 
     return run(position, proposed)
+
+
+def __getattr__(name: str):
+    """Deprecated names: ``gaussian_mean_problem`` moved to :func:`tallmcmc.examples.gaussian_mean.calibration_problem`.
+
+    The example is imported here, when the old name is used, so that this core module imports no example.
+    """
+    if name == "gaussian_mean_problem":
+        warnings.warn(
+            "tallmcmc.testing.gaussian_mean_problem is deprecated: use "
+            "tallmcmc.examples.gaussian_mean.calibration_problem (the same function)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from tallmcmc.examples.gaussian_mean import calibration_problem
+
+        return calibration_problem
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc import automatic
 from tallmcmc.acceptance.tuna import TunaBound
 from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
 from tallmcmc.examples._bounds import flat, host_rows, norms
@@ -199,10 +200,8 @@ def sample_tall(
         convenience, the mode and the control variate it built (``None`` where
         the path did not build one).
     """
-    import tallmcmc
-
     target = model(covariates, response, prior_variance)
-    result = tallmcmc.sample_tall(
+    result = automatic.sample_tall(
         target, jnp.zeros(target.position_shape[0], jnp.float32), num_samples=num_samples, num_chains=num_chains,
         batch_size=batch_size, seed=seed, progress=progress, **options,
     )

@@ -11,6 +11,7 @@ from jax.flatten_util import ravel_pytree
 
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal, Proposed, tunable
+from tallmcmc.proposals.laplace import laplace_random_walk
 
 
 def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
@@ -93,6 +94,4 @@ def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
 
 
 def _shaped_random_walk(covariance: np.ndarray) -> Proposal:
-    from tallmcmc.proposals.laplace import laplace_random_walk
-
     return laplace_random_walk(covariance=covariance)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import jax
 import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
@@ -244,8 +245,6 @@ def _check_continues(warmed: WarmupResult, model, proposal, test, num_chains, nu
 
 def _first_copy(warmed: WarmupResult) -> Position:
     """The warm-up's positions (one per chain), as starts; with a mesh, the first data shard's copy."""
-    import jax
-
     positions = warmed.states.position
     if warmed.mesh is None:
         return positions
