@@ -184,7 +184,7 @@ class TallDiagnosis:
     setup_passes
         One-off passes over N by source (mode, control variate, start check).
     warmup_passes, sampling_passes
-        Data used by warm-up (the measured window and the burn-in included) and
+        Data used by warm-up (its second half is the measured window) and
         by the kept draws, in passes over N (all chains).
     data_fraction
         Mean data points per kept step, as a fraction of N.

@@ -30,9 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 #: A per-step bound on |P(accept) − Barker| at or above this guarantees next to nothing (``sample``
-#: warns when most subsampled steps report one). Measured medians: 0.06 on the paper's mixture,
-#: ≈ 0.2 on the heavy-tailed weighted mean with the tail guard, 0.47 where the guard is off and
-#: b = 10 meets log-normal terms (docs/minibatch_error.md).
+#: warns when most subsampled steps report one; the medians measured on our targets: docs/minibatch_error.md).
 VACUOUS_ERROR_BOUND = 0.25
 #: A subsampling test that touches more than this fraction of N per step on average saves little over
 #: the exact test (and its per-datum work, a residual with a control variate, costs more than a
