@@ -184,3 +184,47 @@ def test_nnls_method_is_non_negative_and_close_to_lp():
     assert np.all(dist.probabilities >= 0)
     assert dist.max_cdf_error < 5e-5
     assert dist.max_cdf_error >= correction_distribution(1.2).max_cdf_error * 0.999  # the LP is L-inf optimal
+
+
+def test_the_correction_modules_import_one_another_without_a_cycle():
+    """distribution → solve → base and distribution → base, at module level or inside functions: no way back.
+
+    (``correction_distribution`` solves on demand with ``solve_correction``,
+    which returns the law's type: both come from ``base``, so ``solve`` need
+    not import ``distribution``.) The old import paths still give the same
+    objects.
+    """
+    import ast
+    import importlib
+    import pathlib
+
+    import tallmcmc.correction
+    from tallmcmc.correction import base
+
+    folder = pathlib.Path(tallmcmc.correction.__file__).parent
+    modules = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
+    imports = {}
+    for name in modules:
+        tree = ast.parse((folder / f"{name}.py").read_text(encoding="utf-8"))
+        found = set()
+        for node in ast.walk(tree):  # every import, however deep (a lazy import is an edge too)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tallmcmc.correction."):
+                found.add(node.module.rsplit(".", 1)[-1])
+            elif isinstance(node, ast.ImportFrom) and node.module == "tallmcmc.correction":
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name.rsplit(".", 1)[-1] for alias in node.names
+                             if alias.name.startswith("tallmcmc.correction."))
+        imports[name] = found & modules
+
+    def reaches(start, target, seen=()):
+        return any(step == target or (step not in seen and reaches(step, target, (*seen, step)))
+                   for step in imports[start])
+
+    assert {"distribution", "solve", "base"} <= modules
+    assert not [name for name in modules if reaches(name, name)], imports
+    assert imports["base"] == set()
+    for old in ("CorrectionDistribution", "max_cdf_error", "cdf_error_curve", "SIGMA_MAX"):
+        assert getattr(corr, old) is getattr(base, old)
+    assert importlib.import_module("tallmcmc").correction_distribution is correction_distribution
+    assert importlib.import_module("tallmcmc").CorrectionDistribution is base.CorrectionDistribution

@@ -12,7 +12,7 @@ of the error found on a grid 20 times finer, solve again) so the bound holds
 between grid points too. A non-negative least-squares solve
 (:func:`scipy.optimize.nnls`) is available as ``method="nnls"``; the default
 ``method="best"`` runs both and keeps the one with the smaller error measured
-by :func:`~tallmcmc.correction.distribution.max_cdf_error`. The derivations
+by :func:`~tallmcmc.correction.base.max_cdf_error`. The derivations
 (symmetry, lattice spacing, range) are in ``docs/correction.md``. The paper's
 own construction, ridge regression followed by clipping of the negative
 values, is used only to reproduce the paper's Table 3
@@ -33,7 +33,7 @@ import numpy as np
 from scipy import optimize
 from scipy.special import expit, ndtr
 
-from tallmcmc.correction.distribution import (
+from tallmcmc.correction.base import (
     ERROR_GRID_HALF_WIDTH,
     CorrectionDistribution,
     check_sigma,

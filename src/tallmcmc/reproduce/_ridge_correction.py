@@ -20,7 +20,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expit, ndtr
 
-from tallmcmc.correction.distribution import check_sigma
+from tallmcmc.correction.base import check_sigma
 
 __all__ = ["RidgeCorrection", "ridge_correction"]
 
