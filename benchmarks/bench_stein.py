@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 import warnings
 
@@ -43,9 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     first_import = time.perf_counter()
     from scipy.optimize import linprog
 
-    from tallmcmc.stein import graph_stein_discrepancy, spanner
-
-    graph_module = sys.modules["tallmcmc.stein.graph"]
+    from tallmcmc.stein import graph_program, graph_stein_discrepancy
+    from tallmcmc.stein import greedy_spanner as spanner
     import_seconds = time.perf_counter() - first_import
 
     rng = np.random.default_rng(arguments.seed)
@@ -101,9 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     weights = np.full(len(unique_points), 1.0 / len(unique_points))
     edges, _ = spanner(unique_points)
     factors = (1.0, 1.0, 1.0)
-    edge_matrix, edge_rhs = graph_module._edge_rows(unique_points, edges, factors)
+    edge_matrix, edge_rhs = graph_program._edge_rows(unique_points, edges, factors)
     infinite = np.full(arguments.dimension, np.inf)
-    objective, matrix, rhs, bounds = graph_module._coordinate_program(
+    objective, matrix, rhs, bounds = graph_program._coordinate_program(
         0, unique_points, weights, -unique_points, -infinite, infinite, factors, edge_matrix, edge_rhs
     )
     print(f"coordinate LP: {objective.size} variables, {matrix.shape[0]} inequality rows, {matrix.nnz} nonzeros")

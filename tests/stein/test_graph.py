@@ -5,7 +5,10 @@ import pytest
 import scipy.sparse as sparse
 from scipy.sparse.csgraph import shortest_path
 
+import tallmcmc.stein.graph as graph_module
 from tallmcmc.stein import GraphSteinResult, graph_stein_discrepancy, greedy_spanner
+from tallmcmc.stein.graph_program import highs_graph_stein_discrepancy
+from tallmcmc.stein.univariate import univariate_graph_stein_discrepancy
 
 
 def l1_distances(points):
@@ -144,6 +147,86 @@ def test_methods_agree_and_result_is_consistent():
     np.testing.assert_allclose(result.value, result.per_coordinate.sum())
     assert set(result.timings) >= {"spanner", "linear_programs", "total"}
     assert len(result.timings["linear_programs"]) == 2
+
+
+# ---------------------------------------------------------------------------
+# one dimension: the univariate solver by default, HiGHS on request
+# ---------------------------------------------------------------------------
+ONE_DIMENSIONAL_SETTINGS = [  # (Stein factors, lower, upper)
+    ((1.0, 1.0, 1.0), None, None),
+    ((1.0, 4.0, 2.0), None, None),
+    ((0.5, 0.5, 1.0), 0.0, 1.0),
+    ((2.0, 0.5, 3.0), None, 1.2),
+]
+
+
+@pytest.mark.parametrize("setting", ONE_DIMENSIONAL_SETTINGS)
+def test_one_dimensional_points_give_the_same_value_by_both_solvers(setting):
+    """The default (banded interior point) and the HiGHS path program agree to 1e-6 relative (the golden tolerance
+    of tests/stein/test_univariate.py), on weighted samples with duplicates, boxes and Stein factors."""
+    factors, lower, upper = setting
+    rng = np.random.default_rng(11 + ONE_DIMENSIONAL_SETTINGS.index(setting))
+    points = rng.uniform(-0.3 if lower is None else lower, 1.0 if upper is None else upper, size=150)
+    points[:15] = np.round(points[:15], 1)  # duplicates (and, with a box, points on its ends)
+    scores = rng.normal(size=150) * 2
+    weights = rng.uniform(0.0, 1.0, size=150) * (rng.uniform(size=150) > 0.05)
+    weights[0] = 1.0
+    options = dict(weights=weights, lower=lower, upper=upper, stein_factors=factors)
+    default = graph_stein_discrepancy(points, scores, **options)
+    for method in ("highs-ds", "highs"):
+        exact = graph_stein_discrepancy(points[:, None], scores[:, None], method=method, **options)
+        assert default.value == pytest.approx(exact.value, rel=1e-6), method
+        np.testing.assert_array_equal(default.points, exact.points)
+        np.testing.assert_allclose(default.weights, exact.weights, rtol=1e-12)
+        assert default.num_edges == exact.num_edges
+    assert type(default) is GraphSteinResult and type(exact) is GraphSteinResult
+    assert default.function_values.shape == exact.function_values.shape
+    assert default.gradients.shape == exact.gradients.shape
+    assert default.per_coordinate.shape == (1,) and set(default.timings) == set(exact.timings)
+    # the wrong program (every Stein factor 0.1 % too large) fails the same tolerance
+    wrong = graph_stein_discrepancy(points, scores, **{**options, "stein_factors": tuple(1.001 * f for f in factors)})
+    assert wrong.value != pytest.approx(exact.value, rel=1e-6)
+
+
+def spy_on_solvers(monkeypatch):
+    """Record which solver graph_stein_discrepancy calls (both still run)."""
+    calls = []
+
+    def univariate(*args, **kwargs):
+        calls.append("univariate")
+        return univariate_graph_stein_discrepancy(*args, **kwargs)
+
+    def highs(*args, **kwargs):
+        calls.append(f"highs {kwargs['method']}")
+        return highs_graph_stein_discrepancy(*args, **kwargs)
+
+    monkeypatch.setattr(graph_module, "univariate_graph_stein_discrepancy", univariate)
+    monkeypatch.setattr(graph_module, "highs_graph_stein_discrepancy", highs)
+    return calls
+
+
+def test_one_dimensional_points_go_to_the_univariate_solver_by_default(monkeypatch):
+    calls = spy_on_solvers(monkeypatch)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(40)
+    plane = rng.standard_normal((40, 2))
+    graph_stein_discrepancy(x, -x)
+    graph_stein_discrepancy(x[:, None], -x[:, None], method="univariate")
+    assert calls == ["univariate", "univariate"]
+    calls.clear()
+    graph_stein_discrepancy(x, -x, method="highs-ds")
+    graph_stein_discrepancy(x, -x, method="highs")
+    graph_stein_discrepancy(x, -x, complete_graph=True)  # the complete graph is a HiGHS program
+    graph_stein_discrepancy(plane, -plane)
+    assert calls == ["highs highs-ds", "highs highs", "highs auto", "highs auto"]
+    with pytest.raises(ValueError, match="univariate"):
+        graph_stein_discrepancy(plane, -plane, method="univariate")
+    with pytest.raises(ValueError, match="univariate"):
+        graph_stein_discrepancy(x, -x, method="univariate", complete_graph=True)
+    # the checks come first, with the HiGHS path's messages, whichever solver runs
+    with pytest.raises(ValueError, match="box"):
+        graph_stein_discrepancy(x, -x, lower=10.0)
+    assert calls == ["highs highs-ds", "highs highs", "highs auto", "highs auto"]
 
 
 # ---------------------------------------------------------------------------

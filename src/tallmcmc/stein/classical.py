@@ -65,7 +65,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sparse
 
-from tallmcmc.stein.graph import _as_bounds, _as_stein_factors
+from tallmcmc.stein.graph_program import _as_bounds, _as_stein_factors
 from tallmcmc.stein.scores import as_points, as_scores, normalised_weights
 
 __all__ = ["ClassicalSteinResult", "classical_stein_discrepancy"]

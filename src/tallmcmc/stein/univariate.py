@@ -61,7 +61,12 @@ import numpy as np
 import scipy.sparse as sparse
 from scipy import integrate, special
 
-from tallmcmc.stein.graph import GraphSteinResult, _as_bounds, _as_stein_factors, graph_stein_discrepancy
+from tallmcmc.stein.graph_program import (
+    GraphSteinResult,
+    _as_bounds,
+    _as_stein_factors,
+    highs_graph_stein_discrepancy,
+)
 from tallmcmc.stein.scores import as_points, as_scores, normalised_weights
 
 __all__ = [
@@ -843,7 +848,9 @@ def univariate_graph_stein_discrepancy(
     ``d = 1`` (the sorted path carries the complete graph's value), computed
     from an equivalent linear program whose constraint matrix couples only
     neighbouring points (docs/stein.md, "Univariate solver"): its interior
-    point Newton systems are banded and cost O(n) each.
+    point Newton systems are banded and cost O(n) each. It is what
+    :func:`~tallmcmc.stein.graph_stein_discrepancy` runs for one-dimensional
+    points by default.
 
     Parameters
     ----------
@@ -864,9 +871,11 @@ def univariate_graph_stein_discrepancy(
         ``"ipm"``: the banded primal-dual interior point method of this
         module (O(n) per iteration); ``"clarabel"``: the same banded program
         through Clarabel's sparse LDL^T (slower, for cross-checks);
-        ``"highs"``: the original path-graph program of
-        :func:`graph_stein_discrepancy` through HiGHS dual simplex (roughly
-        quadratic in n; the reference the others are tested against).
+        ``"highs"``: the original path-graph program
+        (:func:`~tallmcmc.stein.graph_program.highs_graph_stein_discrepancy`,
+        what ``graph_stein_discrepancy(..., method="highs-ds")`` runs) through
+        HiGHS dual simplex (roughly quadratic in n; the reference the others
+        are tested against).
     tol : float, default 1e-9
         Relative duality gap and residual tolerance of ``"ipm"`` (and of
         ``"clarabel"``, which is given at least its default 1e-8).
@@ -922,7 +931,7 @@ def univariate_graph_stein_discrepancy(
     if not float(tol) > 0:
         raise ValueError(f"tol must be positive, got {tol}")
     if solver == "highs":
-        return graph_stein_discrepancy(
+        return highs_graph_stein_discrepancy(
             raw_points, scores, weights=weights, lower=lower, upper=upper, stein_factors=stein_factors,
             method="highs-ds",
         )
