@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -77,6 +78,23 @@ from tallmcmc.acceptance.sequential import (
     with_control_variate,
 )
 from tallmcmc.model import Model
+
+
+class AdaptiveContext(NamedTuple):
+    """What :func:`austere_adaptive` fixes before its loop: the test's ``context``.
+
+    ``log_u`` and ``threshold`` (N·μ₀) of the Metropolis test, the batch
+    ``size`` and the threshold ``epsilon`` chosen from the standardised gap,
+    whether the step is decided ``exact``-ly by the full pass, and that pass's
+    ``mean`` of the lᵢ.
+    """
+
+    log_u: jax.Array
+    threshold: jax.Array
+    size: jax.Array
+    epsilon: jax.Array
+    exact: jax.Array
+    mean: jax.Array
 
 
 def student_t_tail(t: jax.Array, degrees_of_freedom: jax.Array) -> jax.Array:
@@ -394,29 +412,29 @@ def austere_adaptive(
         size = jnp.asarray(sizes)[index]
         epsilon = jnp.asarray(thresholds, dtype)[index]
         exact = size >= num_data
-        context = (log_u, threshold, jnp.maximum(size, 2), epsilon, exact, mean)
+        context = AdaptiveContext(log_u, threshold, jnp.maximum(size, 2), epsilon, exact, mean)
         return context, order_key, exact | (log_ratio_offset == -jnp.inf)
 
-    def rule(context, model: Model, log_ratio_offset) -> LoopRule:
+    def rule(context: AdaptiveContext, model: Model, log_ratio_offset) -> LoopRule:
         num_data = model.num_data
-        _, threshold, size, epsilon, _, _ = context
         return _t_rule(
             num_data,
             log_ratio_offset.dtype,
-            threshold,
-            size,
-            epsilon,
+            context.threshold,
+            context.size,
+            context.epsilon,
             chunk_size=min(chunk_size, num_data),
             first_stage=min(min(batch_sizes), num_data),
         )
 
-    def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
+    def conclude(context: AdaptiveContext, state, model: Model, position, proposed, log_ratio_offset,
+                 cache) -> Decision:
         num_data = model.num_data
-        log_u, threshold, _, _, exact, mean = context
-        estimate, variance, tail = _t_result(state, num_data, log_ratio_offset, threshold)
-        exact_estimate = float(num_data) * mean + log_ratio_offset
+        exact = context.exact
+        estimate, variance, tail = _t_result(state, num_data, log_ratio_offset, context.threshold)
+        exact_estimate = float(num_data) * context.mean + log_ratio_offset
         estimate = jnp.where(exact, exact_estimate, estimate)
-        accepted = estimate > log_u
+        accepted = estimate > context.log_u
         used = jnp.where(exact, num_data, state.count)
         bad = state.non_finite | is_bad(estimate)
         info = info_for(

@@ -43,6 +43,7 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -70,6 +71,25 @@ _SQRT_TWO_PI = math.sqrt(2.0 * math.pi)
 #: The tail guard stands down when the first-stage Var(Δ*), averaged over the chain's steps, is
 #: below this fraction of σ²: then even heavy points the minibatch missed move Δ* by little.
 SMALL_NOISE = 0.1
+
+
+class LoopHelpers(NamedTuple):
+    """What the stopping rule and the decision of one step share (built by ``helpers`` inside :func:`minibatch_barker`).
+
+    ``buffer_size`` values are kept for the moments, the first stage has
+    ``first_size`` points; the rest are functions of the loop's state:
+    ``moments`` (b, Var(Δ*)), ``clt_error`` (the bound on the CLT error),
+    ``first_stage_variance``, ``fourth_power_sum`` (Σ z⁴ over the buffered
+    lᵢ) and ``stop`` (the stopping rule).
+    """
+
+    buffer_size: int
+    first_size: int
+    moments: Callable
+    clt_error: Callable
+    first_stage_variance: Callable
+    fourth_power_sum: Callable
+    stop: Callable
 
 
 class TailPool(NamedTuple):
@@ -222,7 +242,7 @@ def minibatch_barker(
         check_init(model, position)
         return TailPool.empty(jnp.result_type(*jax.tree_util.tree_leaves(position), float))
 
-    def helpers(num_data: int, dtype, pool: TailPool):
+    def helpers(num_data: int, dtype, pool: TailPool) -> LoopHelpers:
         """The functions of the loop's state that the stopping rule and the decision share."""
         buffer_size = min(num_data, moment_sample_size or 20 * batch_size)
         first_size = min(batch_size, num_data)
@@ -280,7 +300,7 @@ def minibatch_barker(
                 small = small & (clt_error(state) <= delta)
             return small
 
-        return buffer_size, first_size, moments, clt_error, first_stage_variance, fourth_power_sum, stop
+        return LoopHelpers(buffer_size, first_size, moments, clt_error, first_stage_variance, fourth_power_sum, stop)
 
     if growth == "linear":
         next_stage = lambda count, stage: count + batch_size  # noqa: E731
@@ -297,17 +317,15 @@ def minibatch_barker(
 
     def rule(context, model: Model, log_ratio_offset) -> LoopRule:
         _, pool = context
-        buffer_size, _, _, _, _, _, stop = helpers(model.num_data, log_ratio_offset.dtype, pool)
-        return LoopRule(batch_size, batch_size, next_stage, stop, buffer_size)
+        shared = helpers(model.num_data, log_ratio_offset.dtype, pool)
+        return LoopRule(batch_size, batch_size, next_stage, shared.stop, shared.buffer_size)
 
     def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache):
         (normal_key, correction_key, logistic_key), pool = context
         num_data = model.num_data
         dtype = log_ratio_offset.dtype
-        buffer_size, first_size, moments, clt_error, first_stage_variance, fourth_power_sum, _ = helpers(
-            num_data, dtype, pool
-        )
-        _, variance = moments(state)
+        shared = helpers(num_data, dtype, pool)
+        _, variance = shared.moments(state)
         estimate = estimated_log_ratio(state, num_data, log_ratio_offset)
         extra_variance = jnp.maximum(sigma_squared - variance, 0.0)
         noise = jnp.sqrt(extra_variance) * jax.random.normal(normal_key, dtype=dtype) + correction.sample(
@@ -315,17 +333,18 @@ def minibatch_barker(
         )
         # all N points seen: Δ* is exact, and the exact Barker test draws the logistic itself
         noise = jnp.where(state.count >= num_data, jax.random.logistic(logistic_key, dtype=dtype), noise)
-        fourth = fourth_power_sum(state)
-        used = jnp.minimum(state.count, buffer_size).astype(dtype)
-        learned = (state.count >= max(first_size, 2)) & jnp.isfinite(fourth)
+        fourth = shared.fourth_power_sum(state)
+        used = jnp.minimum(state.count, shared.buffer_size).astype(dtype)
+        learned = (state.count >= max(shared.first_size, 2)) & jnp.isfinite(fourth)
         pool = TailPool(
             pool.fourth + jnp.where(learned, fourth, 0.0),
             pool.count + jnp.where(learned, used, 0.0),
-            pool.first_variance + jnp.where(learned, first_stage_variance(state), 0.0),
+            pool.first_variance + jnp.where(learned, shared.first_stage_variance(state), 0.0),
             pool.steps + learned.astype(dtype),
         )
         return sequential_decision(
-            state, num_data, estimate, estimate + noise > 0, pool, variance=variance, error_bound=clt_error(state)
+            state, num_data, estimate, estimate + noise > 0, pool, variance=variance,
+            error_bound=shared.clt_error(state),
         )
 
     machine = sequential_machine(prepare, rule, conclude)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sparse
@@ -297,8 +298,16 @@ def _coordinate_program(
     return objective, inequality_matrix, inequality_rhs, bounds
 
 
-def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str):
-    """Solve ``min objective . z`` for one coordinate; return ``(z, max value, seconds)``."""
+class _Solution(NamedTuple):
+    """One coordinate program solved: the optimal ``z``, the maximum of the program and the seconds taken."""
+
+    z: np.ndarray
+    optimum: float
+    seconds: float
+
+
+def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str) -> _Solution:
+    """Solve ``min objective . z`` for one coordinate (the maximum is ``-min``)."""
     start = time.perf_counter()
     if inequality_matrix.shape[0] == 0:
         inequality_matrix, inequality_rhs = None, None
@@ -319,7 +328,7 @@ def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str):
     elapsed = time.perf_counter() - start
     if result.status != 0:
         raise RuntimeError(f"linear program failed (status {result.status}): {result.message}")
-    return result.x, -result.fun * cost_scale, elapsed
+    return _Solution(result.x, -result.fun * cost_scale, elapsed)
 
 
 # --------------------------------------------------------------------------
@@ -408,10 +417,10 @@ def highs_graph_stein_discrepancy(
     per_coordinate = np.empty(d)
     function_values = np.empty((n, d))
     gradients = np.empty((n, d, d))
-    for j, (solution, optimum, _) in enumerate(solutions):
-        per_coordinate[j] = optimum
-        function_values[:, j] = solution[:n]
-        gradients[:, j, :] = solution[n:].reshape(n, d)
+    for j, solution in enumerate(solutions):
+        per_coordinate[j] = solution.optimum
+        function_values[:, j] = solution.z[:n]
+        gradients[:, j, :] = solution.z[n:].reshape(n, d)
 
     return GraphSteinResult(
         value=float(per_coordinate.sum()),
@@ -424,7 +433,7 @@ def highs_graph_stein_discrepancy(
         timings={
             "spanner": graph_seconds,
             "setup": setup_seconds,
-            "linear_programs": [elapsed for _, _, elapsed in solutions],
+            "linear_programs": [solution.seconds for solution in solutions],
             "solve": solve_seconds,
             "total": time.perf_counter() - start_total,
         },
