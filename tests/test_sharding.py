@@ -101,7 +101,7 @@ def test_out_of_memory_estimate_before_sampling(monkeypatch):
     data_bytes = 101 * 4
     cache_bytes = 2 * 8 * 101 * 4  # exact test: num_chains x N float32 values, current and proposed
     # what the device has on top of the data already resident in host memory
-    monkeypatch.setattr(sharding, "device_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 1000)
     with pytest.raises(sharding.DeviceMemoryError, match=r"needs about .* GB on one device \(data .* GB, chain states"):
         tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
                         num_chains=8, progress=False)
@@ -109,17 +109,17 @@ def test_out_of_memory_estimate_before_sampling(monkeypatch):
         tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
                         num_chains=8, progress=False)
     # enough memory: the run goes ahead (the estimate counts data + 2 x num_chains x N values + small states)
-    monkeypatch.setattr(sharding, "device_memory_bytes", lambda device: 2 * (data_bytes + cache_bytes))
+    monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 2 * (data_bytes + cache_bytes))
     result = tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
                              num_chains=8, progress=False)
     assert result.num_draws == 2
     # a minibatch test keeps no per-datum cache: it fits where the exact test did not
-    monkeypatch.setattr(sharding, "device_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 1000)
     tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start, num_samples=2,
                     num_chains=8, progress=False)
     # the asynchronous driver keeps every draw on the device until the end: 8 chains x 100 draws x (2 + 8) x 4 bytes
     # (position and step statistics) = 32 kB, counted; the vmapped driver brings draws home chunk by chunk
-    monkeypatch.setattr(sharding, "device_memory_bytes", lambda device: 20_000)
+    monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 20_000)
     with pytest.raises(sharding.DeviceMemoryError, match=r"draws held on the device \(asynchronous driver\) 3\.52e-05 GB"):
         tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start,
                         num_samples=100, num_chains=8, progress=False, driver="asynchronous")

@@ -84,7 +84,7 @@ layout = sharding.layout_for(meshes["data"], 1003, 4, "vmap")
 out["padding"] = [layout.rows_per_shard, layout.padded_num_data, layout.shards.padded]
 
 # a wrong sharded evaluation: the psum left out (each device sees only the values of its own rows)
-sharding.combine_exact = lambda values, axis: values
+sharding.collectives.combine_exact = lambda values, axis: values
 wrong = run(tallmcmc.minibatch_barker(batch_size=50), meshes["data"])
 out["wrong: psum omitted | data"] = compare(references["minibatch_barker"], wrong)
 print("RESULT " + json.dumps(out))
