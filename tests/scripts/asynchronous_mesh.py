@@ -37,8 +37,8 @@ for name, make, names in [("minibatch_barker", lambda: tallmcmc.minibatch_barker
         warm = [run(make(), mesh, num_warmup=10) for mesh in (None, meshes["data x chains"])]
         out["warm-up | data x chains"] = same(*warm) and bool(
             np.array_equal(warm[0].step_size_factor, warm[1].step_size_factor))
-        combine_exact = sharding.combine_exact
-        sharding.combine_exact = lambda values, axis: values  # wrong: each device sees only its own rows
+        combine_exact = sharding.collectives.combine_exact
+        sharding.collectives.combine_exact = lambda values, axis: values  # wrong: each device sees only its own rows
         out["wrong"] = same(reference, run(make(), meshes["data"]))
-        sharding.combine_exact = combine_exact
+        sharding.collectives.combine_exact = combine_exact
 print("RESULT " + json.dumps(out))
