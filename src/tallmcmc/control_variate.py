@@ -230,17 +230,19 @@ class ControlVariate:
         return differences
 
     def residual_model(self, model: Model) -> ResidualModel:
-        """The model whose per-datum log ratios are the residuals rᵢ (used by the subsampling tests)."""
+        """The model whose per-datum log ratios are the residuals rᵢ (used by the subsampling tests).
+
+        It reaches its rows as ``model`` does (the same ``shards``).
+        """
         return ResidualModel(
             model.log_likelihood,
             model.log_prior,
             model.data,
             model.temperature,
             model.position_shape,
-            model.shards,
             model.constrain,
             control_variate=self,
-        )
+        ).with_shards(model.shards)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,6 +54,7 @@ import scipy.optimize
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
+from tallmcmc import sharding
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.model import Model, Position, as_position, check_model
@@ -502,8 +503,6 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=Non
     its own block of rows and the per-device results are gathered in device
     order (:func:`tallmcmc.sharding.gather_partials`).
     """
-    from tallmcmc import sharding
-
     block = model.num_data if rows is None else rows.rows_per_shard
     chunk = min(block, batch_size or DEFAULT_CHUNK_ROWS)
     num_chunks = -(-block // chunk)  # the last one ends at the block's end and masks the rows it repeats

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +25,52 @@ import numpy as np
 
 Position = Any  # a pytree of arrays
 Data = Any  # a pytree of arrays, every leaf with leading axis N
+
+
+@dataclasses.dataclass(frozen=True)
+class AllRows:
+    """The data all here: how a :class:`Model` reaches its rows outside a mesh (``Model.shards``, the default).
+
+    :class:`Model`'s methods that touch the data by index or sum over it call
+    the methods of ``model.shards``. This one gathers and reduces the rows
+    ``model.data`` holds (``data[indices]``, ``jnp.sum``, …); on a mesh the
+    sampler gives the model a :class:`tallmcmc.sharding.DataShards` instead,
+    whose methods of the same names combine the devices' blocks of rows with
+    collectives.
+    """
+
+    def num_rows(self, model: Model) -> int:
+        """``N``, the length of ``model.data``'s leading axis."""
+        return num_data_of(model.data)
+
+    def log_likelihood_ratios_at(self, model: Model, position: Position, proposed: Position,
+                                 indices: jax.Array) -> jax.Array:
+        """``model.log_likelihood_ratios`` of the rows at ``indices``."""
+        batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
+        return model.log_likelihood_ratios(position, proposed, batch)
+
+    def data_at(self, model: Model, indices: jax.Array) -> Data:
+        """The rows at ``indices``."""
+        return jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), model.data)
+
+    def sum_over_data(self, values: jax.Array) -> jax.Array:
+        """Σ of per-datum ``values``."""
+        return jnp.sum(values)
+
+    def mean_and_std_over_data(self, values: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Mean and 1/N standard deviation of per-datum ``values``."""
+        return jnp.mean(values), jnp.std(values)
+
+    def max_over_data(self, values: jax.Array) -> jax.Array:
+        """Max of per-datum ``values``."""
+        return jnp.max(values)
+
+    def log_likelihood_sum(self, model: Model, position: Position) -> jax.Array:
+        """Untempered Σᵢ log p(xᵢ | position) over ``model.data``."""
+        return jnp.sum(model.per_datum_log_likelihood(position))
+
+
+ALL_ROWS = AllRows()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,16 +99,6 @@ class Model:
         or an example position (an array or pytree of arrays) whose structure
         and leaf shapes positions must match. ``None`` (default) skips the
         check.
-
-    shards
-        Set by :func:`tallmcmc.sample` when it runs on a mesh (``mesh=``), never
-        by hand: a :class:`tallmcmc.sharding.DataShards` saying that, inside the
-        sampler's ``shard_map``, ``data`` holds one contiguous block of the rows.
-        The methods that touch the data by index or sum over it
-        (:meth:`log_likelihood_ratios_at`, :meth:`data_at`,
-        :meth:`sum_over_data`, :meth:`log_likelihood_sum`, …) then combine the
-        blocks with collectives (:mod:`tallmcmc.sharding`). ``None``: the data
-        are all here.
     constrain
         Optional ``constrain(position) -> pytree``: what a position means to
         the user, when the chain moves on another scale (e.g.
@@ -69,6 +107,16 @@ class Model:
         applies it to the kept and warm-up draws (``result.positions``, the
         ArviZ variables); the chain's state (``result.final_state``) stays on
         the sampling scale. ``None`` (default): draws are the positions.
+
+    Attributes
+    ----------
+    shards
+        How the methods below reach the rows: :data:`ALL_ROWS` (an
+        :class:`AllRows`, the data all here), or, inside the sampler's
+        ``shard_map`` on a mesh with a ``"data"`` axis, a
+        :class:`tallmcmc.sharding.DataShards` (``data`` then holds one
+        contiguous block of the rows, and the methods combine the blocks with
+        collectives). Not a constructor argument: set by :meth:`with_shards`.
 
     Notes
     -----
@@ -89,8 +137,8 @@ class Model:
     data: Data
     temperature: float = 1.0
     position_shape: Any = None
-    shards: Any = None
     constrain: Callable[[Position], Any] | None = None
+    shards: Any = dataclasses.field(default=ALL_ROWS, init=False, repr=False, compare=False)  # AllRows | DataShards
 
     def __post_init__(self) -> None:
         if not callable(self.log_likelihood):
@@ -111,18 +159,24 @@ class Model:
     @property
     def num_data(self) -> int:
         """``N``, the length of the data's leading axis (of all shards together when sharded)."""
-        if self.shards is not None:
-            return self.shards.num_data
-        return num_data_of(self.data)
+        return self.shards.num_rows(self)
 
     def with_data(self, data: Data) -> Model:
-        """The same model over other arrays of the same structure (used under ``jit``)."""
-        return dataclasses.replace(self, data=data)
+        """The same model over other arrays of the same structure (used under ``jit``), with the same ``shards``."""
+        replaced = dataclasses.replace(self, data=data)
+        object.__setattr__(replaced, "shards", self.shards)
+        return replaced
 
     def with_shards(self, shards) -> Model:
-        """The same model whose data are one block of rows of a sharded data set (see ``shards``)."""
+        """The same model reaching its rows through ``shards`` (see ``Model.shards``).
+
+        ``shards`` is a :class:`tallmcmc.sharding.DataShards` (the data are one
+        block of rows of a sharded data set) or ``None`` (the data all here:
+        :data:`ALL_ROWS`), e.g. a :class:`tallmcmc.sharding.MeshLayout`'s
+        ``shards`` for a mesh without a ``"data"`` axis.
+        """
         sharded = copy.copy(self)
-        object.__setattr__(sharded, "shards", shards)
+        object.__setattr__(sharded, "shards", ALL_ROWS if shards is None else shards)
         return sharded
 
     def with_temperature(self, temperature) -> Model:
@@ -158,16 +212,12 @@ class Model:
     def log_likelihood_ratios_at(self, position: Position, proposed: Position, indices: jax.Array) -> jax.Array:
         """:meth:`log_likelihood_ratios` of the data at ``indices`` (integers in ``[0, N)``), shape of ``indices``.
 
-        The one place where a minibatch is gathered. Sharded, each device
-        evaluates the indices it holds and the exact per-datum values are
-        combined across devices (:func:`tallmcmc.sharding.log_likelihood_ratios_at`).
+        The one place where a minibatch is gathered (``self.shards``). Sharded,
+        each device evaluates the indices it holds and the exact per-datum
+        values are combined across devices
+        (:meth:`tallmcmc.sharding.DataShards.log_likelihood_ratios_at`).
         """
-        if self.shards is not None:
-            from tallmcmc.sharding import log_likelihood_ratios_at
-
-            return log_likelihood_ratios_at(self, position, proposed, indices)
-        batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], self.data)
-        return self.log_likelihood_ratios(position, proposed, batch)
+        return self.shards.log_likelihood_ratios_at(self, position, proposed, indices)
 
     def data_at(self, indices: jax.Array) -> Data:
         """The rows of the data at ``indices`` (integers in ``[0, N)``), e.g. for a minibatch gradient.
@@ -175,47 +225,56 @@ class Model:
         Sharded, the rows are fetched from the devices that hold them (exact
         copies), so what is computed from them is differentiable as usual.
         """
-        if self.shards is not None:
-            from tallmcmc.sharding import data_at
-
-            return data_at(self, indices)
-        return jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), self.data)
+        return self.shards.data_at(self, indices)
 
     def sum_over_data(self, values: jax.Array) -> jax.Array:
         """Σᵢ of per-datum ``values`` (leading axis: the rows held here) over all N data."""
-        if self.shards is not None:
-            from tallmcmc.sharding import sum_over_data
-
-            return sum_over_data(self.shards, values)
-        return jnp.sum(values)
+        return self.shards.sum_over_data(values)
 
     def mean_and_std_over_data(self, values: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Mean and standard deviation (1/N normalisation) of per-datum ``values`` over all N data."""
-        if self.shards is not None:
-            from tallmcmc.sharding import mean_and_std_over_data
-
-            return mean_and_std_over_data(self.shards, values)
-        return jnp.mean(values), jnp.std(values)
+        return self.shards.mean_and_std_over_data(values)
 
     def max_over_data(self, values: jax.Array) -> jax.Array:
         """maxᵢ of per-datum ``values`` over all N data."""
-        if self.shards is not None:
-            from tallmcmc.sharding import max_over_data
-
-            return max_over_data(self.shards, values)
-        return jnp.max(values)
+        return self.shards.max_over_data(values)
 
     def log_likelihood_sum(self, position: Position) -> jax.Array:
         """Untempered Σᵢ log p(xᵢ | position) over all N data (differentiable; a full pass)."""
-        if self.shards is not None:
-            from tallmcmc.sharding import log_likelihood_sum
-
-            return log_likelihood_sum(self, position)
-        return jnp.sum(self.per_datum_log_likelihood(position))
+        return self.shards.log_likelihood_sum(self, position)
 
     def log_density(self, position: Position) -> jax.Array:
         """Full-data tempered log posterior (up to a constant); touches all N points."""
         return self.log_prior(position) + self.log_likelihood_sum(position) / self.temperature
+
+
+def _taking_deprecated_shards(init: Callable) -> Callable:
+    """``Model.__init__`` that still takes the former keyword ``shards=`` (with a ``DeprecationWarning``).
+
+    ``shards`` was a constructor argument until it became an attribute set by
+    :meth:`Model.with_shards`; a caller passing it gets the model
+    ``with_shards(shards)`` would give.
+    """
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if "shards" not in kwargs:
+            init(self, *args, **kwargs)
+            return
+        shards = kwargs.pop("shards")
+        warnings.warn(
+            "Model(..., shards=...) is deprecated: shards is set by the sampler on a mesh; "
+            "use model.with_shards(shards) where it must be set by hand",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        init(self, *args, **kwargs)
+        object.__setattr__(self, "shards", ALL_ROWS if shards is None else shards)
+
+    return __init__
+
+
+Model.__init__ = _taking_deprecated_shards(Model.__init__)
 
 
 def as_data(data: Any) -> Data:

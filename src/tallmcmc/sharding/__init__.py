@@ -25,11 +25,10 @@ with its own callers:
   :class:`DeviceMemoryError`, the memory estimate made before sampling.
 
 Every name is re-exported here (``from tallmcmc.sharding import to_host``).
-A test that replaces a function for the code that runs replaces it in the
-module that calls it (e.g. ``tallmcmc.sharding.memory.device_memory_bytes``,
-``tallmcmc.sharding.collectives.combine_exact``). See ``docs/sharding.md``.
+See ``docs/sharding.md``.
 """
 
+from tallmcmc.model import AllRows
 from tallmcmc.sharding.checks import check_model_on_mesh
 from tallmcmc.sharding.collectives import (
     DataShards,
@@ -48,6 +47,7 @@ from tallmcmc.sharding.transfer import to_host
 
 __all__ = [
     "AXES",
+    "AllRows",
     "CHAINS_AXIS",
     "DATA_AXIS",
     "DataShards",

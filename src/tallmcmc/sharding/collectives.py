@@ -39,10 +39,10 @@ from jax import lax
 def combine_exact(values: jax.Array, axis: str) -> jax.Array:
     """Sum over ``axis`` of lanes that are non-zero on exactly one device (``x + 0 + … + 0 = x``).
 
-    The one place where a minibatch's per-device lanes are combined;
-    ``tests/test_sharding.py`` and ``tests/test_chain_asynchronous.py`` replace
-    it by the identity (each device then sees only its own rows' values), a
-    deliberately wrong variant that must fail.
+    The one place where a minibatch's per-device lanes are combined; the tests
+    replace it (``tallmcmc.sharding.collectives.combine_exact``) by the identity
+    (each device then sees only its own rows' values), a deliberately wrong
+    variant that must fail.
     """
     return lax.psum(values, axis)
 

@@ -68,6 +68,11 @@ class MeshLayout:
 
     @property
     def shards(self) -> DataShards | None:
+        """What the model inside :meth:`shard_map` carries (``Model.with_shards``); ``None`` without a ``"data"`` axis.
+
+        ``None`` leaves the model reaching all rows where it runs
+        (:class:`tallmcmc.model.AllRows`): every device holds all the data.
+        """
         if self.data_axis is None:
             return None
         return DataShards(DATA_AXIS, self.num_data, self.rows_per_shard, self.num_data_shards)

@@ -24,7 +24,8 @@ def device_memory_bytes(device) -> int | None:
     """Bytes one device can hold: ``memory_stats()['bytes_limit']`` (accelerators), else available host memory.
 
     On the CPU, the host's available physical memory (``os.sysconf``). ``None``
-    where neither is known. Tests replace this function to simulate a small
+    where neither is known. Tests replace this function
+    (``tallmcmc.sharding.memory.device_memory_bytes``) to simulate a small
     device.
     """
     try:

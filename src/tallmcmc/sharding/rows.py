@@ -110,8 +110,10 @@ def gather_partials(value, axis):
     The one place where the one-off passes (:class:`RowSharding`) combine
     what each device computed over its own rows; every device holds the same
     stack, so a sum over it (on the device, or on the host in float64) is the
-    same everywhere. ``tests/test_sharding.py`` replaces it by one that keeps
-    only the local partial, a deliberately wrong variant that must fail.
+    same everywhere. ``tests/test_sharding.py`` replaces it (as
+    ``tallmcmc.sharding.gather_partials``, where its callers look it up) by one
+    that keeps only the local partial, a deliberately wrong variant that must
+    fail.
     """
     return jax.tree_util.tree_map(lambda leaf: lax.all_gather(leaf, axis), value)
 
