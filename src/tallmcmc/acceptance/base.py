@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from tallmcmc.model import Model, Position
 
@@ -145,8 +146,6 @@ def decide_by_machine(machine: StepMachine) -> Callable[..., Decision]:
     """The ``decide`` of a :class:`StepMachine`: ``start``, ``advance`` while not ``done``, ``finish``."""
 
     def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache) -> Decision:
-        from jax import lax
-
         state = machine.start(rng_key, model, position, proposed, log_ratio_offset, cache)
         state = lax.while_loop(
             lambda s: ~machine.done(s),

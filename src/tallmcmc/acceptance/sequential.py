@@ -39,6 +39,7 @@ from tallmcmc.acceptance.base import (
 )
 from tallmcmc.model import Model, Position
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
+from tallmcmc.control_variate import ControlVariate
 
 
 class SequentialState(NamedTuple):
@@ -406,8 +407,6 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
     """
     if control_variate is None:
         return test
-    from tallmcmc.control_variate import ControlVariate
-
     if not isinstance(control_variate, ControlVariate):
         raise TypeError(
             "control_variate must come from tallmcmc.taylor_control_variate(model, center); "

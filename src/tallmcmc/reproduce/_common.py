@@ -225,6 +225,8 @@ def print_written(*paths: Path | str, seconds: float | None = None) -> None:
 
 def pyplot():
     """:mod:`matplotlib.pyplot` on the non-interactive Agg backend (figures are only written to files)."""
+    # imported here, not at the top: the backend must be chosen before pyplot is first imported, and pyplot takes
+    # about 0.3 s to import, which `tallmcmc reproduce` would pay for every experiment it lists
     import matplotlib
 
     matplotlib.use("Agg")

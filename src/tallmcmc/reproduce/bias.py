@@ -86,6 +86,8 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 import tallmcmc
 from tallmcmc.acceptance.tuna import tuna_bound
@@ -97,6 +99,7 @@ from tallmcmc.reproduce._common import (
     new_figure,
     output_folder,
     print_written,
+    pyplot,
     write_summary,
 )
 from tallmcmc.reproduce._methods import MethodSettings, method
@@ -352,7 +355,7 @@ def moment_errors(draws: np.ndarray, reference: Reference) -> dict:
     ``mcse(method="mean")`` of θⱼ; the variance is the mean of (θⱼ − θ̄ⱼ)²
     and its MCSE that of (θⱼ − θ̄ⱼ)² (no Gaussian assumption).
     """
-    import arviz as az
+    import arviz as az  # here, not at the top: ArviZ takes ~1 s to import, and the CLI imports every experiment
 
     mean = draws.mean(axis=(0, 1))
     squares = (draws - mean) ** 2
@@ -585,8 +588,6 @@ def print_table(result: dict) -> None:
 
 def plot_headline(out: Path, results: dict) -> Path:
     """KSD against data per step, one point per test, one panel per target; biased tests ringed in red."""
-    from matplotlib.ticker import FormatStrFormatter, NullFormatter
-
     keys = list(results)
     figure, axes = new_figure(1, len(keys), figsize=(5.2 * len(keys), 4.6), squeeze=False)
     all_methods = list(dict.fromkeys(k for r in results.values() for k in r["methods"]))
@@ -622,8 +623,6 @@ def plot_headline(out: Path, results: dict) -> Path:
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
-    from matplotlib.lines import Line2D
-
     handles += [Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="red", linestyle="none",
                        markersize=11), Line2D([], [], color="0.4", linestyle="--")]
     labels += [f"|z| > {Z_THRESHOLD:g} (moment bias)", "i.i.d. draws, same n (range shaded)"]
@@ -632,7 +631,5 @@ def plot_headline(out: Path, results: dict) -> Path:
     path = output_folder(out) / "bias_ksd_vs_data.png"
     figure.tight_layout(rect=(0, 0.18, 1, 1))
     figure.savefig(path, dpi=120)
-    from tallmcmc.reproduce._common import pyplot
-
     pyplot().close(figure)
     return path

@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import expit, ndtr
+from tqdm import tqdm
 
+from tallmcmc.correction.base import cdf_error_curve
+from tallmcmc.correction.distribution import SHIPPED_SIGMAS, correction_distribution
+from tallmcmc.correction.solve import solve_correction
 from tallmcmc.reproduce._common import (
     add_common_arguments,
     format_table,
@@ -39,6 +44,7 @@ from tallmcmc.reproduce._common import (
     save_figure,
     write_summary,
 )
+from tallmcmc.reproduce._ridge_correction import ridge_correction
 
 NAME = "correction-table"
 HELP = "Table 3: L-inf error of the correction distribution (paper's ridge vs our non-negative LP)"
@@ -84,8 +90,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _figure(out, lp: dict[float, Any], ridge_example: Any) -> Path:
-    from tallmcmc.correction.distribution import cdf_error_curve, correction_distribution
-
     fig, (ax_p, ax_e) = new_figure(1, 2, figsize=(12, 4.5))
     for k, sigma in enumerate(FIGURE_SIGMAS):
         dist = correction_distribution(sigma)
@@ -105,8 +109,6 @@ def _figure(out, lp: dict[float, Any], ridge_example: Any) -> Path:
     ax_p.legend(fontsize=8)
     if ridge_example is not None:
         r = ridge_example
-        from scipy.special import expit, ndtr
-
         x = np.arange(-3000, 3001) * 0.005
         clipped = np.maximum(r.raw, 0.0)
         keep = clipped > 0
@@ -132,12 +134,6 @@ def _figure(out, lp: dict[float, Any], ridge_example: Any) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the ridge table and the non-negative solves, print them beside the paper's, write summary and figure."""
-    from tqdm import tqdm
-
-    from tallmcmc.correction.distribution import SHIPPED_SIGMAS, correction_distribution
-    from tallmcmc.correction.solve import solve_correction
-    from tallmcmc.reproduce._ridge_correction import ridge_correction
-
     sigmas = [float(s) for s in args.sigmas]
     lambdas = [float(v) for v in args.lambdas]
     grid = [int(n) for n in args.grid_points]

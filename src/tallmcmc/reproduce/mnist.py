@@ -84,7 +84,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
+from tallmcmc import datasets
 from tallmcmc.examples.logistic_regression import log_likelihood
+from tallmcmc.reproduce import mnist_posterior
 from tallmcmc.reproduce._common import (
     add_common_arguments,
     format_table,
@@ -221,8 +223,6 @@ def flat_log_prior(coefficients):
 
 def load_data(name: str, num_train: int | None, num_test: int | None, progress: bool = True):
     """Training and test arrays of MNIST-13k or MNIST-100k (float32 pixels in [0, 1], labels 1.0 = seven)."""
-    from tallmcmc import datasets
-
     if name == "13k":
         x_train, y_train = datasets.load_mnist_ones_sevens("train")
     else:
@@ -302,8 +302,6 @@ def schedules_supported() -> bool:
 
 def _run_posterior(args: argparse.Namespace) -> int:
     """``--posterior``: the mnist-posterior experiment with its defaults and the options both commands share."""
-    from tallmcmc.reproduce import mnist_posterior
-
     parser = argparse.ArgumentParser()
     mnist_posterior.add_arguments(parser)
     posterior_args = parser.parse_args([])

@@ -91,8 +91,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
 
 import tallmcmc
+from tallmcmc import datasets
 from tallmcmc.examples import logistic_regression
 from tallmcmc.reproduce._common import (
     add_common_arguments,
@@ -175,8 +179,6 @@ def features(kind: str, x_train, x_test, components: int = 50):
 
 
 def load(args):
-    from tallmcmc import datasets
-
     x_train, y_train = datasets.load_mnist_ones_sevens("train")
     x_test, y_test = datasets.load_mnist_ones_sevens("test", num_examples=args.num_test)
     if args.num_train is not None:
@@ -191,7 +193,7 @@ def load(args):
 
 def ess_and_mcse(draws):
     """Bulk ESS, split r̂ and MCSE of the mean (sd/√ESS_mean) per coordinate; draws (chain, draw, d)."""
-    import arviz as az
+    import arviz as az  # here, not at the top: ArviZ takes ~1 s to import, and the CLI imports every experiment
 
     draws = np.asarray(draws, np.float64)
     data = az.convert_to_dataset({"beta": draws})
@@ -264,17 +266,12 @@ def _compile_seconds() -> float:
 
 
 def _numpyro_model(covariates, response):
-    import numpyro
-    import numpyro.distributions as dist
-
     beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([covariates.shape[1]]).to_event(1))
     numpyro.sample("obs", dist.Bernoulli(logits=covariates @ beta), obs=response)
 
 
 def run_nuts(covariates, response, *, mass, mode, covariance, chains, warmup, draws, seed):
     """NumPyro NUTS; returns the draws (chain, draw, d), timings and leapfrog counts."""
-    from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
-
     if mass == "laplace":
         kernel = NUTS(_numpyro_model, inverse_mass_matrix=jnp.asarray(covariance), dense_mass=True,
                       adapt_mass_matrix=False, init_strategy=init_to_value(values={"beta": jnp.asarray(mode)}))
@@ -306,8 +303,6 @@ def run_nuts(covariates, response, *, mass, mode, covariance, chains, warmup, dr
 
 def reference_posterior(args, covariates, response, mode, covariance, mass):
     """The NUTS reference, from the cache when there (keyed by the features, N, d, seed, lengths and mass)."""
-    from tallmcmc import datasets
-
     folder = Path(args.cache_dir) if args.cache_dir is not None else datasets.cache_dir() / "mnist_posterior"
     num_data, d = covariates.shape
     digest = hashlib.sha1(np.ascontiguousarray(covariates).tobytes() + np.ascontiguousarray(response).tobytes())
@@ -393,13 +388,8 @@ def run(args: argparse.Namespace) -> int:
     # NUTS reference
     reference, rows, nuts = None, [], None
     mass = args.nuts_mass or ("laplace" if args.features == "raw" else "adapt")
-    have_numpyro = True
-    try:
-        import numpyro  # noqa: F401
-    except ImportError:
-        have_numpyro = False
-    if args.skip_nuts or not have_numpyro:
-        print("NumPyro NUTS reference: not run" + ("" if have_numpyro else " (pip install -e '.[bench]')"))
+    if args.skip_nuts:
+        print("NumPyro NUTS reference: not run")
     else:
         began = time.perf_counter()
         nuts, reference, path, cached = reference_posterior(args, x_train, y_train, mode.position, covariance, mass)

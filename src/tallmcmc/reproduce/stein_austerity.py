@@ -49,6 +49,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
 import tallmcmc
 from tallmcmc.datasets import load_nodal
@@ -164,8 +165,6 @@ def thin(positions: np.ndarray, evaluations: np.ndarray, burn_in: int, length: i
 
 def run(args: argparse.Namespace) -> int:
     """Run one chain per ε and repeat, its graph Stein discrepancy at each prefix, print, write summary and figure."""
-    from tqdm.auto import tqdm
-
     began = time.perf_counter()
     out = output_folder(args.out)
     progress = not args.no_progress

@@ -56,6 +56,7 @@ from tallmcmc.reproduce._common import (
     save_figure,
     write_summary,
 )
+from tallmcmc.stein import classical_stein_discrepancy, graph_stein_discrepancy
 from tallmcmc.stein.univariate import (
     GAUSSIAN_STEIN_FACTORS,
     UNIFORM_STEIN_FACTORS,
@@ -112,8 +113,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the three distances on every prefix of every sequence, print them, write summary and figure."""
-    from tallmcmc.stein import classical_stein_discrepancy, graph_stein_discrepancy
-
     if args.min_n < 2 or args.max_n < args.min_n:
         raise ValueError(f"need 2 <= --min-n <= --max-n, got --min-n {args.min_n} and --max-n {args.max_n}")
     out = output_folder(args.out)

@@ -43,6 +43,7 @@ from tallmcmc.reproduce._common import (
     save_figure,
     write_summary,
 )
+from tallmcmc.stein.univariate import univariate_graph_stein_discrepancy
 
 NAME = "stein-gaussian-vs-t"
 HELP = "graph Stein discrepancy of Gaussian vs scaled Student-t samples for N(0,1) (Figure 1)"
@@ -78,8 +79,6 @@ def samples(max_n: int, seed: int) -> dict[str, np.ndarray]:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the discrepancy of both sequences' prefixes, fit the rates, print them, write summary and figures."""
-    from tallmcmc.stein.univariate import univariate_graph_stein_discrepancy
-
     if args.min_n < 2 or args.max_n < args.min_n:
         raise ValueError(f"need 2 <= --min-n <= --max-n, got --min-n {args.min_n} and --max-n {args.max_n}")
     out = output_folder(args.out)

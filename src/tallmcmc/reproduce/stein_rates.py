@@ -61,6 +61,7 @@ from tallmcmc.reproduce._common import (
     save_figure,
     write_summary,
 )
+from tallmcmc.stein import graph_stein_discrepancy
 from tallmcmc.stein.univariate import UNIFORM_STEIN_FACTORS
 
 NAME = "stein-rates"
@@ -121,8 +122,6 @@ def sobol_sequence(length: int) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the discrepancy of every sequence's prefixes, fit the rates, print them, write summary and figure."""
-    from tallmcmc.stein import graph_stein_discrepancy
-
     if args.min_n < 2 or args.max_n < args.min_n:
         raise ValueError(f"need 2 <= --min-n <= --max-n, got --min-n {args.min_n} and --max-n {args.max_n}")
     out = output_folder(args.out)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mixture
@@ -99,8 +100,6 @@ def _unique_scores(model, points: np.ndarray) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen tests' chains, compute both discrepancies on their prefixes, print, write summary and figure."""
-    from tqdm.auto import tqdm
-
     began = time.perf_counter()
     out = output_folder(args.out)
     progress = not args.no_progress

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mixture
@@ -90,7 +91,7 @@ def mixture_posterior(num_data: int = PAPER_NUM_DATA, data_seed: int = 1) -> Mod
 
 def effective_sample_size(sequence: np.ndarray) -> float:
     """ArviZ bulk ESS of one sequence (n, d): the median over coordinates."""
-    import arviz as az
+    import arviz as az  # here, not at the top: ArviZ takes ~1 s to import, and the CLI imports every experiment
 
     values = [float(az.ess(np.asarray(sequence[None, :, j], float), method="bulk")) for j in range(sequence.shape[1])]
     return float(np.median(values))
@@ -118,8 +119,6 @@ def _select(step_sizes: np.ndarray, medians: np.ndarray, larger_is_better: bool)
 
 def run(args: argparse.Namespace) -> int:
     """Run SGLD at every step size, score each sequence by discrepancy and ESS, print the choices, write the outputs."""
-    from tqdm.auto import tqdm
-
     began = time.perf_counter()
     out = output_folder(args.out)
     progress = not args.no_progress

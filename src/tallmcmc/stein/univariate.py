@@ -56,6 +56,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import clarabel
 import numba
 import numpy as np
 import scipy.sparse as sparse
@@ -808,8 +809,6 @@ def _dot(a, b) -> float:
 
 def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9):
     """The same banded program through Clarabel (equalities: zero cone; boxes: two nonnegative rows each)."""
-    import clarabel
-
     A = program.matrix.tocsc()
     n_rows, n_columns = A.shape
     identity = sparse.identity(n_columns, format="csc")
