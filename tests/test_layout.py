@@ -1,5 +1,6 @@
 """The package layout keeps its promises: no public name shadows a module, no path outside the repository."""
 
+import ast
 import importlib
 import pathlib
 import pkgutil
@@ -50,3 +51,129 @@ def test_no_source_file_points_outside_the_repository():
         if pattern.search(line)
     ]
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------------------------------------ the import graph
+
+#: Modules that may use the examples: the reproductions, the command line, the examples themselves.
+NOT_CORE = ("tallmcmc.examples", "tallmcmc.reproduce", "tallmcmc.cli", "tallmcmc.__main__")
+#: Deprecation aliases that import an example when an old name is used (PEP 562 ``__getattr__``), by module.
+DEPRECATED_EXAMPLE_ALIASES = {"tallmcmc.acceptance.tuna": "__getattr__", "tallmcmc.testing": "__getattr__"}
+
+
+def module_names() -> dict[str, pathlib.Path]:
+    names = {}
+    for path in PACKAGE_ROOT.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def imported_modules(node, module: str, known: dict[str, pathlib.Path]) -> list[str]:
+    """The package's modules an ``import``/``from … import`` statement names (a submodule imported by name too)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names if alias.name in known]
+    if node.level:  # relative: resolve against the importing module's package
+        base = module.split(".")
+        package = base if module in known and known[module].name == "__init__.py" else base[:-1]
+        target = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    found = [target] if target in known else []
+    found += [f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in known]
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Imports between the package's modules, at any level (a lazy import inside a function is still a dependency;
+    only the deprecation aliases of ``DEPRECATED_EXAMPLE_ALIASES`` are left out), with the parent packages a target's
+    import runs (those that are not the importer's own ancestors, which are running already)."""
+    known = module_names()
+    graph = {}
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = deprecation_alias_nodes(tree, DEPRECATED_EXAMPLE_ALIASES.get(module))
+        edges = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in aliases:
+                continue
+            for target in imported_modules(node, module, known):
+                parts = target.split(".")
+                for depth in range(1, len(parts) + 1):
+                    parent = ".".join(parts[:depth])
+                    own_ancestor = module == parent or module.startswith(parent + ".")
+                    if parent in known and not own_ancestor:
+                        edges.add(parent)
+        graph[module] = edges
+    return graph
+
+
+def deprecation_alias_nodes(tree, function_name: str | None) -> set[int]:
+    """The nodes inside the module's deprecation-alias function (``__getattr__``), if it has one."""
+    return {
+        id(inner)
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef) and function.name == function_name
+        for inner in ast.walk(function)
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each a cycle of imports."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_inside_the_package():
+    found = cycles(import_graph())
+    assert not found, f"modules that import each other: {found}"
+
+
+def test_the_cycle_check_can_fail():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_core_modules_import_no_example():
+    """Nothing outside the examples, the reproductions and the command line imports an example, at any level
+    (deprecation aliases that import one when an old name is used excepted, by name)."""
+    offenders = []
+    for module, path in module_names().items():
+        if module.startswith(NOT_CORE):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed_nodes = deprecation_alias_nodes(tree, DEPRECATED_EXAMPLE_ALIASES.get(module))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in allowed_nodes:
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(name.startswith("tallmcmc.examples") for name in names):
+                    offenders.append(f"{module}:{node.lineno}")
+    assert not offenders, f"core modules importing an example: {offenders}"
