@@ -4,19 +4,14 @@ The full-data tests cache the current position's per-datum log-likelihoods and
 evaluate only θ′ each step: N points per step, exact decisions.
 
 Several chains (``vmap``) evaluate θ′ chain by chain on the CPU when there are
-few of them (:data:`CHAIN_BY_CHAIN_MAX`): vmapping the model over chains turns
-each per-datum product ``x_i·θ`` into an ``(N, chains)`` block whose inner axis
-is the handful of chains, and XLA's CPU code for that layout (a small-output
-matrix product, transcendental functions vectorised over 4 lanes, a transpose
-back to the ``(chains, N)`` cache) cost 4 chains 9–12× one chain's step on the
-logistic model (benchmarks/bench_chains.py). Each chain's evaluation is traced
-separately (a Python loop over the few chains) and the results stacked: every
-chain keeps the one-chain layout, and XLA fuses the per-datum work of all the
-chains into one loop that it splits over the CPU's threads. (``lax.map`` over the
-chains, the earlier form, ran that work inside a ``while`` loop, where XLA:CPU
-runs it on one thread: on 2 idle cores 4 chains' step cost 7.0× one chain's,
-against 4.0× stacked; the rest is per-chain work, benchmarks/RESULTS.md.) The
-draws are the same either way.
+few of them (:data:`CHAIN_BY_CHAIN_MAX`): each chain's evaluation is traced
+separately (a Python loop over the few chains) and the results stacked, so
+every chain keeps the one-chain ``(N,)`` layout and XLA fuses the per-datum
+work of all the chains into one loop split over the CPU's threads, instead of
+evaluating the model vmapped over chains (an ``(N, chains)`` layout). Above
+that many chains, and on accelerators, it is the ordinary vmapped evaluation.
+The draws are the same either way. Why, with the measurements and the forms
+tried before: ``docs/drivers.md``, "Full-data tests on a CPU: chain by chain".
 
 References
 ----------

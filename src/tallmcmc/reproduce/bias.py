@@ -57,9 +57,9 @@ The headline figure plots KSD against data per step, one point per test,
 one panel per target, and rings the points of tests whose |z| exceeds 4 for
 some moment. Exact tests should stay within 4 MCSE everywhere.
 
-The default run used about 18 CPU-minutes (2026-11-23; most of it the
-full-pass tests on the mixture); ``--quick`` shrinks everything for a smoke
-test. Results: docs/REPRODUCTIONS.md.
+Most of the default run's time goes to the full-pass tests on the mixture;
+``--quick`` shrinks everything for a smoke test. Results and run times:
+docs/REPRODUCTIONS.md.
 
 References
 ----------

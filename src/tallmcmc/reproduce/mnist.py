@@ -55,10 +55,8 @@ K = ``--anneal-temperature`` with the step multiplied by
 Figures 4/5 are log-log histograms of the minibatch sizes of one trial per
 method; Figure 6 repeats MHminibatch at the step sizes of ``--sweep-step-sizes``.
 
-Run time on the project's 2-core machine (shared, load 7-10): the 13k
-default with ``--method-trials confidence_sampler=3`` took 31.5 min (15 min
-of CPU); MHminibatch's 10 × 5000 samples take 20 s, the full-pass and
-large-minibatch baselines the rest (docs/REPRODUCTIONS.md).
+The run time is the full-pass and large-minibatch baselines', not
+MHminibatch's; the measured times are in docs/REPRODUCTIONS.md.
 
 References
 ----------
@@ -121,10 +119,9 @@ PAPER_TABLE_2 = {
         "confidence_sampler": (14977.3, 582.0),
     },
 }
-#: ``--driver auto``: the methods whose trials run faster with ``sample(driver="asynchronous")`` (10 chains,
-#: MNIST-13k, 300 steps, same draws: MHSubLhd 26.7 -> 19.3 s, AustereMH(c) 2.5 -> 1.9 s). AustereMH(nc) stays
-#: vmapped: its per-step full pass over all chains at once is one matrix product (10 chains cost 3.2 single
-#: passes), which the asynchronous driver's one-chain-at-a-time starts give up (1.22 -> 2.63 ms per chain-step).
+#: ``--driver auto``: the methods whose trials run faster with ``sample(driver="asynchronous")`` (same draws).
+#: AustereMH(nc) stays vmapped: its per-step full pass over all chains at once is one matrix product, which the
+#: asynchronous driver's one-chain-at-a-time starts give up. Measurements: docs/REPRODUCTIONS.md ("Drivers").
 AUTO_DRIVERS = {"confidence_sampler": "asynchronous", "austere_conservative": "asynchronous"}
 
 #: Table 5's per-data-set settings.

@@ -781,8 +781,8 @@ def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, corre
     dual bound :math:`-\sum_j h_j |c_j - (A^T y)_j|` (a lower bound on the
     optimum for *any* ``y``, since ``z`` ranges over the box; unlike
     :math:`-h\cdot(\lambda_1 + \lambda_2)` it does not carry the rounding
-    error of the dual residual, which kept that gap above 1e-9 for 90
-    iterations at n = 2e5) below ``tol``, and the primal residual
+    error of the dual residual, which can keep that gap above ``tol`` for
+    many iterations: docs/stein.md) below ``tol``, and the primal residual
     ``|A z|`` below ``tol`` relative to ``1 + max|z|``.
     Returns ``(z, y, info)``.
     """
@@ -802,8 +802,7 @@ def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, corre
 
 
 def _dot(a, b) -> float:
-    """Inner product without BLAS: a threaded BLAS ``ddot`` on a loaded machine took 7 ms at length 15 000
-    (busy-waiting threads) against 10 us single-threaded."""
+    """Inner product without BLAS (a threaded BLAS ``ddot`` busy-waits on a loaded machine; benchmarks/RESULTS.md)."""
     return float(np.multiply(a, b).sum())
 
 
