@@ -58,6 +58,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, optional_integer_at_least
+from tallmcmc import sharding  # sharding.gather_partials is looked up at call time (tests replace it)
 from tallmcmc.model import Model, Position, check_model
 from tallmcmc.sharding import row_sharding
 
@@ -467,8 +468,6 @@ class _SetupPasses:
         if self.rows is None:
             compiled = jax.jit(function)
             return lambda rows, *arguments: np.asarray(compiled(rows, *arguments), np.float64)
-        from tallmcmc import sharding
-
         rows, by_size = self.rows, {}
 
         def run(chunk, *arguments):
