@@ -63,7 +63,7 @@ def calibrate(test, settings, problem=PROBLEM):
 def tuna_for(problem, chi=0.05, scale=1.0):
     """TunaMH with the Gaussian-mean bound, as a function of the model (its centre x̄ differs per data set).
 
-    The bound of :func:`tallmcmc.acceptance.tuna.gaussian_mean_bound`, c̃ᵢ = ‖xᵢ − x̄‖ + s and
+    The bound of :func:`tallmcmc.examples.gaussian_mean.tuna_bound`, c̃ᵢ = ‖xᵢ − x̄‖ + s and
     M = ‖δ‖ max(1, ‖θ̄ − x̄‖/s), with the residuals xᵢ − x̄ fixed across data sets (``residual_seed``),
     so the constants and their alias table are built once and only x̄ is traced.
     """

@@ -271,7 +271,7 @@ def sample_tall(
     bound
         Optional :class:`tallmcmc.acceptance.tuna.TunaBound` for the
         control-variate residuals (e.g.
-        ``tallmcmc.acceptance.tuna.logistic_regression_bound(model, cv)``; it
+        ``tallmcmc.examples.logistic_regression.tuna_bound(model, cv)``; it
         needs the control variate, so build both and pass
         ``control_variate=`` too): when the minibatch Barker test does not
         pay, TunaMH with it runs instead of the exact test.

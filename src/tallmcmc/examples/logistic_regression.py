@@ -44,8 +44,8 @@ def log_sigmoid(z: jax.Array) -> jax.Array:
     ``min(z, 0) − log1p(exp(−|z|))`` is the expression ``jax.nn.log_sigmoid``
     evaluates, without its NaN guard (a ``select`` that NaN already passes
     through); that guard keeps XLA:CPU from fusing the function into a sum
-    (YNNPACK's vectorised reduction), so Σᵢ log σ(zᵢ) over 2·10⁵ values takes
-    a third of the time. The derivative rule is ``jnp.logaddexp``'s, so
+    (YNNPACK's vectorised reduction), so Σᵢ log σ(zᵢ) is faster (measured in
+    ``benchmarks/RESULTS.md``, "log-sigmoid"). The derivative rule is ``jnp.logaddexp``'s, so
     gradients and Hessians are the same bits as ``jax.nn.log_sigmoid``'s
     (tests/test_logistic_example.py); the values differ only in the sign of
     a zero (``+0`` here, ``−0`` there) where exp(−|z|) underflows, z ≳ 87.
