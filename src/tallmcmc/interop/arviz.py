@@ -252,3 +252,219 @@ def inference_data(result):
         save_warmup=True,
         attrs=result._attrs(),
     )
+
+
+# ------------------------------------------------------------------------------------- diagnostics on arrays
+
+
+def _chain_draw_array(draws) -> np.ndarray:
+    draws = np.asarray(draws)
+    if draws.ndim < 2:
+        raise ValueError(f"draws must have shape (chain, draw) or (chain, draw, ...); got {draws.shape}")
+    return draws
+
+
+def _per_coordinate(draws: np.ndarray, one) -> float | np.ndarray:
+    """``one`` (a (chain, draw) array → number) on each trailing coordinate: a float for (chain, draw), else an array."""
+    if draws.ndim == 2:
+        return float(np.ravel(one(draws))[0])
+    flat = draws.reshape(*draws.shape[:2], -1)
+    values = [float(np.ravel(one(flat[..., k]))[0]) for k in range(flat.shape[-1])]
+    return np.asarray(values, np.float64).reshape(draws.shape[2:])
+
+
+def _as_result(value, draws: np.ndarray) -> float | np.ndarray:
+    value = np.asarray(value, np.float64)
+    return float(value) if draws.ndim == 2 else value.reshape(draws.shape[2:])
+
+
+def ess(draws, method: str = "bulk") -> float | np.ndarray:
+    """ArviZ's effective sample size of each coordinate.
+
+    Parameters
+    ----------
+    draws : array_like
+        Shape ``(chain, draw)`` or ``(chain, draw, ...)``; every trailing
+        coordinate is a separate quantity.
+    method : str, default "bulk"
+        ArviZ's ESS method (``"bulk"``, ``"tail"``, ``"mean"``, ``"sd"``, …).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        A float for ``(chain, draw)`` draws, else an array of the trailing shape.
+
+    Notes
+    -----
+    ``arviz.ess`` under ArviZ 0.x (called on each coordinate's
+    ``(chain, draw)`` array, as tallmcmc always did), ``arviz_stats.ess`` on
+    the whole array under 1.x; both compute the same rank-normalised
+    split-chain estimate (Vehtari et al. 2021).
+    """
+    draws = _chain_draw_array(draws)
+    if backend() == 1:
+        import arviz_stats
+
+        return _as_result(arviz_stats.ess(draws, method=method, chain_axis=0, draw_axis=1), draws)
+    import arviz as az
+
+    return _per_coordinate(draws, lambda x: az.ess(x, method=method))
+
+
+def rhat(draws, method: str = "rank") -> float | np.ndarray:
+    """ArviZ's r̂ (rank-normalised split r̂ by default) of each coordinate.
+
+    Parameters
+    ----------
+    draws : array_like
+        Shape ``(chain, draw)`` or ``(chain, draw, ...)``.
+    method : str, default "rank"
+        ArviZ's r̂ method.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        A float for ``(chain, draw)`` draws, else an array of the trailing shape.
+    """
+    draws = _chain_draw_array(draws)
+    if backend() == 1:
+        import arviz_stats
+
+        return _as_result(arviz_stats.rhat(draws, method=method, chain_axis=0, draw_axis=1), draws)
+    import arviz as az
+
+    return _per_coordinate(draws, lambda x: az.rhat(x, method=method))
+
+
+def _mcse_sd_arviz0(x: np.ndarray) -> float:
+    """ArviZ 0.x's MCSE of the sd of one (chain, draw) array, computed without the call that NumPy 2.4 breaks.
+
+    Works around ``arviz.mcse(..., method="sd")`` in ArviZ 0.23.4 (the last
+    0.x release; the code is the same in earlier 0.x releases): with numba
+    installed (a tallmcmc dependency) it ends in ``float()`` of a
+    one-element 1-d array, which NumPy 2.4 refuses ("only 0-dimensional
+    arrays can be converted to Python scalars"). These are the lines of
+    ``arviz.stats.diagnostics._mcse_sd`` that run without numba (the delta
+    method on the variance, with ArviZ's own ``ess(method="mean")`` of the
+    centred squares), so the value is the one ArviZ 0.x gives where it works.
+    """
+    import arviz as az
+
+    if x.shape[1] < 4 or not np.all(np.isfinite(x)):  # ArviZ 0.x's _not_valid: NaN for < 4 draws or non-finite
+        return float("nan")
+    squares = (x - x.mean()) ** 2
+    effective = float(np.ravel(az.ess(squares, method="mean"))[0])
+    variance = squares.mean()
+    variance_of_variance = ((squares**2).mean() - variance**2) / effective
+    return float(np.sqrt(variance_of_variance / variance / 4))
+
+
+def mcse(draws, method: str = "mean") -> float | np.ndarray:
+    """ArviZ's Monte Carlo standard error of each coordinate's mean (or sd, median, …).
+
+    Parameters
+    ----------
+    draws : array_like
+        Shape ``(chain, draw)`` or ``(chain, draw, ...)``.
+    method : str, default "mean"
+        ``"mean"``: sd/√ESS_mean. ``"sd"``: of the standard deviation (delta
+        method on the variance). Other ArviZ methods (``"median"``) pass
+        through.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        A float for ``(chain, draw)`` draws, else an array of the trailing shape.
+
+    Notes
+    -----
+    Under ArviZ 0.x ``method="sd"`` does not call ``arviz.mcse``, which
+    raises under NumPy 2.4 (see :func:`_mcse_sd_arviz0`); it computes the
+    same value from ArviZ's ESS. ArviZ 1.x (``arviz_stats`` 0.8) takes the
+    ESS of the draws rather than of their centred squares in the sd's MCSE,
+    so the two lines give slightly different ``"sd"`` values (both ≈ sd/√(2n)
+    for independent normal draws).
+    """
+    draws = _chain_draw_array(draws)
+    if backend() == 1:
+        import arviz_stats
+
+        return _as_result(arviz_stats.mcse(draws, method=method, chain_axis=0, draw_axis=1), draws)
+    if method == "sd":
+        return _per_coordinate(draws, _mcse_sd_arviz0)
+    import arviz as az
+
+    return _per_coordinate(draws, lambda x: az.mcse(x, method=method))
+
+
+def plot_ecdf(values, *, eval_points, cdf, rvs=None, ci_prob: float = 0.99, ax=None,
+              plot_kwargs=None, fill_kwargs=None, num_simulations: int = 1000, seed: int = 0, **kwargs):
+    """ECDF-difference plot of ``values`` against a reference law, with a simultaneous ``ci_prob`` band.
+
+    Parameters
+    ----------
+    values : array_like
+        One-dimensional sample (not modified).
+    eval_points : array_like
+        Where the ECDF is evaluated (for a discrete law on 0 … M: ``arange(M + 1)``).
+    cdf : callable
+        The reference law's CDF.
+    rvs : callable, optional
+        Its sampler ``rvs(size, random_state=...)`` (ArviZ 0.x's simulated bands use it).
+    ci_prob : float, default 0.99
+        Probability that the whole ECDF of a sample from the reference law
+        stays inside the band.
+    ax : matplotlib.axes.Axes, optional
+    plot_kwargs, fill_kwargs : dict, optional
+        Passed to the line and to the band.
+    num_simulations, seed : int
+        ArviZ 1.x only: simulations behind the band, and their seed.
+    **kwargs
+        ArviZ 0.x only: passed to :func:`arviz.plot_ecdf`.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Notes
+    -----
+    Under ArviZ 0.x, :func:`arviz.plot_ecdf` with ``difference=True`` and
+    ``confidence_bands="optimized"`` (Säilynoja, Bürkner and Vehtari 2022's
+    optimised simultaneous band). ArviZ 1.x has no such function for a given
+    reference CDF (``arviz_plots.plot_ecdf_pit`` plots PIT values of a
+    DataTree, and ``arviz_plots`` 0.8.0 does not import under matplotlib 3.11),
+    so under 1.x the band is the same paper's simulated simultaneous band
+    from ``arviz_stats.ecdf_utils`` for the uniform law evaluated at
+    ``cdf(eval_points)`` (exact for any reference law: the count at or below
+    x is Binomial(n, F(x)) jointly as for uniform values at F(x)), and
+    matplotlib draws it.
+    """
+    if backend() == 0:
+        import arviz as az
+
+        return az.plot_ecdf(
+            np.array(values),  # a copy: ArviZ sorts it in place
+            eval_points=eval_points, cdf=cdf, rvs=rvs, difference=True, confidence_bands="optimized",
+            ci_prob=ci_prob, ax=ax, plot_kwargs=plot_kwargs, fill_kwargs=fill_kwargs, **kwargs,
+        )
+    if kwargs:
+        raise TypeError(f"plot_ecdf under ArviZ 1.x takes no further keyword arguments; got {sorted(kwargs)}")
+    import matplotlib.pyplot as plt
+    from arviz_stats.ecdf_utils import get_pointwise_confidence_band, simulate_confidence_bands
+
+    values = np.asarray(values)
+    eval_points = np.asarray(eval_points)
+    probabilities = np.asarray(cdf(eval_points), np.float64)
+    ecdf = np.searchsorted(np.sort(values), eval_points, side="right") / len(values)
+    inner = (probabilities > 0) & (probabilities < 1)
+    pointwise = simulate_confidence_bands(
+        len(values), 1, probabilities[inner], ci_prob, num_simulations, np.random.default_rng(seed)
+    )
+    lower, upper = probabilities.copy(), probabilities.copy()
+    lower[inner], upper[inner] = get_pointwise_confidence_band(pointwise, len(values), probabilities[inner])
+    if ax is None:
+        ax = plt.gca()
+    ax.fill_between(eval_points, lower - probabilities, upper - probabilities, step="post",
+                    **{"alpha": 0.2, "color": "C0", **(fill_kwargs or {})})
+    ax.step(eval_points, ecdf - probabilities, where="post", **{"color": "C0", **(plot_kwargs or {})})
+    return ax
