@@ -397,6 +397,32 @@ def mcse(draws, method: str = "mean") -> float | np.ndarray:
     return _per_coordinate(draws, lambda x: az.mcse(x, method=method))
 
 
+def _ecdf_band(values, eval_points, cdf, ci_prob: float, num_simulations: int, seed: int):
+    """ECDF of ``values`` at ``eval_points``, the reference CDF there, and ArviZ 1.x's simulated simultaneous band.
+
+    The band comes from ``arviz_stats.ecdf_utils`` (the functions behind
+    ArviZ 1.x's PIT-ECDF plots) for uniform values at ``cdf(eval_points)``;
+    where the CDF is 0 or 1 the band is that point.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(ecdf, probabilities, lower, upper)``, each of the length of ``eval_points``.
+    """
+    from arviz_stats.ecdf_utils import get_pointwise_confidence_band, simulate_confidence_bands
+
+    values, eval_points = np.asarray(values), np.asarray(eval_points)
+    probabilities = np.asarray(cdf(eval_points), np.float64)
+    ecdf = np.searchsorted(np.sort(values), eval_points, side="right") / len(values)
+    inner = (probabilities > 0) & (probabilities < 1)
+    pointwise = simulate_confidence_bands(
+        len(values), 1, probabilities[inner], ci_prob, num_simulations, np.random.default_rng(seed)
+    )
+    lower, upper = probabilities.copy(), probabilities.copy()
+    lower[inner], upper[inner] = get_pointwise_confidence_band(pointwise, len(values), probabilities[inner])
+    return ecdf, probabilities, lower, upper
+
+
 def plot_ecdf(values, *, eval_points, cdf, rvs=None, ci_prob: float = 0.99, ax=None,
               plot_kwargs=None, fill_kwargs=None, num_simulations: int = 1000, seed: int = 0, **kwargs):
     """ECDF-difference plot of ``values`` against a reference law, with a simultaneous ``ci_prob`` band.
@@ -450,18 +476,9 @@ def plot_ecdf(values, *, eval_points, cdf, rvs=None, ci_prob: float = 0.99, ax=N
     if kwargs:
         raise TypeError(f"plot_ecdf under ArviZ 1.x takes no further keyword arguments; got {sorted(kwargs)}")
     import matplotlib.pyplot as plt
-    from arviz_stats.ecdf_utils import get_pointwise_confidence_band, simulate_confidence_bands
 
-    values = np.asarray(values)
     eval_points = np.asarray(eval_points)
-    probabilities = np.asarray(cdf(eval_points), np.float64)
-    ecdf = np.searchsorted(np.sort(values), eval_points, side="right") / len(values)
-    inner = (probabilities > 0) & (probabilities < 1)
-    pointwise = simulate_confidence_bands(
-        len(values), 1, probabilities[inner], ci_prob, num_simulations, np.random.default_rng(seed)
-    )
-    lower, upper = probabilities.copy(), probabilities.copy()
-    lower[inner], upper[inner] = get_pointwise_confidence_band(pointwise, len(values), probabilities[inner])
+    ecdf, probabilities, lower, upper = _ecdf_band(values, eval_points, cdf, ci_prob, num_simulations, seed)
     if ax is None:
         ax = plt.gca()
     ax.fill_between(eval_points, lower - probabilities, upper - probabilities, step="post",
