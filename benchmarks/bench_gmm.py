@@ -48,7 +48,7 @@ def tuna_section(chis, steps: int, num_data: int = 1_000_000, chains: int = 4, t
     """
     import os
 
-    import arviz as az
+    from tallmcmc.interop import arviz as arviz_bridge
 
     model = model_of(num_data)
     bound = gaussian_mixture.tuna_bound(model)
@@ -62,7 +62,7 @@ def tuna_section(chis, steps: int, num_data: int = 1_000_000, chains: int = 4, t
     for name, test in tests:
         result = measure(model, test, steps, chains=chains)
         draws = np.asarray(result.positions, np.float64)
-        ess = min(float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1]))
+        ess = float(arviz_bridge.ess(draws, method="bulk").min())
         points = float(result.data_used.mean())
         setup = sum(result.setup_data_used.values())
         print(f"{name:>22} {points:>12.1f} {result.acceptance_rate:>7.3f} {ess:>8.0f} "

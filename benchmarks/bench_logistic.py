@@ -52,13 +52,13 @@ import os
 import pathlib
 import time
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import logistic_regression
+from tallmcmc.interop import arviz as arviz_bridge
 
 CHAINS = 4
 _COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -90,8 +90,8 @@ class compile_clock:
 def coordinate_stats(draws):
     """Bulk ESS and MCSE of the mean (sd / √mean-ESS) per coordinate; draws (chain, draw, d)."""
     draws = np.asarray(draws, dtype=np.float64)
-    ess = np.array([float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1])])
-    ess_mean = np.array([float(az.ess(draws[..., j], method="mean")) for j in range(draws.shape[-1])])
+    ess = arviz_bridge.ess(draws, method="bulk")
+    ess_mean = arviz_bridge.ess(draws, method="mean")
     mcse = draws.std((0, 1), ddof=1) / np.sqrt(ess_mean)
     return ess, mcse
 

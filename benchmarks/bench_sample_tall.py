@@ -37,13 +37,13 @@ import os
 import time
 import warnings
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
 from tallmcmc.examples import linear_regression, logistic_regression
+from tallmcmc.interop import arviz as arviz_bridge
 
 CHAINS = 4
 REGRESSION_COEFFICIENTS = (0.5, -1.0, 2.0, 0.3, -0.7)
@@ -54,7 +54,7 @@ def flat_draws(positions) -> np.ndarray:
 
 
 def bulk_ess(draws: np.ndarray) -> np.ndarray:
-    return np.array([float(np.ravel(az.ess(draws[..., k]))[0]) for k in range(draws.shape[-1])])
+    return arviz_bridge.ess(draws)
 
 
 def row(name, draws, *, sampling_seconds, wall_seconds, points, num_data, reference=None, extra=None):

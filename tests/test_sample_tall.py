@@ -13,7 +13,6 @@ import json
 import math
 import pathlib
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +22,7 @@ from jax.flatten_util import ravel_pytree
 import tallmcmc
 from tallmcmc.automatic import choose_test
 from tallmcmc.examples import linear_regression, normal_mixture
+from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.proposals.base import Proposed, tunable
 
 REFERENCE = json.loads((pathlib.Path(__file__).parent / "data" / "reference_posteriors.json").read_text())
@@ -50,8 +50,7 @@ def mixture():
 def moment_errors(result, mean, sd, reference_error=(0.0, 0.0)):
     """z of each coordinate's mean and sd against the reference, and r̂ (all chains pooled)."""
     flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    ess = np.array([np.ravel(az.ess(flat[..., k]))[0] for k in range(flat.shape[-1])])
-    rhat = np.array([np.ravel(az.rhat(flat[..., k]))[0] for k in range(flat.shape[-1])])
+    ess, rhat = arviz_bridge.ess(flat), arviz_bridge.rhat(flat)
     centred = flat - flat.mean(axis=(0, 1))
     got_sd = flat.std(axis=(0, 1))
     kurtosis = np.mean(centred**4, axis=(0, 1)) / got_sd**4

@@ -42,6 +42,7 @@ from scipy import stats
 
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.interop.arviz import plot_ecdf
 from tallmcmc.kernel import build_kernel
 from tallmcmc.model import Model, check_model
 from tallmcmc.proposals.base import Proposal
@@ -160,30 +161,28 @@ class CalibrationResult:
     def plot(self, quantity: int = 0, ax=None, **kwargs):
         """ECDF-difference plot of one quantity's ranks with a simultaneous band (ArviZ).
 
+        :func:`tallmcmc.interop.arviz.plot_ecdf`: under ArviZ 0.x
         :func:`arviz.plot_ecdf` with ``difference=True`` and the optimised
-        simultaneous ``1 − level`` band of Säilynoja et al. (2022) for the
+        simultaneous ``1 − level`` band of Säilynoja et al. (2022), under 1.x
+        the same paper's simulated simultaneous band (``arviz_stats``), for the
         discrete uniform law on ``0 … num_draws``: ranks of a calibrated
         sampler stay inside the band with probability ``1 − level``. A
         difference that is positive at low ranks and negative at high ones
         (∪-shaped ranks) means the sampler's draws are too narrow, the
         reverse that they are too wide, a one-signed hump that they are
         shifted.
-        Extra keyword arguments go to :func:`arviz.plot_ecdf`.
+        Extra keyword arguments go to :func:`tallmcmc.interop.arviz.plot_ecdf`.
 
         Returns
         -------
         matplotlib axes
         """
-        import arviz as az
-
         uniform = stats.randint(0, self.num_draws + 1)
-        ax = az.plot_ecdf(
-            np.array(self.ranks[:, quantity]),  # a copy: ArviZ sorts it in place
+        ax = plot_ecdf(
+            self.ranks[:, quantity],
             eval_points=np.arange(self.num_draws + 1),
             cdf=uniform.cdf,
             rvs=uniform.rvs,
-            difference=True,
-            confidence_bands="optimized",
             ci_prob=1.0 - self.level,
             ax=ax,
             **kwargs,

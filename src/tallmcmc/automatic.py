@@ -65,6 +65,7 @@ from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.tuna import tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
+from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.mode import find_mode
 from tallmcmc.model import Model, Position, as_position, expected_position_shapes, is_shape
 from tallmcmc.proposals.base import Proposal
@@ -456,8 +457,6 @@ def _starts(center: Position, covariance: np.ndarray, num_chains: int, key: jax.
 def _diagnose(
     result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup
 ) -> TallDiagnosis:
-    import arviz as az
-
     num_data = result.num_data
     info = result.info
     setup = {name: used / num_data for name, used in result.setup_data_used.items()}
@@ -469,8 +468,8 @@ def _diagnose(
     else:
         median = vacuous = float("nan")
     flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    rhat = [float(np.ravel(az.rhat(flat[..., k]))[0]) for k in range(flat.shape[-1])] if result.num_chains > 1 else []
-    ess = [float(np.ravel(az.ess(flat[..., k]))[0]) for k in range(flat.shape[-1])]
+    rhat = arviz_bridge.rhat(flat).tolist() if result.num_chains > 1 else []
+    ess = arviz_bridge.ess(flat).tolist()
     settled = None if proposal is None else _warmup_settled(result, proposal, num_warmup)
     problems = list(problems)
     rhat_max = max(rhat) if rhat else float("nan")

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.interop.arviz import ess as arviz_ess
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
 from tallmcmc._sbc import (
@@ -109,8 +110,6 @@ def check_posterior_moments(
     MomentCheck
         With ``passed`` and the z-scores; ``str()`` of it is a readable report.
     """
-    import arviz as az
-
     draws = np.asarray(draws, dtype=float)
     if draws.ndim == 2:
         draws = draws[..., None]
@@ -118,7 +117,7 @@ def check_posterior_moments(
         raise ValueError(f"draws must have shape (chain, draw, d); got {draws.shape}")
     true_mean = np.broadcast_to(np.asarray(true_mean, float), draws.shape[-1:])
     true_variance = np.broadcast_to(np.asarray(true_variance, float), draws.shape[-1:])
-    ess = np.array([float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1])])
+    ess = arviz_ess(draws, method="bulk")
     mean = draws.mean(axis=(0, 1))
     variance = draws.reshape(-1, draws.shape[-1]).var(axis=0, ddof=1)
     safe_ess = np.maximum(ess, 1.0)

@@ -92,6 +92,7 @@ from matplotlib.ticker import FormatStrFormatter, NullFormatter
 import tallmcmc
 from tallmcmc.acceptance.tuna import tuna_bound
 from tallmcmc.examples import gaussian_mixture, logistic_regression, student_t_location
+from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.model import Model
 from tallmcmc.reproduce._common import (
     add_common_arguments,
@@ -352,22 +353,16 @@ def moment_errors(draws: np.ndarray, reference: Reference) -> dict:
     """Errors of the draws' mean and variance per coordinate, in MCSE and in posterior sds.
 
     ``draws`` is (chain, draw, d). The mean's MCSE is ArviZ's
-    ``mcse(method="mean")`` of θⱼ; the variance is the mean of (θⱼ − θ̄ⱼ)²
-    and its MCSE that of (θⱼ − θ̄ⱼ)² (no Gaussian assumption).
+    ``mcse(method="mean")`` of θⱼ (:func:`tallmcmc.interop.arviz.mcse`); the
+    variance is the mean of (θⱼ − θ̄ⱼ)² and its MCSE that of (θⱼ − θ̄ⱼ)² (no
+    Gaussian assumption).
     """
-    import arviz as az  # here, not at the top: ArviZ takes ~1 s to import, and the CLI imports every experiment
-
     mean = draws.mean(axis=(0, 1))
     squares = (draws - mean) ** 2
     variance = squares.mean(axis=(0, 1))
-    dims = draws.shape[-1]
-
-    def scalar(value) -> float:
-        return float(np.asarray(value).ravel()[0])
-
-    mean_se = np.array([scalar(az.mcse(draws[..., j], method="mean")) for j in range(dims)])
-    variance_se = np.array([scalar(az.mcse(squares[..., j], method="mean")) for j in range(dims)])
-    ess = np.array([scalar(az.ess(draws[..., j], method="bulk")) for j in range(dims)])
+    mean_se = arviz_bridge.mcse(draws, method="mean")
+    variance_se = arviz_bridge.mcse(squares, method="mean")
+    ess = arviz_bridge.ess(draws, method="bulk")
     return {
         "mean": mean, "variance": variance,
         "mean_z": (mean - reference.mean) / mean_se,
