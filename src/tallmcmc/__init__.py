@@ -32,7 +32,8 @@ from tallmcmc.proposals.langevin import langevin, stochastic_gradient_langevin
 from tallmcmc.proposals.laplace import laplace_covariance, laplace_independence, laplace_random_walk
 from tallmcmc.proposals.proxy import proxy_hamiltonian, proxy_langevin
 from tallmcmc.proposals.random_walk import random_walk
-from tallmcmc.sampling import SamplingResult, WarmupResult, sample, warmup
+from tallmcmc.sampling import RunState, SamplingResult, WarmupResult, load_result, sample, warmup
+from tallmcmc.setup_fast import FastSetup, fast_setup
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "MHState",
     "Model",
     "Proposal",
+    "RunState",
     "SamplingResult",
     "TallDiagnosis",
     "WarmupResult",
@@ -56,6 +58,8 @@ __all__ = [
     "check_model",
     "ModeResult",
     "find_mode",
+    "FastSetup",
+    "fast_setup",
     "from_numpyro",
     "ControlVariate",
     "taylor_control_variate",
@@ -67,6 +71,7 @@ __all__ = [
     "exact_barker",
     "exact_metropolis",
     "langevin",
+    "load_result",
     "minibatch_barker",
     "proposals",
     "random_walk",

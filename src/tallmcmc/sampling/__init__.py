@@ -8,13 +8,19 @@
 * :mod:`~tallmcmc.sampling.drivers` and :mod:`~tallmcmc.sampling.asynchronous` — the vmapped and asynchronous
   drivers, one calling convention (:class:`~tallmcmc.sampling.drivers.DriverCall` in,
   :class:`~tallmcmc.sampling.drivers.DriverOutput` out);
+* :mod:`~tallmcmc.sampling.continuation` — :class:`RunState` (``result.last_state``) and the checks that a resumed
+  run goes on with the same chains; :mod:`~tallmcmc.sampling.checkpoint` — results on disk (:func:`load_result`,
+  ``result.save``, ``sample(checkpoint=...)``);
 * :mod:`~tallmcmc.sampling.program` — the compiled pieces they share; :mod:`~tallmcmc.sampling.schedule` — the
   per-step schedules; :mod:`~tallmcmc.sampling.result` — :class:`SamplingResult`.
 """
 
 from tallmcmc.run_warnings import VACUOUS_ERROR_BOUND
-from tallmcmc.sampling import adaptation, asynchronous, drivers, memory, plan, program, result, run, schedule
+from tallmcmc.sampling import adaptation, asynchronous, checkpoint, continuation, drivers, memory, plan, program
+from tallmcmc.sampling import result, run, schedule
 from tallmcmc.sampling import warmup_phase
+from tallmcmc.sampling.checkpoint import load_result
+from tallmcmc.sampling.continuation import RunState
 from tallmcmc.sampling.drivers import AUTO_ASYNCHRONOUS_CHAINS, DRIVERS, choose_driver
 from tallmcmc.sampling.result import SamplingResult, reported_draws
 from tallmcmc.sampling.run import sample
@@ -24,11 +30,13 @@ from tallmcmc.sampling.warmup_phase import WarmupResult, warmup
 __all__ = [
     "AUTO_ASYNCHRONOUS_CHAINS",
     "DRIVERS",
+    "RunState",
     "Schedule",
     "SamplingResult",
     "VACUOUS_ERROR_BOUND",
     "WarmupResult",
     "choose_driver",
+    "load_result",
     "reported_draws",
     "sample",
     "warmup",

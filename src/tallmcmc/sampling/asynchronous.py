@@ -158,11 +158,15 @@ def asynchronous_runner(
 ):
     """The ``initialise`` and ``run`` functions of the asynchronous driver (to be jitted).
 
-    ``initialise(data, states, chain_keys, factors) -> AsyncCarry`` starts
-    step 0 of every chain; ``run(data, carry, chain_keys, factors,
-    checkpoint) -> AsyncCarry`` iterates until every chain has recorded at
-    least ``checkpoint`` draws (chains ahead keep going meanwhile, up to
-    ``num_samples``). ``factors`` (per-chain step-size factors from warm-up)
+    ``initialise(data, states, chain_keys, factors, first_step) -> AsyncCarry``
+    starts step 0 of every chain; ``run(data, carry, chain_keys, factors,
+    first_step, until, limit) -> AsyncCarry`` iterates until every chain has
+    recorded at least ``until`` draws, while chains ahead keep going up to
+    ``limit`` draws (``limit = until`` leaves every chain at exactly ``until``
+    draws: the chains are *level*, and their states can be saved and resumed;
+    ``limit = num_samples`` lets them run ahead). Draw ``t`` of a chain uses
+    the key ``fold_in(chain_key, first_step + t)``: a run that continues
+    chains which have made ``first_step`` steps passes it. ``factors`` (per-chain step-size factors from warm-up)
     may be ``None``; ``temperatures`` and ``step_factors`` are per-step
     schedules of length ``num_samples`` or ``None``. With ``adapt_target``
     (a warm-up), each chain's step-size factor is adapted by dual averaging
@@ -199,10 +203,10 @@ def asynchronous_runner(
 
         return per_chain(one, factors)(keys, states, steps, factors)
 
-    def keys_at(chain_keys, steps):
-        return jax.vmap(step_key)(chain_keys, steps)
+    def keys_at(chain_keys, steps, first_step):
+        return jax.vmap(step_key)(chain_keys, steps + first_step)
 
-    def begin_chosen(data, chain_keys, states, steps, factors, chosen, flight):
+    def begin_chosen(data, chain_keys, states, steps, factors, chosen, flight, first_step):
         # One chain at a time, only the chosen ones: for a test whose ``start`` is a full pass, which
         # ``begin_all`` would make for every chain at every iteration where any chain finishes.
         order = jnp.nonzero(chosen, size=chosen.shape[0], fill_value=0)[0]
@@ -211,18 +215,18 @@ def asynchronous_runner(
             chain = order[i]
             here = jax.tree_util.tree_map(lambda leaf: leaf[chain], (chain_keys, states, steps, factors))
             key, state, step, factor = here
-            began = parts_for(data, factor, step).begin(step_key(key, step), state)
+            began = parts_for(data, factor, step).begin(step_key(key, step + first_step), state)
             return jax.tree_util.tree_map(lambda leaf, value: leaf.at[chain].set(value), flight, began)
 
         return lax.fori_loop(0, jnp.sum(chosen, dtype=jnp.int32), begin_one, flight)
 
-    def initialise(data, states, chain_keys, factors) -> AsyncCarry:
+    def initialise(data, states, chain_keys, factors, first_step) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
         steps = jnp.zeros((num_chains,), jnp.int32)
         adaptation = DualAveraging.start(num_chains) if adapting else None
         if adapting:
             factors = jnp.exp(adaptation.log_factor)
-        flight = begin_all(data, keys_at(chain_keys, steps), states, steps, factors)
+        flight = begin_all(data, keys_at(chain_keys, steps, first_step), states, steps, factors)
 
         def end_one(flight, state, step, factor):
             return parts_for(data, factor, step).end(flight, state)
@@ -234,7 +238,7 @@ def asynchronous_runner(
         new_state, info = buffers
         return AsyncCarry(states, flight, steps, new_state.position, info, jnp.zeros((), jnp.int32), adaptation)
 
-    def run(data, carry: AsyncCarry, chain_keys, factors, checkpoint) -> AsyncCarry:
+    def run(data, carry: AsyncCarry, chain_keys, factors, first_step, until, limit) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
         chains = jnp.arange(num_chains)
 
@@ -263,16 +267,16 @@ def asynchronous_runner(
             factors_next = current_factors(carry._replace(adaptation=adaptation), factors)
             starting = finished & (step < num_samples)
             if machine.start_is_full_pass:
-                flight = begin_chosen(data, chain_keys, state, step, factors_next, starting, carry.flight)
+                flight = begin_chosen(data, chain_keys, state, step, factors_next, starting, carry.flight, first_step)
             else:
-                following = begin_all(data, keys_at(chain_keys, step), state, step, factors_next)
+                following = begin_all(data, keys_at(chain_keys, step, first_step), state, step, factors_next)
                 flight = _select(starting, following, carry.flight, restart=True)
             return carry._replace(
                 state=state, flight=flight, step=step, positions=positions, info=infos, adaptation=adaptation
             )
 
         def body(carry: AsyncCarry) -> AsyncCarry:
-            active = carry.step < num_samples
+            active = carry.step < limit  # a chain at the limit waits, its next step begun (not advanced)
             running = active & ~jax.vmap(machine.done)(carry.flight.test_state)
             factors_now = current_factors(carry, factors)
             advanced = per_chain(advance_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
@@ -282,7 +286,7 @@ def asynchronous_runner(
             carry = carry._replace(flight=flight, iterations=carry.iterations + 1)
             return lax.cond(jnp.any(finished), finish, lambda c, f: c, carry, finished)
 
-        return lax.while_loop(lambda c: jnp.any(c.step < checkpoint), body, carry)
+        return lax.while_loop(lambda c: jnp.any(c.step < until), body, carry)
 
     return initialise, run
 
@@ -309,7 +313,7 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     model, proposal, test, states = call.held, call.proposal, call.test, call.states
     chain_keys, factors, bar, description = call.chain_keys, call.factors, call.bar, call.description
     num_samples = call.num_steps
-    checkpoints = list(np.cumsum(call.lengths))
+    ends = [int(end) for end in np.cumsum(call.lengths)]
     temperatures, step_factors = call.schedule
     dtype, data, layout = call.dtype, call.data, call.layout
     schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
@@ -323,43 +327,72 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     if bar is not None:
         bar.set_description(f"compiling {test.name}")
     began = time.perf_counter()
-    initialise = jax.jit(initialise).lower(data, states, chain_keys, factors).compile()
-    carry = initialise(data, states, chain_keys, factors)
-    checkpoint = jnp.asarray(0, jnp.int32)
-    run = jax.jit(run).lower(data, carry, chain_keys, factors, checkpoint).compile()
+    first_step = jnp.asarray(call.first_step, jnp.int32)
+    initialise = jax.jit(initialise).lower(data, states, chain_keys, factors, first_step).compile()
+    carry = initialise(data, states, chain_keys, factors, first_step)
+    zero = jnp.asarray(0, jnp.int32)
+    run = jax.jit(run).lower(data, carry, chain_keys, factors, first_step, zero, zero).compile()
     compile_seconds += time.perf_counter() - began
     if bar is not None:
         bar.set_description(description)
-    recorded = 0
+
+    def advance(carry, until: int, limit: int):
+        return run(data, carry, chain_keys, factors, first_step, jnp.asarray(until, jnp.int32),
+                   jnp.asarray(limit, jnp.int32))
+
+    recorded, level = 0, True  # draws every chain has made; whether every chain has made exactly that many
     try:
-        for checkpoint in checkpoints:
+        for end in ends:
+            levels_here = end in call.level_at or end == num_samples
             began = time.perf_counter()
-            carry = run(data, carry, chain_keys, factors, jnp.asarray(checkpoint, jnp.int32))
+            carry = advance(carry, end, end if levels_here else num_samples)
             reached = int(jnp.min(carry.step))  # blocks until the segment is done
             sampling_seconds += time.perf_counter() - began
             if bar is not None:
                 bar.update(reached - recorded)
-            recorded = reached
+            recorded, level = reached, levels_here
+            if levels_here and call.on_level is not None and end in call.level_at:
+                call.on_level(end, carry.state, *_drawn(carry, layout, end))
     except KeyboardInterrupt:
         if recorded == 0:
             raise
-        warnings.warn(f"interrupted: returning the {recorded} of {num_samples} draws per chain made so far", stacklevel=4)
+        if not level:  # chains that ran ahead of the slowest: bring the others level with them, so the run resumes
+            top = int(jnp.max(carry.step))
+            warnings.warn(f"interrupted: bringing every chain to draw {top} so that the run can be resumed "
+                          "(Ctrl-C again to stop at once, not resumable)", stacklevel=4)
+            try:
+                began = time.perf_counter()
+                carry = advance(carry, top, top)
+                recorded, level = int(jnp.min(carry.step)), True
+                sampling_seconds += time.perf_counter() - began
+            except KeyboardInterrupt:
+                pass
+        warnings.warn(
+            f"interrupted: returning the {recorded} of {num_samples} draws per chain made so far"
+            + ("" if level else " (the chains are not level: result.last_state is None, the run cannot be resumed)"),
+            stacklevel=4,
+        )
     finally:
         if bar is not None:
             bar.close()
     adapted = None if adapt_target is None else jnp.exp(carry.adaptation.log_factor_bar)
-    outputs = carry.positions, carry.info, adapted, carry.iterations
-    if layout is not None:
-        # one copy per data shard, all equal (exact collectives): keep the first
-        *per_chain_outputs, iterations = to_host(outputs)
-        outputs = (*jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], per_chain_outputs), iterations)
-    positions, info, adapted, iterations = outputs
-    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :recorded], positions)
-    info = {name: np.asarray(getattr(info, name))[:, :recorded] for name in MHInfo._fields}
-    adapted = None if adapted is None else jnp.asarray(adapted)
+    if layout is not None and adapted is not None:
+        adapted = jnp.asarray(np.asarray(to_host(adapted))[0])  # one copy per data shard, all equal
+    iterations = to_host(carry.iterations)
+    positions, info = _drawn(carry, layout, recorded)
     return DriverOutput(
-        carry.state, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)), adapted
+        carry.state if level else None, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)),
+        adapted,
     )
+
+
+def _drawn(carry: AsyncCarry, layout, count: int) -> tuple[Position, dict[str, np.ndarray]]:
+    """The first ``count`` draws of every chain and their step statistics, NumPy arrays ``(chain, draw, …)``."""
+    positions, info = to_host((carry.positions, carry.info))
+    if layout is not None:  # one copy per data shard, all equal (exact collectives): keep the first
+        positions, info = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], (positions, info))
+    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :count], positions)
+    return positions, {name: np.asarray(getattr(info, name))[:, :count] for name in MHInfo._fields}
 
 
 def _on_mesh(layout, initialise_one, run_one):
@@ -370,22 +403,23 @@ def _on_mesh(layout, initialise_one, run_one):
     the loop's iteration count is kept per device.
     """
 
-    def initialise_here(data, states, chain_keys, factors):
-        carry = initialise_one(data, states, chain_keys, factors)
+    def initialise_here(data, states, chain_keys, factors, first_step):
+        carry = initialise_one(data, states, chain_keys, factors, first_step)
         return carry._replace(iterations=carry.iterations[None])
 
-    def run_here(data, state, flight, step, positions, info, iterations, adaptation, chain_keys, factors, checkpoint):
+    def run_here(data, state, flight, step, positions, info, iterations, adaptation, chain_keys, factors, first_step,
+                 until, limit):
         carry = AsyncCarry(state, flight, step, positions, info, iterations[0], adaptation)
-        carry = run_one(data, carry, chain_keys, factors, checkpoint)
+        carry = run_one(data, carry, chain_keys, factors, first_step, until, limit)
         return carry._replace(iterations=carry.iterations[None])
 
     carry_kinds = AsyncCarry("state", "state", "state", "state", "state", "chains", "state")
-    initialise = layout.shard_map(initialise_here, ("data", "state", "chains", "chains"), carry_kinds)
+    initialise = layout.shard_map(initialise_here, ("data", "state", "chains", "chains", "replicated"), carry_kinds)
     run_fields = layout.shard_map(
-        run_here, ("data", *carry_kinds, "chains", "chains", "replicated"), carry_kinds
+        run_here, ("data", *carry_kinds, "chains", "chains", "replicated", "replicated", "replicated"), carry_kinds
     )
 
-    def run(data, carry, chain_keys, factors, checkpoint):
-        return run_fields(data, *carry, chain_keys, factors, checkpoint)
+    def run(data, carry, chain_keys, factors, first_step, until, limit):
+        return run_fields(data, *carry, chain_keys, factors, first_step, until, limit)
 
     return initialise, run

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -59,6 +60,16 @@ class DriverCall(NamedTuple):
         Of the schedules' values.
     bar, description
         A progress bar (``update``, ``set_description``, ``close``) and its label.
+    first_step
+        Steps these chains have already made: step ``t`` of this call uses the
+        key of step ``first_step + t`` (a continued run draws what one longer
+        run would have).
+    level_at, on_level
+        Step counts (ends of chunks of ``lengths``) at which every chain must
+        have made exactly that many steps, and ``on_level(steps, states,
+        positions, info)`` is called with the chains' states and the draws so
+        far (e.g. to write a checkpoint). The vmapped driver's chains are
+        always level; the asynchronous driver's chains otherwise run ahead.
     """
 
     held: Model
@@ -74,6 +85,9 @@ class DriverCall(NamedTuple):
     dtype: Any
     bar: Any
     description: str
+    first_step: int = 0
+    level_at: tuple[int, ...] = ()
+    on_level: Callable[..., None] | None = None
 
     @property
     def num_steps(self) -> int:
@@ -84,7 +98,9 @@ class DriverOutput(NamedTuple):
     """What a driver returns.
 
     states
-        The chains' last states (with a mesh, the layout's ``"state"`` form).
+        The chains' last states (with a mesh, the layout's ``"state"`` form),
+        after exactly as many steps as there are draws; ``None`` if an
+        interrupted asynchronous run could not bring its chains level.
     positions, info
         The draws and each step's :class:`~tallmcmc.kernel.MHInfo` fields,
         NumPy arrays ``(chain, draw, …)``; fewer draws than asked if interrupted.
@@ -140,7 +156,8 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
     done = 0
     try:
         for length in call.lengths:
-            step_indices = jnp.arange(done, done + length, dtype=jnp.uint32)
+            first = call.first_step + done
+            step_indices = jnp.arange(first, first + length, dtype=jnp.uint32)
             schedule = call.schedule.window(done, length, call.dtype)
             if length not in compiled:
                 bar.set_description(f"compiling {call.test.name}")
@@ -152,15 +169,20 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
                 compile_seconds += time.perf_counter() - began
                 bar.set_description(call.description)
             began = time.perf_counter()
-            states, (positions, info) = compiled[length](
+            following, (positions, info) = compiled[length](
                 call.data, states, call.chain_keys, step_indices, factors, schedule
             )
-            jax.block_until_ready(states)
+            jax.block_until_ready(following)
             sampling_seconds += time.perf_counter() - began
-            positions_parts.append(to_host(positions))
-            info_parts.append(to_host(info))
+            positions, info = to_host((positions, info))
+            # the states and the draws move on together, so that an interrupt leaves them consistent
+            states = following
+            positions_parts.append(positions)
+            info_parts.append(info)
             bar.update(length)
             done += length
+            if call.on_level is not None and done in call.level_at:
+                call.on_level(done, states, *_stacked(positions_parts, info_parts))
     except KeyboardInterrupt:
         if not info_parts:
             raise
@@ -169,14 +191,18 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
                       stacklevel=4)
     finally:
         bar.close()
+    positions, info = _stacked(positions_parts, info_parts)
+    return DriverOutput(states, positions, info, compile_seconds, sampling_seconds)
+
+
+def _stacked(positions_parts: list, info_parts: list) -> tuple[Position, dict[str, np.ndarray]]:
+    """The chunks' draws and step statistics joined, ``(chain, draw, …)`` (a scan stacks ``(draw, chain, …)``)."""
 
     def stack(*parts):
-        # scan stacks (draw, chain, ...); the ArviZ convention is (chain, draw, ...)
         return np.swapaxes(np.concatenate(parts, axis=0), 0, 1)
 
     positions = jax.tree_util.tree_map(stack, *positions_parts)
-    info = {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
-    return DriverOutput(states, positions, info, compile_seconds, sampling_seconds)
+    return positions, {name: stack(*(getattr(part, name) for part in info_parts)) for name in MHInfo._fields}
 
 
 class NoBar:

@@ -8,10 +8,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from tallmcmc.interop.arviz import named_variables
 from tallmcmc.kernel import MHState
 from tallmcmc.model import Model, Position
 
-__all__ = ["SamplingResult", "reported_draws"]
+__all__ = ["SamplingResult", "named_variables", "reported_draws"]
 
 
 @dataclasses.dataclass
@@ -55,6 +56,19 @@ class SamplingResult:
     diagnosis
         From :func:`tallmcmc.sample_tall`: its :class:`tallmcmc.automatic.TallDiagnosis`
         (decision, setup passes, residuals, r̂, ESS); ``None`` from :func:`sample`.
+    last_state
+        What ``sample(..., resume=...)`` needs to go on where this run stopped
+        (:class:`~tallmcmc.sampling.continuation.RunState`: every chain's
+        state, step counter and adaptation); ``None`` if an interrupted run
+        could not bring its asynchronous chains level.
+    first_draw
+        The step index of the first draw held: 0, or for a run that
+        continued ``resume=result.last_state``, the steps made before it.
+    target_draws
+        Loaded from a checkpoint: the draws per chain the run was asked for
+        (``None`` otherwise).
+
+    A loaded result (:func:`tallmcmc.load_result`) has ``final_state`` ``None``.
     """
 
     positions: Position
@@ -73,6 +87,9 @@ class SamplingResult:
     driver: str = "vmap"
     loop_iterations: int | None = None
     diagnosis: Any = None
+    last_state: Any = None
+    first_draw: int = 0
+    target_draws: int | None = None
 
     @property
     def setup_data_passes(self) -> float:
@@ -123,25 +140,66 @@ class SamplingResult:
         return self.num_chains * self.num_draws / max(self.sampling_seconds, 1e-12)
 
     def to_inference_data(self):
-        """An :class:`arviz.InferenceData` with the draws and the step statistics.
+        """The draws and step statistics as the installed ArviZ's own object.
 
+        An :class:`arviz.InferenceData` under ArviZ 0.x, the
+        :class:`xarray.DataTree` of :meth:`to_datatree` under ArviZ 1.x
+        (:func:`tallmcmc.interop.arviz.inference_data`, ``docs/arviz.md``).
         Positions that are dicts keep their keys as variable names; a bare
         array is called ``theta``; tuples and lists become ``theta_0``, …
         Test statistics go to ``sample_stats``.
         """
-        import arviz as az
+        from tallmcmc.interop.arviz import inference_data
 
-        posterior = named_variables(self.positions)
-        sample_stats = {key: np.asarray(value) for key, value in self.info.items()}
-        if self.warmup_info is None:
-            return az.from_dict(posterior=posterior, sample_stats=sample_stats, attrs=self._attrs())
-        return az.from_dict(
-            posterior=posterior,
-            sample_stats=sample_stats,
-            warmup_posterior=named_variables(self.warmup_positions),
-            warmup_sample_stats={key: np.asarray(value) for key, value in self.warmup_info.items()},
-            save_warmup=True,
-            attrs=self._attrs(),
+        return inference_data(self)
+
+    def to_datatree(self):
+        """The draws and step statistics as an :class:`xarray.DataTree` with ArviZ's groups (needs only xarray)."""
+        from tallmcmc.interop.arviz import to_datatree
+
+        return to_datatree(self)
+
+    def save(self, path) -> None:
+        """Write the run to ``path`` (one NetCDF file, atomically): draws, statistics, setup counts, timings,
+        the state to resume from and the library version.
+
+        ``tallmcmc.load_result(path)`` reads it back and ``sample(...,
+        resume=...)`` continues it; ``xarray.open_datatree(path)`` or ArviZ
+        open it without tallmcmc (:mod:`tallmcmc.sampling.run_file`).
+        """
+        from tallmcmc.sampling.run_file import save_result
+
+        save_result(self, path)
+
+    def extended_by(self, later: SamplingResult) -> SamplingResult:
+        """This run with the draws of ``later`` (a run that continued ``self.last_state``) appended.
+
+        Setup counts and warm-up are this run's, timings and loop iterations
+        the sums, the final and last states ``later``'s.
+        """
+        if later.first_draw != self.first_draw + self.num_draws:
+            raise ValueError(
+                f"extended_by: the later run starts at draw {later.first_draw}, but this one ends at draw "
+                f"{self.first_draw + self.num_draws}; it does not continue this run"
+            )
+
+        def join(a, b):
+            return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
+
+        iterations = None if self.loop_iterations is None and later.loop_iterations is None else \
+            (self.loop_iterations or 0) + (later.loop_iterations or 0)
+        return dataclasses.replace(
+            self,
+            positions=jax.tree_util.tree_map(join, self.positions, later.positions),
+            info={name: join(self.info[name], later.info[name]) for name in self.info},
+            compile_seconds=self.compile_seconds + later.compile_seconds,
+            sampling_seconds=self.sampling_seconds + later.sampling_seconds,
+            final_state=later.final_state,
+            last_state=later.last_state,
+            driver=later.driver,
+            loop_iterations=iterations,
+            diagnosis=None,
+            target_draws=None,
         )
 
     def _attrs(self) -> dict[str, Any]:
@@ -154,21 +212,14 @@ class SamplingResult:
         }
 
 
-def named_variables(positions: Position) -> dict[str, np.ndarray]:
-    """ArviZ variables of draws: a dict's keys, ``theta`` for one array, ``theta_0``, … for tuples and other pytrees."""
-    if isinstance(positions, dict):
-        return {str(key): np.asarray(value) for key, value in positions.items()}
-    if isinstance(positions, (tuple, list)):
-        return {f"theta_{i}": np.asarray(value) for i, value in enumerate(positions)}
-    leaves, _ = jax.tree_util.tree_flatten(positions)
-    if len(leaves) == 1:
-        return {"theta": np.asarray(leaves[0])}
-    return {f"theta_{i}": np.asarray(value) for i, value in enumerate(leaves)}
-
-
 def reported_draws(model: Model, positions: Position) -> Position:
     """Draws ``(chain, draw, …)`` as the user reads them: ``model.constrain`` applied to each, if the model has one."""
     if positions is None or model.constrain is None:
         return positions
+    if jax.tree_util.tree_leaves(positions)[0].shape[1] == 0:  # no draws yet (a checkpoint right after warm-up)
+        one = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[2:], leaf.dtype), positions)
+        shapes = jax.eval_shape(model.constrain, one)
+        chains = jax.tree_util.tree_leaves(positions)[0].shape[0]
+        return jax.tree_util.tree_map(lambda shape: np.zeros((chains, 0, *shape.shape), shape.dtype), shapes)
     constrained = jax.jit(jax.vmap(jax.vmap(model.constrain)))(positions)
     return jax.tree_util.tree_map(np.asarray, constrained)

@@ -9,9 +9,12 @@ drivers, one calling convention), :mod:`~tallmcmc.sampling.result` (the :class:`
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
@@ -19,7 +22,11 @@ from tallmcmc.kernel import MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.run_warnings import warn_if_error_bounds_vacuous, warn_if_subsampling_does_not_pay
+from tallmcmc._checks import integer_at_least
 from tallmcmc.sampling.asynchronous import run_asynchronous
+from tallmcmc.sampling.checkpoint import CheckpointFile
+from tallmcmc.sampling.continuation import RunState, bind_states, check_resumable, position_kind, resumed_proposal
+from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput, progress_bar, run_vmapped
 from tallmcmc.sampling.plan import RunPlan, plan_run
 from tallmcmc.sampling.result import SamplingResult, reported_draws
@@ -36,8 +43,8 @@ def sample(
     initial_position: Position | WarmupResult = None,
     *,
     num_samples: int = 1000,
-    num_chains: int = 1,
-    seed: int = 0,
+    num_chains: int | None = None,
+    seed: int | None = None,
     progress: bool = True,
     initial_positions: Position = None,
     num_chunks: int = 20,
@@ -49,6 +56,9 @@ def sample(
     driver: str = "vmap",
     mesh=None,
     check_starts: bool = True,
+    resume: SamplingResult | RunState | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
 ) -> SamplingResult:
     """Run ``num_chains`` Markov chains of ``num_samples`` steps each.
 
@@ -68,10 +78,13 @@ def sample(
         ``num_warmup`` must then be 0).
     num_samples
         Steps per chain; every step's state is kept (rejections repeat it).
+        With ``resume``, the steps to add; with ``checkpoint``, the run's
+        total (see ``checkpoint``).
     num_chains
-        Chains run together (``vmap``).
+        Chains run together (default 1, or the number of the run resumed).
     seed
-        Seed of the random stream; the same seed gives the same draws.
+        Seed of the random stream (default 0, or the seed of the run
+        resumed); the same seed gives the same draws.
         Everything after ``initial_position`` is keyword-only.
     progress
         Show a progress bar over chunks of steps.
@@ -178,6 +191,36 @@ def sample(
         distinct start before compiling (one pass each, counted as ``"start
         check"``). ``False`` skips it, for starts a previous run of the same
         model produced (e.g. its ``final_state.position``).
+    resume
+        Go on with the chains of another run: a :class:`SamplingResult` (the
+        result returned is that run extended by ``num_samples`` draws), or its
+        ``last_state`` (:class:`~tallmcmc.sampling.continuation.RunState`; the
+        result holds only the new draws, ``result.first_draw`` says where they
+        start). Each chain continues from its state (position, the test's
+        cache such as the tail guard's pool, the step counter that keys its
+        draws) with the step-size factor and covariance its warm-up adapted:
+        a run of ``n`` draws continued by ``m`` equals one run of ``n + m``
+        bit for bit, either driver, on a mesh too. It does not warm up again
+        unless ``num_warmup`` asks (then only with a ``RunState``).
+        ``initial_position`` and ``initial_positions`` are not needed (a
+        custom-pytree position loaded from a file needs ``initial_position``
+        for its structure). The same model, proposal, test, number of chains
+        and mesh, or a ``ValueError`` naming the one that differs.
+    checkpoint
+        A file path: the run is written there (:meth:`SamplingResult.save`:
+        NetCDF, atomically) after warm-up and every ``checkpoint_every``
+        steps, and when it ends or is interrupted. If the file exists, the run
+        resumes from it instead of starting afresh (a killed job re-run
+        unchanged goes on where it stopped) and returns the whole run;
+        ``num_samples`` is then the run's total, and a file that already holds
+        them is returned as it is. A file from another model, test, proposal,
+        seed, number of chains or library version is refused, naming what
+        differs; the file is never executed (``docs/long_runs.md``).
+    checkpoint_every
+        Kept steps per chain between writes (default: every chunk,
+        ``num_samples / num_chunks``); the chunks are shortened to divide it.
+        The asynchronous driver brings its chains level at each write (its
+        chains otherwise run ahead of each other), which costs a little time.
 
     Returns
     -------
@@ -200,28 +243,162 @@ def sample(
     raises :class:`tallmcmc.sharding.DeviceMemoryError` (a ``ValueError``)
     with the estimate and the remedy (``mesh=``) before JAX runs out of memory.
     """
+    store = None if checkpoint is None else CheckpointFile(checkpoint, checkpoint_every)
+    if checkpoint is None and checkpoint_every is not None:
+        raise ValueError("checkpoint_every needs checkpoint (the file to write)")
+    num_samples = integer_at_least(num_samples, "num_samples")
     warmed = initial_position if isinstance(initial_position, WarmupResult) else None
-    if warmed is not None:
+    earlier, state = _resumed(resume, warmed)
+    total = num_samples + (0 if earlier is None else earlier.num_draws)  # the run's draws per chain, all told
+    saved = None if store is None else store.saved()
+    if saved is not None:  # a checkpoint of this very run: go on from it
+        store.check_continues(saved, model, test.name, proposal.name, num_chains, seed, total)
+        if saved.num_draws == total:
+            return saved
+        earlier, state, num_warmup = saved, saved.last_state, 0  # it has warmed up already
+        num_samples = total - saved.num_draws
+    example = None if warmed is not None else initial_position
+    if state is not None:
+        num_chains = state.num_chains if num_chains is None else num_chains
+        seed = state.seed if seed is None else seed
+        check_resumable(state, model, proposal, test, num_chains, mesh)
+        if num_warmup and earlier is not None:
+            raise ValueError("num_warmup: a resumed SamplingResult is extended without warming up again; to warm up "
+                             "again, resume from result.last_state (the result then holds only the new draws)")
+        initial_position, initial_positions, check_starts = None, starts_of(state, example), False
+    elif warmed is not None:
+        num_chains = warmed.num_chains if num_chains is None else num_chains
+        seed = warmed.seed if seed is None else seed
         _check_continues(warmed, model, proposal, test, num_chains, num_warmup, mesh)
         initial_position, initial_positions, check_starts = None, _first_copy(warmed), False
+    num_chains = 1 if num_chains is None else num_chains
+    seed = 0 if seed is None else seed
+    kept_proposal = warmed.proposal if warmed is not None else proposal
+    if state is not None and not num_warmup:
+        kept_proposal = resumed_proposal(state, proposal)
     plan = plan_run(
-        model, proposal if warmed is None else warmed.proposal, test, initial_position, initial_positions,
+        model, kept_proposal, test, initial_position, initial_positions,
         num_samples=num_samples, num_chains=num_chains, seed=seed, progress=progress, num_chunks=num_chunks,
         num_warmup=num_warmup, target_acceptance=target_acceptance, temperature_schedule=temperature_schedule,
         step_size_schedule=step_size_schedule, adapt_covariance=adapt_covariance, driver=driver, mesh=mesh,
         check_starts=check_starts,
     )
-    if warmed is None:
+    first_step, factors, covariance = 0, None, None
+    if state is not None:
+        states = bind_states(state, jax.eval_shape(plan.program.initialise, plan.data, plan.starts))
+        first_step = state.steps_done
+        if not num_warmup:
+            factors = None if state.step_size_factor is None else jnp.asarray(state.step_size_factor)
+            covariance = state.adapted_covariance
+    elif warmed is None:
         states = plan.program.initialise(plan.data, plan.starts)
-        warmed = run_warmup(plan, states, mesh) if plan.num_warmup else None
+    if plan.num_warmup:
+        warmed = run_warmup(plan, states, mesh, stream=first_step)
     if warmed is not None:
         states, plan = warmed.states, plan._replace(proposal=warmed.proposal)
-    factors = None if warmed is None else warmed.step_size_factor
-    output = _run_kept_draws(plan, states, factors)
-    result = _result(plan, warmed, output)
+        factors, covariance = warmed.step_size_factor, warmed.adapted_covariance
+    run = _Run(plan, warmed, earlier, first_step, factors, covariance, proposal.name,
+               setup=state is None, store=store, total=total)
+    if store is not None and warmed is not None and earlier is None:  # warm-up done: never again for this run
+        run.write(DriverOutput(states, *_no_draws(warmed), 0.0, 0.0))
+    output = _run_kept_draws(plan, states, factors, first_step, *run.checkpoints(store, checkpoint_every),
+                             checkpoint_every)
+    result = run.result(output)
+    if store is not None and result.last_state is not None:
+        store.write(result, total)
     _warn(plan, result, output.states)
     _check_setup_objects(plan, result)
     return result
+
+
+def _resumed(resume, warmed: WarmupResult | None) -> tuple[SamplingResult | None, RunState | None]:
+    """``(the result to extend or None, the state to go on from or None)`` of ``sample``'s ``resume``."""
+    if resume is None:
+        return None, None
+    if warmed is not None:
+        raise ValueError("give either resume or a WarmupResult as initial_position, not both")
+    if isinstance(resume, SamplingResult):
+        if resume.last_state is None:
+            raise ValueError(
+                "resume: this result cannot be resumed (an interrupted asynchronous run whose chains could not be "
+                "brought level); start a new run from its last draws"
+            )
+        return resume, resume.last_state
+    if isinstance(resume, RunState):
+        return None, resume
+    raise TypeError(f"resume must be a SamplingResult or its last_state (a RunState); got {type(resume).__name__}")
+
+
+def _no_draws(warmed: WarmupResult) -> tuple[Position, dict[str, np.ndarray]]:
+    """Zero kept draws shaped like the warm-up's: what a checkpoint written right after warm-up holds."""
+    positions = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:, :0], warmed.positions)
+    return positions, {name: np.asarray(value)[:, :0] for name, value in warmed.info.items()}
+
+
+class _Run:
+    """What ``sample`` knows between planning and the result: builds results, partial or whole, and checkpoints."""
+
+    def __init__(self, plan: RunPlan, warmed, earlier, first_step, factors, covariance, proposal_name, *, setup,
+                 store, total):
+        self.plan, self.warmed, self.earlier, self.first_step = plan, warmed, earlier, first_step
+        self.factors, self.covariance, self.proposal_name = factors, covariance, proposal_name
+        self.setup, self.store, self.total = setup, store, total
+
+    def checkpoints(self, store, every) -> tuple[tuple[int, ...], Any]:
+        """``(level_at, on_level)`` for the driver: the step counts at which a checkpoint is written, and the writer."""
+        if store is None:
+            return (), None
+        chunk = _chunk_length(self.plan.num_samples, self.plan.num_chunks, every)
+        every = chunk if every is None else chunk * max(1, every // chunk)
+        return tuple(range(every, self.plan.num_samples, every)), self.write_partial
+
+    def write_partial(self, steps: int, states: MHState, positions, info) -> None:
+        self.write(DriverOutput(states, positions, info, 0.0, 0.0))
+
+    def write(self, output: DriverOutput) -> None:
+        self.store.write(self.result(output), self.total)
+
+    def result(self, output: DriverOutput) -> SamplingResult:
+        plan, warmed = self.plan, self.warmed
+        states = output.states
+        final = last = None
+        if states is not None:
+            final = states
+            if plan.layout is not None:  # one copy per data shard: the position is the same in all
+                final = MHState(*plan.layout.first_copy((states.position, states.log_prior)), states.cache)
+            num_new = int(jax.tree_util.tree_leaves(output.info)[0].shape[1])
+            last = RunState(
+                states=states, steps_done=self.first_step + num_new, seed=plan.seed, num_chains=plan.num_chains,
+                step_size_factor=None if self.factors is None else np.asarray(to_host(self.factors)),
+                adapted_covariance=self.covariance, test_name=plan.test.name, proposal_name=self.proposal_name,
+                num_data=plan.model.num_data, mesh_shape=None if plan.layout is None else dict(plan.layout.mesh.shape),
+                position_kind=position_kind(jax.tree_util.tree_map(lambda leaf: leaf[0], plan.starts)),
+                model=plan.model,
+            )
+        setup = {}
+        if self.setup:
+            setup = dict(plan.setup_data_used) if warmed is None else {**warmed.setup_data_used,
+                                                                        **plan.setup_data_used}
+        result = SamplingResult(
+            positions=reported_draws(plan.model, output.positions),
+            info=output.info,
+            num_data=plan.model.num_data,
+            compile_seconds=output.compile_seconds,
+            sampling_seconds=output.sampling_seconds,
+            final_state=final,
+            test_name=plan.test.name,
+            proposal_name=plan.proposal.name,
+            setup_data_used=setup,
+            warmup_positions=None if warmed is None else reported_draws(plan.model, warmed.positions),
+            warmup_info=None if warmed is None else warmed.info,
+            step_size_factor=None if self.factors is None else np.asarray(to_host(self.factors)),
+            adapted_covariance=self.covariance,
+            driver=plan.driver,
+            loop_iterations=output.loop_iterations,
+            last_state=last,
+            first_draw=self.first_step,
+        )
+        return result if self.earlier is None else self.earlier.extended_by(result)
 
 
 def _check_continues(warmed: WarmupResult, model, proposal, test, num_chains, num_warmup, mesh) -> None:
@@ -251,40 +428,22 @@ def _first_copy(warmed: WarmupResult) -> Position:
     return jax.tree_util.tree_map(lambda leaf: to_host(leaf)[0], positions)
 
 
-def _run_kept_draws(plan: RunPlan, states: MHState, factors) -> DriverOutput:
-    """The kept draws with the plan's driver, in ``num_chunks`` chunks, under a progress bar."""
-    chunk = math.ceil(plan.num_samples / plan.num_chunks)
+def _chunk_length(num_samples: int, num_chunks: int, checkpoint_every: int | None) -> int:
+    """Steps per chunk: ``num_samples / num_chunks`` rounded up, at most ``checkpoint_every``."""
+    chunk = math.ceil(num_samples / num_chunks)
+    return chunk if checkpoint_every is None else max(1, min(chunk, checkpoint_every))
+
+
+def _run_kept_draws(plan: RunPlan, states: MHState, factors, first_step: int = 0, level_at: tuple[int, ...] = (),
+                    on_level=None, checkpoint_every: int | None = None) -> DriverOutput:
+    """The kept draws with the plan's driver, in chunks, under a progress bar (steps ``first_step`` on)."""
+    chunk = _chunk_length(plan.num_samples, plan.num_chunks, checkpoint_every if on_level is not None else None)
     lengths = [chunk] * (plan.num_samples // chunk) + ([plan.num_samples % chunk] if plan.num_samples % chunk else [])
     description = f"{plan.test.name} x {plan.num_chains} chain(s)"
     call = DriverCall(plan.held, plan.proposal, plan.test, plan.data, plan.layout, states, plan.chain_keys(), factors,
                       lengths, plan.schedule, plan.dtype, progress_bar(plan.num_samples, plan.progress, description),
-                      description)
+                      description, first_step, level_at, on_level)
     return run_asynchronous(call) if plan.driver == "asynchronous" else run_vmapped(call)
-
-
-def _result(plan: RunPlan, warmed: WarmupResult | None, output: DriverOutput) -> SamplingResult:
-    states = output.states
-    if plan.layout is not None:  # one copy per data shard: the position is the same in all, the cache is each shard's
-        states = MHState(*plan.layout.first_copy((states.position, states.log_prior)), states.cache)
-    setup = dict(plan.setup_data_used) if warmed is None else {**warmed.setup_data_used, **plan.setup_data_used}
-    return SamplingResult(
-        positions=reported_draws(plan.model, output.positions),
-        info=output.info,
-        num_data=plan.model.num_data,
-        compile_seconds=output.compile_seconds,
-        sampling_seconds=output.sampling_seconds,
-        final_state=states,
-        test_name=plan.test.name,
-        proposal_name=plan.proposal.name,
-        setup_data_used=setup,
-        warmup_positions=None if warmed is None else reported_draws(plan.model, warmed.positions),
-        warmup_info=None if warmed is None else warmed.info,
-        step_size_factor=None if warmed is None or warmed.step_size_factor is None
-        else np.asarray(to_host(warmed.step_size_factor)),
-        adapted_covariance=None if warmed is None else warmed.adapted_covariance,
-        driver=plan.driver,
-        loop_iterations=output.loop_iterations,
-    )
 
 
 def _warn(plan: RunPlan, result: SamplingResult, states: MHState) -> None:
@@ -302,7 +461,7 @@ def _warn(plan: RunPlan, result: SamplingResult, states: MHState) -> None:
         )
     warn_if_error_bounds_vacuous(info, stacklevel=4)
     if has_step_machine(plan.test):  # a subsampling test: did it pay, and if not, why
-        pool = to_host(states.cache) if hasattr(states.cache, "fourth") else None  # the tail guard's, if any
+        pool = to_host(states.cache) if states is not None and hasattr(states.cache, "fourth") else None
         warn_if_subsampling_does_not_pay(plan.test.name, info, plan.model.num_data, pool, plan.uses_control_variate,
                                          stacklevel=4)
 

@@ -135,10 +135,16 @@ def warmup(
     return run_warmup(plan, plan.program.initialise(plan.data, plan.starts), mesh)
 
 
-def run_warmup(plan: RunPlan, states: MHState, mesh=None) -> WarmupResult:
-    """``plan.num_warmup`` warm-up steps of ``plan``'s chains from ``states`` (see the module docstring)."""
+def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> WarmupResult:
+    """``plan.num_warmup`` warm-up steps of ``plan``'s chains from ``states`` (see the module docstring).
+
+    ``stream``: 0 for chains that have made no kept step; a resumed run that warms up again passes the steps its
+    chains have made, so that its warm-up keys differ from the first warm-up's.
+    """
     num_warmup = plan.num_warmup
     warmup_keys = plan.chain_keys(WARMUP_STREAM)
+    if stream:
+        warmup_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, stream)
     if plan.progress:
         print(f"warm-up: {num_warmup} steps{' adapting the step size' if plan.adapt else ''} ...", flush=True)
     proposal, adapted_covariance = plan.proposal, None

@@ -1,0 +1,181 @@
+"""Runs read back from disk (:func:`load_result`), and the checkpoint file ``sample(..., checkpoint=path)``
+resumes from and writes to as it goes (:class:`CheckpointFile`). The file's format: :mod:`tallmcmc.sampling.run_file`.
+
+Nothing in a file is ever executed: reading it parses arrays and JSON only (no pickle), so a file from someone
+else is safe to open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from tallmcmc.kernel import MHInfo
+from tallmcmc.model import Model, Position
+from tallmcmc.sampling.continuation import RunState, starts_of
+from tallmcmc.sampling.result import SamplingResult
+from tallmcmc.sampling.run_file import FORMAT, FORMAT_VERSION, STATE_GROUP, check_model, check_writable
+from tallmcmc.sampling.run_file import library_version, save_result
+
+__all__ = ["CheckpointFile", "load_result"]
+
+
+def load_result(path: str | os.PathLike, *, argument: str = "path") -> SamplingResult:
+    """Read a result written by :meth:`SamplingResult.save` or ``sample(checkpoint=...)``.
+
+    Reads arrays and JSON only: nothing in the file is executed. Returns a
+    :class:`SamplingResult` whose ``final_state`` is ``None`` and whose
+    ``last_state`` (if the run could be resumed) holds the state's arrays in
+    order, to be given to ``sample(..., resume=result)`` (which checks them
+    against the model, proposal and test it is called with). Positions are
+    rebuilt as they were for arrays, dicts of arrays, tuples and lists; other
+    pytrees come back as a dict ``{"theta_0": …}``. A file that is not one,
+    is truncated or was written by another library version raises a
+    ``ValueError`` naming ``argument``.
+    """
+    import xarray as xr
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{argument}={str(path)!r} does not exist")
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as opened:
+            tree = opened.load()
+        meta = json.loads(tree[STATE_GROUP].attrs["tallmcmc"])
+    except Exception as error:  # noqa: BLE001 - any failure to parse is the same message
+        raise ValueError(
+            f"{argument}={str(path)!r} cannot be read as a tallmcmc run ({type(error).__name__}: {error}); it is "
+            "truncated, corrupt or not written by tallmcmc. Delete it to start afresh"
+        ) from error
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{argument}={str(path)!r} is not a tallmcmc run file of format version {FORMAT_VERSION}")
+    if meta["library_version"] != library_version():
+        raise ValueError(
+            f"{argument}={str(path)!r} was written by tallmcmc {meta['library_version']}; this is "
+            f"{library_version()}. Resume it with that version (pip install tallmcmc=={meta['library_version']}), "
+            "or delete it to start afresh"
+        )
+    try:
+        return _result_from(tree, meta)
+    except (KeyError, ValueError, IndexError) as error:
+        raise ValueError(f"{argument}={str(path)!r} is incomplete ({type(error).__name__}: {error}); delete it to "
+                         "start afresh") from error
+
+
+def _draws(dataset, kind: list) -> Position:
+    names = list(dataset.data_vars)
+    values = {name: np.asarray(dataset[name].values) for name in names}
+    kind = (kind[0], tuple(kind[1])) if kind[0] == "dict" else tuple(kind)
+    if kind[0] == "array":
+        return values["theta"]
+    if kind[0] == "dict":
+        return {name: values[name] for name in kind[1]}
+    if kind[0] in ("tuple", "list"):
+        ordered = [values[f"theta_{i}"] for i in range(int(kind[1]))]
+        return tuple(ordered) if kind[0] == "tuple" else ordered
+    return values
+
+
+def _result_from(tree, meta: dict[str, Any]) -> SamplingResult:
+    stats = tree["sample_stats"].to_dataset()
+    info = {name: np.asarray(stats[name].values) for name in MHInfo._fields}
+    warmup_positions = warmup_info = None
+    if meta["warmup_draws_kind"] is not None:
+        warmup_positions = _draws(tree["warmup_posterior"].to_dataset(), meta["warmup_draws_kind"])
+        warm = tree["warmup_sample_stats"].to_dataset()
+        warmup_info = {name: np.asarray(warm[name].values) for name in MHInfo._fields}
+    state_data = tree[STATE_GROUP].to_dataset()
+    saved = meta["state"]
+    last_state = factors = covariance = None
+    if "step_size_factor" in state_data:
+        factors = np.asarray(state_data["step_size_factor"].values)
+    if "adapted_covariance" in state_data:
+        covariance = np.asarray(state_data["adapted_covariance"].values)
+    if saved is not None:
+        leaves = []
+        for index in range(saved["num_leaves"]):
+            leaf = np.asarray(state_data[f"state_{index}"].values)
+            impl = saved["prng_keys"].get(str(index))
+            leaves.append(leaf if impl is None else jax.random.wrap_key_data(leaf, impl=impl))
+        last_state = RunState(
+            states=tuple(leaves), steps_done=saved["steps_done"], seed=saved["seed"], num_chains=saved["num_chains"],
+            step_size_factor=factors, adapted_covariance=covariance, test_name=saved["test_name"],
+            proposal_name=saved["proposal_name"], num_data=saved["num_data"],
+            mesh_shape=saved["mesh_shape"], position_kind=_kind(saved["position_kind"]), model=None,
+            fingerprint=saved["model"],
+        )
+    return SamplingResult(
+        positions=_draws(tree["posterior"].to_dataset(), meta["draws_kind"]),
+        info=info,
+        num_data=meta["num_data"],
+        compile_seconds=meta["compile_seconds"],
+        sampling_seconds=meta["sampling_seconds"],
+        final_state=None,
+        test_name=meta["test_name"],
+        proposal_name=meta["proposal_name"],
+        setup_data_used=dict(meta["setup_data_used"]),
+        warmup_positions=warmup_positions,
+        warmup_info=warmup_info,
+        step_size_factor=factors,
+        adapted_covariance=covariance,
+        driver=meta["driver"],
+        loop_iterations=meta["loop_iterations"],
+        last_state=last_state,
+        first_draw=meta["first_draw"],
+        target_draws=meta["target_draws"],
+    )
+
+
+# -------------------------------------------------------------------------------------- checkpoints as it goes
+
+
+class CheckpointFile:
+    """The file ``sample(..., checkpoint=path)`` resumes from and writes to (see :func:`tallmcmc.sample`)."""
+
+    def __init__(self, path: str | os.PathLike, every: int | None):
+        self.path = Path(path)
+        check_writable(self.path, "checkpoint")  # before anything is sampled, not after an hour of it
+        if every is not None and (isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1):
+            raise ValueError(f"checkpoint_every must be a whole number of steps >= 1; got {every!r}")
+        self.every = None if every is None else int(every)
+
+    def saved(self) -> SamplingResult | None:
+        """The run in the file, or ``None`` if there is none yet."""
+        if not self.path.exists():
+            return None
+        return load_result(self.path, argument="checkpoint")
+
+    def check_continues(self, saved: SamplingResult, model: Model, test_name: str, proposal_name: str,
+                        num_chains: int | None, seed: int | None, target: int) -> None:
+        """Refuse a file that is not this call's run (another model, test, proposal, seed, chains or length)."""
+        state = saved.last_state
+        where = f"checkpoint={str(self.path)!r}"
+        if state is None:
+            raise ValueError(f"{where} holds draws but no state to resume from (an interrupted run whose chains "
+                             "were not level); delete it to start afresh")
+        for name, given, had in (("test", test_name, state.test_name), ("proposal", proposal_name, state.proposal_name),
+                                 ("num_chains", num_chains, state.num_chains), ("seed", seed, state.seed)):
+            if given is not None and given != had:
+                raise ValueError(f"{where} was written by a run with {name}={had!r}; this call has {name}={given!r}. "
+                                 "Resume with the same settings, or give another checkpoint path")
+        if saved.target_draws is not None and saved.target_draws != target:
+            raise ValueError(
+                f"{where} was written by a run of {saved.target_draws} draws per chain; this call asks for {target} "
+                "(num_samples). Resume with the same num_samples, or continue the loaded result with "
+                "sample(..., resume=tallmcmc.load_result(path), num_samples=...)"
+            )
+        if saved.num_draws > target:
+            raise ValueError(f"{where} already holds {saved.num_draws} draws per chain, more than the {target} asked")
+        check_model(state.fingerprint, model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts_of(state)), where)
+
+    def write(self, result: SamplingResult, target: int) -> None:
+        save_result(result, self.path, target=target, argument="checkpoint")
+
+
+def _kind(kind: list) -> tuple:
+    return (kind[0], tuple(kind[1])) if kind[0] == "dict" else tuple(kind)
