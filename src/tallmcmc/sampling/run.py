@@ -19,7 +19,7 @@ import numpy as np
 
 from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
 from tallmcmc.kernel import MHState
-from tallmcmc.model import Model, Position
+from tallmcmc.model import Model, Position, check_position_shape
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.run_warnings import warn_if_error_bounds_vacuous, warn_if_subsampling_does_not_pay
 from tallmcmc._checks import integer_at_least
@@ -266,6 +266,7 @@ def sample(
             raise ValueError("num_warmup: a resumed SamplingResult is extended without warming up again; to warm up "
                              "again, resume from result.last_state (the result then holds only the new draws)")
         initial_position, initial_positions, check_starts = None, starts_of(state, example), False
+        _check_resumed_position(model, initial_positions)
     elif warmed is not None:
         num_chains = warmed.num_chains if num_chains is None else num_chains
         seed = warmed.seed if seed is None else seed
@@ -309,6 +310,15 @@ def sample(
     _warn(plan, result, output.states)
     _check_setup_objects(plan, result)
     return result
+
+
+def _check_resumed_position(model: Model, positions: Position) -> None:
+    """Refuse a resumed state whose positions do not fit ``model.position_shape`` (it comes from another model)."""
+    try:
+        check_position_shape(model, jax.tree_util.tree_map(lambda leaf: leaf[0], positions), "resume")
+    except ValueError as error:
+        raise ValueError(f"resume: the run being resumed has positions of another shape than this model's "
+                         f"({error}); resume with the model it was made with") from None
 
 
 def _resumed(resume, warmed: WarmupResult | None) -> tuple[SamplingResult | None, RunState | None]:

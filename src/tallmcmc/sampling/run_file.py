@@ -161,7 +161,8 @@ def _meta(result, target: int | None, keys: dict[str, str]) -> dict[str, Any]:
 
 
 def _draws_kind(positions) -> tuple:
-    return _kind_to_json(position_kind(jax.tree_util.tree_map(lambda leaf: leaf[0, 0], positions)))
+    one = jax.tree_util.tree_map(lambda leaf: np.zeros(np.shape(leaf)[2:], np.asarray(leaf).dtype), positions)
+    return _kind_to_json(position_kind(one))
 
 
 def _kind_to_json(kind: tuple) -> list:
