@@ -343,7 +343,8 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     recorded, level = 0, True  # draws every chain has made; whether every chain has made exactly that many
     try:
         for end in ends:
-            levels_here = end in call.level_at or end == num_samples
+            wanted = call.on_level is not None and end < num_samples and call.level_at(end)
+            levels_here = wanted or end == num_samples
             began = time.perf_counter()
             carry = advance(carry, end, end if levels_here else num_samples)
             reached = int(jnp.min(carry.step))  # blocks until the segment is done
@@ -351,7 +352,7 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
             if bar is not None:
                 bar.update(reached - recorded)
             recorded, level = reached, levels_here
-            if levels_here and call.on_level is not None and end in call.level_at:
+            if wanted:
                 call.on_level(end, carry.state, *_drawn(carry, layout, end))
     except KeyboardInterrupt:
         if recorded == 0:

@@ -65,11 +65,12 @@ class DriverCall(NamedTuple):
         key of step ``first_step + t`` (a continued run draws what one longer
         run would have).
     level_at, on_level
-        Step counts (ends of chunks of ``lengths``) at which every chain must
-        have made exactly that many steps, and ``on_level(steps, states,
-        positions, info)`` is called with the chains' states and the draws so
-        far (e.g. to write a checkpoint). The vmapped driver's chains are
-        always level; the asynchronous driver's chains otherwise run ahead.
+        ``level_at(steps)``, asked before each chunk that ends before the
+        last step: whether every chain must end it having made exactly
+        ``steps`` steps, and ``on_level(steps, states, positions, info)`` be
+        called with the chains' states and the draws so far (e.g. to write a
+        checkpoint). The vmapped driver's chains are always level; the
+        asynchronous driver's chains otherwise run ahead of each other.
     """
 
     held: Model
@@ -86,7 +87,7 @@ class DriverCall(NamedTuple):
     bar: Any
     description: str
     first_step: int = 0
-    level_at: tuple[int, ...] = ()
+    level_at: Callable[[int], bool] | None = None
     on_level: Callable[..., None] | None = None
 
     @property
@@ -181,7 +182,7 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
             info_parts.append(info)
             bar.update(length)
             done += length
-            if call.on_level is not None and done in call.level_at:
+            if call.on_level is not None and done < call.num_steps and call.level_at(done):
                 call.on_level(done, states, *_stacked(positions_parts, info_parts))
     except KeyboardInterrupt:
         if not info_parts:

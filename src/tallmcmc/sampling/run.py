@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 from typing import Any
 
@@ -33,7 +34,11 @@ from tallmcmc.sampling.result import SamplingResult, reported_draws
 from tallmcmc.sampling.warmup_phase import WarmupResult, run_warmup
 from tallmcmc.sharding import to_host
 
-__all__ = ["sample"]
+__all__ = ["CHECKPOINT_SECONDS", "sample"]
+
+#: ``sample(checkpoint=...)`` without ``checkpoint_every`` writes after the first chunk that ends this many seconds
+#: after the last write (and after warm-up, at the end and on an interrupt).
+CHECKPOINT_SECONDS = 60.0
 
 
 def sample(
@@ -217,10 +222,12 @@ def sample(
         seed, number of chains or library version is refused, naming what
         differs; the file is never executed (``docs/long_runs.md``).
     checkpoint_every
-        Kept steps per chain between writes (default: every chunk,
-        ``num_samples / num_chunks``); the chunks are shortened to divide it.
-        The asynchronous driver brings its chains level at each write (its
-        chains otherwise run ahead of each other), which costs a little time.
+        Kept steps per chain between writes; the chunks are shortened to
+        divide it. By default, a write after the first chunk that ends a
+        minute (``CHECKPOINT_SECONDS``) after the last one. Each write
+        rewrites the file, and the asynchronous driver brings its chains
+        level for it (they otherwise run ahead of each other): what that
+        costs is measured in ``docs/long_runs.md``.
 
     Returns
     -------
@@ -353,20 +360,31 @@ class _Run:
         self.plan, self.warmed, self.earlier, self.first_step = plan, warmed, earlier, first_step
         self.factors, self.covariance, self.proposal_name = factors, covariance, proposal_name
         self.setup, self.store, self.total = setup, store, total
+        self.written_at = time.monotonic()
 
-    def checkpoints(self, store, every) -> tuple[tuple[int, ...], Any]:
-        """``(level_at, on_level)`` for the driver: the step counts at which a checkpoint is written, and the writer."""
+    def checkpoints(self, store, every) -> tuple[Any, Any]:
+        """``(level_at, on_level)`` for the driver: whether a checkpoint is written after a chunk, and the writer.
+
+        With ``checkpoint_every``, after every chunk that ends a multiple of it
+        (rounded down to whole chunks); by default after a chunk when the last
+        write is :data:`CHECKPOINT_SECONDS` old, so that a long run's writes (each
+        rewrites the whole file) and the asynchronous driver's levelling cost
+        little.
+        """
         if store is None:
-            return (), None
-        chunk = _chunk_length(self.plan.num_samples, self.plan.num_chunks, every)
-        every = chunk if every is None else chunk * max(1, every // chunk)
-        return tuple(range(every, self.plan.num_samples, every)), self.write_partial
+            return None, None
+        if every is not None:
+            chunk = _chunk_length(self.plan.num_samples, self.plan.num_chunks, every)
+            every = chunk * max(1, every // chunk)
+            return (lambda steps: steps % every == 0), self.write_partial
+        return (lambda steps: time.monotonic() - self.written_at >= CHECKPOINT_SECONDS), self.write_partial
 
     def write_partial(self, steps: int, states: MHState, positions, info) -> None:
         self.write(DriverOutput(states, positions, info, 0.0, 0.0))
 
     def write(self, output: DriverOutput) -> None:
         self.store.write(self.result(output), self.total)
+        self.written_at = time.monotonic()
 
     def result(self, output: DriverOutput) -> SamplingResult:
         plan, warmed = self.plan, self.warmed
@@ -444,7 +462,7 @@ def _chunk_length(num_samples: int, num_chunks: int, checkpoint_every: int | Non
     return chunk if checkpoint_every is None else max(1, min(chunk, checkpoint_every))
 
 
-def _run_kept_draws(plan: RunPlan, states: MHState, factors, first_step: int = 0, level_at: tuple[int, ...] = (),
+def _run_kept_draws(plan: RunPlan, states: MHState, factors, first_step: int = 0, level_at=None,
                     on_level=None, checkpoint_every: int | None = None) -> DriverOutput:
     """The kept draws with the plan's driver, in chunks, under a progress bar (steps ``first_step`` on)."""
     chunk = _chunk_length(plan.num_samples, plan.num_chunks, checkpoint_every if on_level is not None else None)
