@@ -2,11 +2,16 @@ r"""The automatic tall-data path: :func:`sample_tall` runs mode → control vari
 
 Each joint of the hand-tuned recipe is decided from a measured quantity:
 
-1. **The mode** (:func:`tallmcmc.find_mode`) and its Laplace covariance; if
-   the Hessian there is not positive definite there is no Laplace
-   approximation, and the path falls back to the exact test with a
-   covariance-adapted random walk.
-2. **The control variate** (:func:`tallmcmc.taylor_control_variate`, one pass).
+1. **The mode** and its Laplace covariance: for tall data (``setup="auto"``
+   with N ≥ :data:`FAST_SETUP_MIN_ROWS` and N ≥
+   :data:`FAST_SETUP_ROWS_PER_DIMENSION`·d) from :func:`tallmcmc.fast_setup`
+   (subsample Newton, then two full passes that also give the control
+   variate: at most three passes in all), otherwise from
+   :func:`tallmcmc.find_mode` (``setup="exact"``); if the Hessian there is not
+   positive definite there is no Laplace approximation, and the path falls
+   back to the exact test with a covariance-adapted random walk.
+2. **The control variate** (:func:`tallmcmc.taylor_control_variate`, one pass;
+   built by ``fast_setup`` from its second pass when that ran).
 3. **The proposal**: proxy HMC with the Laplace covariance as its inverse mass,
    integration time ε·L = π/2 (a quarter period of the proxy dynamics: nearly
    independent proposals) with the step jittered by ±50%, so the trajectory
@@ -74,7 +79,8 @@ from tallmcmc.proposals.proxy import proxy_hamiltonian
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
 from tallmcmc.sampling import SamplingResult, WarmupResult, reported_draws, sample, warmup
-from tallmcmc.sharding import to_host
+from tallmcmc.setup_fast import fast_setup
+from tallmcmc.sharding import row_sharding, to_host
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "sample_tall"]
 
@@ -90,6 +96,14 @@ SETTLED_TOLERANCE = 0.15
 SETTLED_FACTOR_RATIO = 3.0
 #: The diagnosis warns about r̂ above this (Vehtari et al. 2021).
 RHAT_LIMIT = 1.01
+#: ``setup="auto"`` uses :func:`tallmcmc.fast_setup` from this many rows (``docs/setup.md``, "Where it pays") ...
+FAST_SETUP_MIN_ROWS = 200_000
+#: ... and from this many rows per coordinate, up to :data:`FAST_SETUP_MAX_DIMENSION` coordinates.
+FAST_SETUP_ROWS_PER_DIMENSION = 10_000
+#: Above this many coordinates ``setup="auto"`` uses ``find_mode`` (a d × d Hessian per row chunk per pass).
+FAST_SETUP_MAX_DIMENSION = 100
+#: The values of ``sample_tall``'s ``setup``.
+SETUPS = ("auto", "fast", "exact")
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
 _CAUSES = {
     "spread": "the residuals are widely spread",
@@ -249,6 +263,7 @@ def sample_tall(
     chi: float = 0.01,
     seed: int = 0,
     progress: bool = True,
+    setup: str = "auto",
     **sample_options,
 ) -> SamplingResult:
     """Sample ``model``'s posterior by the automatic tall-data path (see the module docstring).
@@ -260,6 +275,18 @@ def sample_tall(
         :func:`tallmcmc.from_numpyro`).
     initial_position
         Where the mode search starts; default zeros of ``model.position_shape``.
+    setup
+        How the mode, the Laplace covariance and the control variate are
+        built: ``"fast"`` by :func:`tallmcmc.fast_setup` (a subsample phase
+        and two full passes, at most three passes in all; it falls back to
+        ``find_mode`` with a warning naming why where it cannot be used);
+        ``"exact"`` by :func:`tallmcmc.find_mode` to its Newton-decrement
+        tolerance, then :func:`tallmcmc.taylor_control_variate` (one pass);
+        ``"auto"`` (default): ``"fast"`` when N ≥ :data:`FAST_SETUP_MIN_ROWS`,
+        N ≥ :data:`FAST_SETUP_ROWS_PER_DIMENSION`·d, d ≤
+        :data:`FAST_SETUP_MAX_DIMENSION` and the data are on one device,
+        ``"exact"`` otherwise. Ignored where ``mode=`` or ``control_variate=``
+        is given.
     num_samples, num_chains
         Kept draws per chain, and chains.
     num_warmup
@@ -292,9 +319,9 @@ def sample_tall(
     -------
     SamplingResult
         With ``result.diagnosis`` a :class:`TallDiagnosis`;
-        ``result.setup_data_used`` counts every one-off pass (the mode search,
-        the control variate, the start check), ``result.warmup_info`` every
-        warm-up step.
+        ``result.setup_data_used`` counts every one-off pass (the mode search
+        or ``"fast_setup"``'s subsample phase and first pass, the control
+        variate, the start check), ``result.warmup_info`` every warm-up step.
 
     Warns
     -----
@@ -309,6 +336,11 @@ def sample_tall(
     batch_size = integer_at_least(batch_size, "batch_size", 2)
     if not isinstance(model, Model):
         raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
+    if setup not in SETUPS:
+        raise ValueError(
+            f"setup must be one of {', '.join(repr(name) for name in SETUPS)} (how the mode and the control variate "
+            f"are built); got {setup!r}"
+        )
     mode = sample_options.pop("mode", None)
     control_variate = sample_options.pop("control_variate", None)
     for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
@@ -333,7 +365,12 @@ def sample_tall(
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
 
-    if mode is None:
+    if mode is None and control_variate is None and _fast_setup_pays(setup, model, start):
+        say("sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
+            flush=True)
+        built = fast_setup(model, start)
+        mode, control_variate = built.mode, built.control_variate
+    elif mode is None:
         say("sample_tall: finding the mode ...", flush=True)
         mode = find_mode(model, start)
     if not bool(getattr(mode, "converged", True)):
@@ -409,6 +446,18 @@ def sample_tall(
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
+
+
+def _fast_setup_pays(setup: str, model: Model, start: Position) -> bool:
+    """Whether ``setup`` asks for :func:`tallmcmc.fast_setup` (``"auto"``: tall enough data on one device)."""
+    if setup != "auto":
+        return setup == "fast"
+    dimension = int(ravel_pytree(start)[0].size)
+    return (
+        model.num_data >= max(FAST_SETUP_MIN_ROWS, FAST_SETUP_ROWS_PER_DIMENSION * dimension)
+        and dimension <= FAST_SETUP_MAX_DIMENSION
+        and row_sharding(model.data, "sample_tall") is None
+    )
 
 
 def _window(warmed: WarmupResult) -> dict[str, np.ndarray]:
