@@ -80,8 +80,10 @@ def test_covariance_adaptation_refuses_what_it_cannot_shape():
                         num_samples=10, num_warmup=10, adapt_covariance=True, progress=False)
 
 
-@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
-@pytest.mark.parametrize("adapt_covariance", [False, True])
+@pytest.mark.parametrize(("driver", "adapt_covariance"), [
+    ("vmap", True), ("asynchronous", False),
+    pytest.param("vmap", False, marks=pytest.mark.slow), pytest.param("asynchronous", True, marks=pytest.mark.slow),
+])  # each driver and each warm-up kind once in the default suite (its time is counted)
 def test_warmup_as_its_own_step_then_sample_equals_the_shorthand(driver, adapt_covariance):
     # sample(num_warmup=W) is tallmcmc.warmup(...) then sample(..., warmed): the same draws, bit for bit
     proposal, test = tallmcmc.random_walk(0.05), tallmcmc.minibatch_barker(50)
