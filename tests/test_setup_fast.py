@@ -279,12 +279,12 @@ def test_a_control_variate_re_centred_without_the_algebra_fails_the_same_check(t
     assert not passed, report
 
 
-@pytest.mark.filterwarnings("ignore:sample_tall. r̂:RuntimeWarning")  # 50 draws: only the setup is looked at
+@pytest.mark.filterwarnings("ignore:sample_tall:RuntimeWarning")  # 20 draws: only the setup is looked at
 def test_sample_tall_setup_choice(logistic):
     model = logistic[0]  # N = 10⁵: below FAST_SETUP_MIN_ROWS, so "auto" runs find_mode
-    exact = tallmcmc.sample_tall(model, num_samples=50, num_warmup=20, progress=False)
+    exact = tallmcmc.sample_tall(model, num_samples=20, num_chains=2, num_warmup=20, progress=False)
     assert "find_mode" in exact.setup_data_used and "fast_setup" not in exact.setup_data_used
-    fast = tallmcmc.sample_tall(model, num_samples=50, num_warmup=20, progress=False, setup="fast")
+    fast = tallmcmc.sample_tall(model, num_samples=20, num_chains=2, num_warmup=20, progress=False, setup="fast")
     assert "fast_setup" in fast.setup_data_used
     assert sum(fast.setup_data_used.values()) < sum(exact.setup_data_used.values())
     with pytest.raises(ValueError, match="setup must be one of 'auto', 'fast', 'exact'"):
