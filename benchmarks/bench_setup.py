@@ -106,7 +106,8 @@ def laplace_pairs(center, hessian, count, seed=0):
     dimension = center.size
     pairs = []
     for _ in range(count):
-        pairs.append((center + factor @ rng.standard_normal(dimension), center + factor @ rng.standard_normal(dimension)))
+        draws = center + rng.standard_normal((2, dimension)) @ factor.T
+        pairs.append((draws[0], draws[1]))
         start = center + factor @ rng.standard_normal(dimension)
         pairs.append((start, start + 2.38 / math.sqrt(dimension) * factor @ rng.standard_normal(dimension)))
     return pairs
@@ -162,23 +163,25 @@ def run(num_data, dimension, args):
     spreads = residual_spreads(covariates, response, centers, pairs)
     ratio, ratio_error = ratio_and_error(spreads[0], spreads[1])
     bad, bad_error = ratio_and_error(spreads[2], spreads[1]) if len(centers) == 3 else (math.nan, math.nan)
-    out = dict(
-        N=num_data, d=dimension, fallback=fast.fallback, fast_passes=fast_passes,
-        fast_subsample_passes=fast.subsample_passes, levels=[(lv.rows, lv.evaluations) for lv in fast.levels],
-        old_passes=old_passes, find_mode_passes=mode.data_passes, fast_wall=fast_wall, fast_compile=fast_compile,
-        old_wall=old_wall, old_compile=old_compile, decrement=fast.mode.newton_decrement,
-        decrement_limit=fast.decrement_limit, distance_sd=distance,
-        spread_old=float(spreads[1].mean()), spread_fast=float(spreads[0].mean()), ratio=ratio,
-        ratio_error=ratio_error, bad_ratio=bad, bad_ratio_error=bad_error, generate_s=generated,
-    )
+    out = {
+        "N": num_data, "d": dimension, "fallback": fast.fallback, "fast_passes": fast_passes,
+        "fast_subsample_passes": fast.subsample_passes, "levels": [(lv.rows, lv.evaluations) for lv in fast.levels],
+        "old_passes": old_passes, "find_mode_passes": mode.data_passes, "fast_wall": fast_wall,
+        "fast_compile": fast_compile, "old_wall": old_wall, "old_compile": old_compile,
+        "decrement": fast.mode.newton_decrement, "decrement_limit": fast.decrement_limit, "distance_sd": distance,
+        "spread_old": float(spreads[1].mean()), "spread_fast": float(spreads[0].mean()), "ratio": ratio,
+        "ratio_error": ratio_error, "bad_ratio": bad, "bad_ratio_error": bad_error, "generate_s": generated,
+    }
+    running = (fast_wall - fast_compile) / (old_wall - old_compile)
     print(
-        ("" if fast.fallback is None else f"FALLBACK ({fast.fallback}) ") + f"N={num_data:,} d={dimension}: passes fast {fast_passes:.3f} (subsample {fast.subsample_passes:.3f}, levels "
-        f"{out['levels']}) vs old {old_passes:.0f} (find_mode {mode.data_passes:.0f} + 1): ratio {fast_passes / old_passes:.3f}; "
-        f"wall fast {fast_wall:.2f} s (compile {fast_compile:.2f}) vs old {old_wall:.2f} s (compile {old_compile:.2f}): "
-        f"ratio {fast_wall / old_wall:.2f}, without compilation {(fast_wall - fast_compile) / (old_wall - old_compile):.2f}; "
-        f"λ₁ {fast.mode.newton_decrement:.3g} (limit {fast.decrement_limit:.3g}), mode {distance:.2g} sd from find_mode's; "
-        f"N²Var(rᵢ) old {spreads[1].mean():.4g}, fast {spreads[0].mean():.4g}: ratio {ratio:.3f} ± {ratio_error:.3f}; "
-        f"bad centre (subsample iterate) {bad:.3g} ± {bad_error:.2g}",
+        ("" if fast.fallback is None else f"FALLBACK ({fast.fallback}) ")
+        + f"N={num_data:,} d={dimension}: passes fast {fast_passes:.3f} (subsample {fast.subsample_passes:.3f}, "
+        f"levels {out['levels']}) vs old {old_passes:.0f} (find_mode {mode.data_passes:.0f} + 1): ratio "
+        f"{fast_passes / old_passes:.3f}; wall fast {fast_wall:.2f} s (compile {fast_compile:.2f}) vs old "
+        f"{old_wall:.2f} s (compile {old_compile:.2f}): ratio {fast_wall / old_wall:.2f}, without compilation "
+        f"{running:.2f}; λ₁ {fast.mode.newton_decrement:.3g} (limit {fast.decrement_limit:.3g}), mode "
+        f"{distance:.2g} sd from find_mode's; N²Var(rᵢ) old {spreads[1].mean():.4g}, fast {spreads[0].mean():.4g}: "
+        f"ratio {ratio:.3f} ± {ratio_error:.3f}; bad centre (subsample iterate) {bad:.3g} ± {bad_error:.2g}",
         flush=True,
     )
     if args.posterior:
@@ -208,8 +211,6 @@ def run(num_data, dimension, args):
             flush=True,
         )
     print(json.dumps(out), flush=True)
-    del model, covariates, response, fast, mode, cv, runs
-    gc.collect()
     return out
 
 
@@ -227,6 +228,7 @@ def main():
     for num_data in args.sizes:
         for dimension in args.dimensions:
             run(num_data, dimension, args)
+            gc.collect()  # the configuration's rows go before the next one's are made
 
 
 if __name__ == "__main__":

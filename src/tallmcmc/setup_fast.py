@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -414,7 +414,8 @@ class _Attempt:
             curvature = math.nan if previous is None else _first_step_constant(evaluate.trace, start_decrement)
             if previous is not None and math.isfinite(start_decrement):
                 # D² between nested subsample modes ≈ d_eff (N/n' − N/n): take d_eff no smaller than d
-                effective_dimension = max(float(dimension), start_decrement**2 / (num_data / previous - num_data / rows))
+                nested = num_data / previous - num_data / rows
+                effective_dimension = max(float(dimension), start_decrement**2 / nested)
             predicted = curvature * scipy.stats.chi2.ppf(_QUANTILE, effective_dimension) * (num_data / rows - 1.0)
             self.levels.append(SetupLevel(rows, steps + 1, decrement, start_decrement, curvature, predicted))
             if not np.all(np.isfinite(point.hessian)) or not _positive_definite(point.hessian):
@@ -600,7 +601,7 @@ class _Passes:
             return high, low, jnp.sum(jnp.abs(fixed)), gradient, hessian
 
         def add_chunks(carry, theta, data, order, begin, count, last, contiguous):
-            """The next ``count`` (≤ _CHUNKS_PER_CALL) chunks from row ``begin``, the last starting at most at ``last``."""
+            """The next ``count`` (≤ _CHUNKS_PER_CALL) chunks from row ``begin``, none starting after ``last``."""
 
             def add(carry, nominal):
                 terms = chunk_sums(theta, data, order, jnp.minimum(nominal, last), nominal, contiguous)
