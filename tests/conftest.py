@@ -1,4 +1,5 @@
-"""Shared pytest configuration: ``--runslow`` turns on the long statistical tests.
+"""Shared pytest configuration: ``--runslow`` turns on the long statistical tests; JAX's persistent compilation
+cache stays off (``TALLMCMC_COMPILATION_CACHE=0``) unless the environment says otherwise.
 
 ``tests/`` is put on ``sys.path`` so that test modules (imported with
 ``--import-mode=importlib``, hence not as a package) can ``import analytic_models``,
@@ -10,6 +11,9 @@ import pathlib
 import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the suite compiles afresh (its timings stay those of a fresh machine); tests/test_compilation_cache.py turns the
+# persistent cache on in subprocesses of its own
+os.environ.setdefault("TALLMCMC_COMPILATION_CACHE", "0")
 
 _TESTS_DIR = str(pathlib.Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:

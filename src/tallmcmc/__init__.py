@@ -12,7 +12,11 @@ top. The public factories are re-exported here (the BlackJAX practice), so
 ``tallmcmc.acceptance.minibatch_barker`` its module.
 """
 
-from tallmcmc import acceptance, correction, distributed, proposals, stein
+from tallmcmc import compilation_cache
+
+compilation_cache.configure()  # JAX's persistent compilation cache, on unless TALLMCMC_COMPILATION_CACHE=0
+
+from tallmcmc import acceptance, correction, distributed, proposals, stein  # noqa: E402
 from tallmcmc.acceptance.austere import austere, austere_adaptive, austere_conservative
 from tallmcmc.acceptance.austere_design import choose_austere_parameters
 from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
