@@ -213,6 +213,10 @@ class TallDiagnosis:
         factors (``None`` without a proxy proposal).
     problems
         The findings that say the result may be wrong (also warned about).
+    proposal, test
+        What made the kept draws: ``tallmcmc.sample(model, d.proposal,
+        d.test, resume=result, num_samples=…)`` continues the run, as does
+        ``sample_tall(model, resume=result, num_samples=…)``.
     """
 
     decision: str
@@ -230,6 +234,8 @@ class TallDiagnosis:
     ess_bulk_min: float = float("nan")
     warmup_settled: bool | None = None
     problems: list[str] = dataclasses.field(default_factory=list)
+    proposal: Any = None
+    test: Any = None
 
     def __str__(self) -> str:
         lines = [f"decision: {self.decision} — {self.reason}"]
@@ -311,9 +317,14 @@ def sample_tall(
         Progress bars and a line per phase.
     **sample_options
         Passed to :func:`tallmcmc.sample` (``driver=``, ``mesh=``,
-        ``num_chunks=``); also ``mode=`` (a :class:`tallmcmc.mode.ModeResult`
-        to use instead of searching) and ``control_variate=`` (one built at
-        that mode).
+        ``num_chunks=``, ``checkpoint=``, ``checkpoint_every=``: the kept
+        draws are checkpointed, and a re-run script redoes the setup and
+        warm-up, which are deterministic given ``seed``, then resumes from the
+        file); also ``mode=`` (a :class:`tallmcmc.mode.ModeResult` to use
+        instead of searching), ``control_variate=`` (one built at that mode),
+        and ``resume=`` (a result of ``sample_tall``: it is extended by
+        ``num_samples`` draws with the same proposal and test, without setup
+        or warm-up; ``docs/long_runs.md``).
 
     Returns
     -------
@@ -341,6 +352,9 @@ def sample_tall(
             f"setup must be one of {', '.join(repr(name) for name in SETUPS)} (how the mode and the control variate "
             f"are built); got {setup!r}"
         )
+    resume = sample_options.pop("resume", None)
+    if resume is not None:
+        return _continued(model, resume, num_samples, progress, num_warmup, sample_options)
     mode = sample_options.pop("mode", None)
     control_variate = sample_options.pop("control_variate", None)
     for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
@@ -402,6 +416,7 @@ def sample_tall(
         )
         result.setup_data_used.setdefault(mode.name, int(mode.data_used))
         proposal = None
+        kept_proposal, kept_test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
     else:
         if control_variate is None:
             say("sample_tall: building the control variate (one pass) ...", flush=True)
@@ -414,7 +429,8 @@ def sample_tall(
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
         warmed = warmup(
             model, proposal, minibatch, initial_positions=_starts(mode.position, covariance, num_chains, key),
-            num_warmup=num_warmup, seed=seed, **{k: v for k, v in options.items() if k != "num_chunks"},
+            num_warmup=num_warmup, seed=seed,
+            **{k: v for k, v in options.items() if k not in ("num_chunks", "checkpoint", "checkpoint_every")},
         )
         pool = warmed.states.cache
         choice = choose_test(_window(warmed), model.num_data, to_host(pool) if hasattr(pool, "fourth") else None)
@@ -431,6 +447,7 @@ def sample_tall(
         say(f"sample_tall: {decision} — {reason}", flush=True)
         if choice.minibatch:  # the warm-up continues exactly: each chain's step and the tail guard's pool carry over
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
+            kept_proposal, kept_test = proposal, minibatch
         else:
             test = tuna(chi, bound, control_variate=control_variate) if bound is not None else exact_metropolis()
             factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
@@ -440,11 +457,34 @@ def sample_tall(
                 **options,
             )
             result = _joined(warmed, kept)
-    result.diagnosis = _diagnose(
-        result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup
+            kept_proposal, kept_test = proposal.tune(jnp.asarray(factor, jnp.float32)), test
+    result.diagnosis = dataclasses.replace(
+        _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
+        proposal=kept_proposal, test=kept_test,
     )
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
+    return result
+
+
+def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:
+    """``sample_tall(model, resume=result)``: the run extended with the proposal and test its diagnosis names."""
+    diagnosis = getattr(resume, "diagnosis", None)
+    if not isinstance(diagnosis, TallDiagnosis) or diagnosis.proposal is None:
+        raise ValueError(
+            "resume: sample_tall continues a result of sample_tall made in this process (its diagnosis holds the "
+            "proposal and test); for a loaded result, call tallmcmc.sample(model, proposal, test, resume=result) with "
+            "the proposal and test that made it"
+        )
+    result = sample(model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples,
+                    progress=progress, **options)
+    result.diagnosis = dataclasses.replace(
+        _diagnose(result, diagnosis.decision, diagnosis.reason, diagnosis.mode, diagnosis.control_variate,
+                  diagnosis.choice, diagnosis.proposal, [], num_warmup),
+        proposal=diagnosis.proposal, test=diagnosis.test,
+    )
+    for problem in result.diagnosis.problems:
+        warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=3)
     return result
 
 

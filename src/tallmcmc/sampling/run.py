@@ -262,7 +262,7 @@ def sample(
         store.check_continues(saved, model, test.name, proposal.name, num_chains, seed, total)
         if saved.num_draws == total:
             return saved
-        earlier, state, num_warmup = saved, saved.last_state, 0  # it has warmed up already
+        earlier, state, num_warmup, warmed = saved, saved.last_state, 0, None  # it has warmed up already
         num_samples = total - saved.num_draws
     example = None if warmed is not None else initial_position
     if state is not None:
