@@ -13,6 +13,8 @@ the same check, on the moment it names, at every coordinate:
 * a random walk with a drift that claims to be symmetric (exact and minibatch
   tests): the mean is off;
 * the Langevin proposal with its proposal ratio dropped: the variance is off;
+* the minibatch Hamiltonian proposal with its kinetic-energy ratio dropped
+  (exact and minibatch Barker tests): the variance is off (too small);
 * AustereMH with an adaptive design at error bound 0.05: the design chosen for
   each μ_std errs at the bound's rate at *every* μ_std, so even hopeless
   downhill moves are accepted about 5 % of the time and the variance comes out
@@ -32,6 +34,7 @@ import pytest
 from analytic_models import CONJUGATE_1D, SMALL_2D, TEMPERED_2D, AnalyticModel
 
 import tallmcmc
+from tallmcmc.examples import gaussian_mean
 from tallmcmc.proposals.base import Proposal, Proposed
 from tallmcmc.testing import run_and_check
 
@@ -125,6 +128,16 @@ def cv_barker() -> tallmcmc.AcceptanceTest:
     return tallmcmc.minibatch_barker(50, control_variate=control_variate(TEMPERED_2D))
 
 
+def minibatch_hmc(target: AnalyticModel, minibatch: str = "step") -> Proposal:
+    """The minibatch Hamiltonian proposal on ``target``: ε = 0.5 on the posterior's scale, L = 3, b = 200."""
+    return tallmcmc.minibatch_hamiltonian(0.5, 3, 200, preconditioner=target.variance, minibatch=minibatch)
+
+
+def tuna_on(target: AnalyticModel) -> tallmcmc.AcceptanceTest:
+    """TunaMH with χ = 1 and the Gaussian-mean bound of ``target``."""
+    return tallmcmc.tuna(1.0, gaussian_mean.tuna_bound(target.model), chunk_size=128)
+
+
 def mala_step(target: AnalyticModel) -> float:
     precision = target.num_data / target.temperature + 1.0 / target.prior_variance
     return 1.5 / precision
@@ -183,7 +196,32 @@ REGISTRY: dict[str, Case] = {
         **SHAPED, proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
         test=cv_barker,
     ),
+    # minibatch gradients drawn independently of θ: exact with every test (4·200 or 6·200 points per proposal)
+    "minibatch_hamiltonian+exact_metropolis": Case(
+        **SHAPED, proposal=minibatch_hmc, test=tallmcmc.exact_metropolis, acceptance=(0.5, 0.9),
+        data_used=every_step_uses_points(10_000 + 6 * 200),
+    ),
+    "minibatch_hamiltonian_trajectory+exact_metropolis": Case(
+        **SHAPED, proposal=lambda t: minibatch_hmc(t, "trajectory"), test=tallmcmc.exact_metropolis,
+        acceptance=(0.4, 0.8), data_used=every_step_uses_points(10_000 + 4 * 200),
+    ),
+    "minibatch_hamiltonian+minibatch_barker": Case(
+        **SHAPED, proposal=minibatch_hmc, test=lambda: tallmcmc.minibatch_barker(50), acceptance=(0.3, 0.5),
+        data_used=on_average_below(0.2),
+    ),
+    "minibatch_hamiltonian+tuna": Case(  # TunaMH evaluates ~2,000 points per step here: half the steps
+        **{**SHAPED, "num_samples": 1000}, proposal=minibatch_hmc, test=lambda: tuna_on(TEMPERED_2D),
+        acceptance=(0.5, 0.9), data_used=on_average_below(0.4),
+    ),
     # deliberately wrong samplers: each must fail the same check
+    "wrong:minibatch_hamiltonian_without_kinetic+exact_metropolis": Case(
+        **SHAPED, proposal=lambda t: without_ratio(minibatch_hmc(t)), test=tallmcmc.exact_metropolis,
+        wrong="variance",
+    ),
+    "wrong:minibatch_hamiltonian_without_kinetic+minibatch_barker": Case(
+        **SHAPED, proposal=lambda t: without_ratio(minibatch_hmc(t)), test=lambda: tallmcmc.minibatch_barker(50),
+        wrong="variance",
+    ),
     "wrong:proxy_hamiltonian_without_ratio+exact_metropolis": Case(
         **SHAPED, proposal=lambda t: without_ratio(
             tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t))),

@@ -34,6 +34,7 @@ from tallmcmc.model import Model, check_model
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.langevin import langevin, stochastic_gradient_langevin
 from tallmcmc.proposals.laplace import laplace_covariance, laplace_independence, laplace_random_walk
+from tallmcmc.proposals.minibatch_hamiltonian import minibatch_hamiltonian
 from tallmcmc.proposals.proxy import proxy_hamiltonian, proxy_langevin
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.sampling import RunState, SamplingResult, WarmupResult, load_result, sample, warmup
@@ -77,6 +78,7 @@ __all__ = [
     "langevin",
     "load_result",
     "minibatch_barker",
+    "minibatch_hamiltonian",
     "proposals",
     "random_walk",
     "laplace_covariance",
