@@ -81,12 +81,12 @@ def test_a_loaded_run_resumes_to_one_longer_run(warmed_run, tmp_path):
 
 @pytest.mark.parametrize("driver", [pytest.param("vmap", marks=pytest.mark.slow), "asynchronous"])
 def test_writing_checkpoints_changes_no_draw(driver, tmp_path):
-    plain = sample(90, num_chains=8, driver=driver, num_warmup=20)
+    plain = sample(60, num_chains=8, driver=driver, num_warmup=20)
     path = tmp_path / "run.nc"
-    checkpointed = sample(90, num_chains=8, driver=driver, num_warmup=20, checkpoint=path, checkpoint_every=20)
+    checkpointed = sample(60, num_chains=8, driver=driver, num_warmup=20, checkpoint=path, checkpoint_every=20)
     assert draws_equal(plain, checkpointed)
     assert draws_equal(plain, tallmcmc.load_result(path))
-    again = sample(90, num_chains=8, driver=driver, num_warmup=20, checkpoint=path)  # the file already holds the run
+    again = sample(60, num_chains=8, driver=driver, num_warmup=20, checkpoint=path)  # the file already holds the run
     assert draws_equal(plain, again) and again.sampling_seconds == checkpointed.sampling_seconds
 
 

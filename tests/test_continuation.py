@@ -54,7 +54,7 @@ def configurations(control_variate):
 
 @pytest.mark.parametrize(("name", "driver"), [
     ("warm-up", "vmap"), ("warm-up", "asynchronous"), ("control variate", "asynchronous"), ("tuna", "vmap"),
-    ("exact", "asynchronous"),
+    pytest.param("exact", "asynchronous", marks=pytest.mark.slow),
 ])  # each configuration once, each driver with the adaptive warm-up (the suite's time is counted)
 def test_a_continued_run_equals_one_longer_run(name, driver, control_variate):
     test, options = configurations(control_variate)[name]
@@ -132,7 +132,7 @@ class InterruptingBar:
         pass
 
 
-@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
+@pytest.mark.parametrize("driver", [pytest.param("vmap", marks=pytest.mark.slow), "asynchronous"])
 def test_an_interrupted_run_resumes_to_the_same_draws(driver, monkeypatch):
     test = tallmcmc.minibatch_barker(20)
     run = dict(num_chains=8, seed=2, progress=True, driver=driver, num_chunks=10)

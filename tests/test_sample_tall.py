@@ -238,12 +238,12 @@ def test_a_sample_tall_run_continues_to_one_longer_run():
     """``sample_tall(model, resume=result)`` extends the run with its own proposal and test, no setup or warm-up."""
     from tallmcmc.examples import logistic_regression
 
-    model = logistic_regression.model(*logistic_regression.simulate(20_000, 3, seed=0))
-    options = dict(num_warmup=40, num_chains=2, progress=False)
-    whole = tallmcmc.sample_tall(model, num_samples=100, **options)
-    first = tallmcmc.sample_tall(model, num_samples=50, **options)
-    more = tallmcmc.sample_tall(model, resume=first, num_samples=50, progress=False)
-    assert more.num_draws == 100 and more.diagnosis.decision == whole.diagnosis.decision
+    model = logistic_regression.model(*logistic_regression.simulate(5_000, 3, seed=0))
+    options = dict(num_warmup=20, num_chains=2, progress=False)
+    whole = tallmcmc.sample_tall(model, num_samples=60, **options)
+    first = tallmcmc.sample_tall(model, num_samples=30, **options)
+    more = tallmcmc.sample_tall(model, resume=first, num_samples=30, progress=False)
+    assert more.num_draws == 60 and more.diagnosis.decision == whole.diagnosis.decision
     assert np.array_equal(np.asarray(more.positions), np.asarray(whole.positions))
     assert more.setup_data_used == first.setup_data_used  # nothing paid again
     with pytest.raises(ValueError, match="resume"):
