@@ -48,24 +48,12 @@ from jax.flatten_util import ravel_pytree
 import tallmcmc
 from tallmcmc import mode as mode_module
 from tallmcmc.examples import logistic_regression
+from _timing import CompileClock
 
 OLD_COMMIT = "8bca721"
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
 
-_COMPILE_EVENTS = (
-    "/jax/core/compile/jaxpr_trace_duration",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    "/jax/core/compile/backend_compile_duration",
-)
-_compile_seconds = [0.0]
-
-
-def _listen(event: str, duration: float, **_) -> None:
-    if event in _COMPILE_EVENTS:
-        _compile_seconds[0] += duration
-
-
-jax.monitoring.register_event_duration_secs_listener(_listen)
+COMPILE_CLOCK = CompileClock()
 
 
 def old_find_mode():
@@ -201,13 +189,13 @@ def run(problem: Problem, label: str, function, **options) -> dict:
     """One ``find_mode`` run, repeated ``REPEATS[0]`` times: the fastest run (compilation apart), its CPU seconds."""
     best = None
     for _ in range(REPEATS[0]):
-        _compile_seconds[0] = 0.0
+        COMPILE_CLOCK.reset()
         began, cpu = time.perf_counter(), time.process_time()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = function(problem.model, problem.start, **options)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
-        compile_seconds = _compile_seconds[0]
+        compile_seconds = COMPILE_CLOCK.seconds
         if best is None or wall - compile_seconds < best[0]:
             best = (wall - compile_seconds, compile_seconds, cpu)
     decrement, distance = problem.judge(result.position)

@@ -43,29 +43,17 @@ from jax.flatten_util import ravel_pytree
 import tallmcmc
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
+from _timing import CompileClock
 
-_COMPILE_EVENTS = (
-    "/jax/core/compile/jaxpr_trace_duration",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    "/jax/core/compile/backend_compile_duration",
-)
-_compile_seconds = [0.0]
-
-
-def _listen(event: str, duration: float, **_) -> None:
-    if event in _COMPILE_EVENTS:
-        _compile_seconds[0] += duration
-
-
-jax.monitoring.register_event_duration_secs_listener(_listen)
+COMPILE_CLOCK = CompileClock()
 
 
 def timed(function):
     """``(value, wall seconds, compile seconds)`` of ``function()``."""
-    _compile_seconds[0] = 0.0
+    COMPILE_CLOCK.reset()
     began = time.perf_counter()
     value = function()
-    return value, time.perf_counter() - began, _compile_seconds[0]
+    return value, time.perf_counter() - began, COMPILE_CLOCK.seconds
 
 
 def flat(position) -> np.ndarray:
