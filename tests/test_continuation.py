@@ -103,13 +103,13 @@ def test_continued_runs_on_a_mesh_equal_one_longer_run():
 
 def test_warming_up_again_only_when_asked():
     test = tallmcmc.minibatch_barker(20)
-    first = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=50, num_warmup=50, num_chains=2,
+    first = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=20, num_warmup=20, num_chains=2,
                             progress=False)
-    again = tallmcmc.sample(TARGET.model, proposal(), test, resume=first.last_state, num_samples=50, num_warmup=60,
+    again = tallmcmc.sample(TARGET.model, proposal(), test, resume=first.last_state, num_samples=20, num_warmup=30,
                             progress=False)
-    assert again.warmup_info["accepted"].shape == (2, 60)
+    assert again.warmup_info["accepted"].shape == (2, 30)
     assert not np.array_equal(again.step_size_factor, first.step_size_factor)  # adapted afresh
-    assert again.first_draw == 50 and again.setup_data_used == {}
+    assert again.first_draw == 20 and again.setup_data_used == {}
     with pytest.raises(ValueError, match="num_warmup"):
         tallmcmc.sample(TARGET.model, proposal(), test, resume=first, num_samples=10, num_warmup=10, progress=False)
 

@@ -257,7 +257,8 @@ def test_shared_curvature_residuals_spread_exactly_like_first_order(logistic, sh
         assert variance["per_datum"] < 0.01 * variance["first"], variance
 
 
-@pytest.mark.parametrize("curvature", ["diagonal", pytest.param("low_rank", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("curvature", [pytest.param("diagonal", marks=pytest.mark.slow),
+                                       pytest.param("low_rank", marks=pytest.mark.slow)])  # not a default path
 def test_shared_curvature_decisions_follow_the_barker_probability(logistic, shared_cvs, pairs, curvature):
     model, mode, _ = logistic
     test = tallmcmc.minibatch_barker(100, control_variate=shared_cvs[curvature])

@@ -234,6 +234,7 @@ def test_bad_input_is_refused_naming_the_argument(regression):
         tallmcmc.sample_tall("model", progress=False)
 
 
+@pytest.mark.slow  # sample's continuation is tested in the default suite (test_continuation.py); this is its thin wrapper
 def test_a_sample_tall_run_continues_to_one_longer_run():
     """``sample_tall(model, resume=result)`` extends the run with its own proposal and test, no setup or warm-up."""
     from tallmcmc.examples import logistic_regression
