@@ -42,6 +42,7 @@ from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
+from tallmcmc.sampling.program import tuned
 from tallmcmc.sharding import to_host
 
 
@@ -188,11 +189,7 @@ def asynchronous_runner(
         step_factor = None if step_factors is None else step_factors[index]
         if step_factor is not None:
             factor = step_factor if factor is None else factor * step_factor
-        tuned = proposal if factor is None else proposal.tune(factor)
-        tempered = model.with_data(data)
-        if temperature is not None:
-            tempered = tempered.with_temperature(temperature)
-        return step_parts(tempered, tuned, test)
+        return step_parts(*tuned(model, proposal, data, factor, temperature), test)
 
     def per_chain(function, factors):
         return jax.vmap(function, in_axes=(0, 0, 0, 0 if factors is not None else None))

@@ -20,7 +20,7 @@ from tallmcmc.model import Model, Position
 from tallmcmc.sampling.continuation import RunState, starts_of
 from tallmcmc.sampling.result import SamplingResult
 from tallmcmc.sampling.run_file import FORMAT, FORMAT_VERSION, STATE_GROUP, check_model, check_writable
-from tallmcmc.sampling.run_file import library_version, save_result
+from tallmcmc.sampling.run_file import kind_from_json, library_version, save_result
 
 __all__ = ["CheckpointFile", "load_result"]
 
@@ -70,7 +70,7 @@ def load_result(path: str | os.PathLike, *, argument: str = "path") -> SamplingR
 def _draws(dataset, kind: list) -> Position:
     names = list(dataset.data_vars)
     values = {name: np.asarray(dataset[name].values) for name in names}
-    kind = (kind[0], tuple(kind[1])) if kind[0] == "dict" else tuple(kind)
+    kind = kind_from_json(kind)
     if kind[0] == "array":
         return values["theta"]
     if kind[0] == "dict":
@@ -106,7 +106,7 @@ def _result_from(tree, meta: dict[str, Any]) -> SamplingResult:
             states=tuple(leaves), steps_done=saved["steps_done"], seed=saved["seed"], num_chains=saved["num_chains"],
             step_size_factor=factors, adapted_covariance=covariance, test_name=saved["test_name"],
             proposal_name=saved["proposal_name"], num_data=saved["num_data"],
-            mesh_shape=saved["mesh_shape"], position_kind=_kind(saved["position_kind"]), model=None,
+            mesh_shape=saved["mesh_shape"], position_kind=kind_from_json(saved["position_kind"]), model=None,
             fingerprint=saved["model"],
         )
     return SamplingResult(
@@ -175,7 +175,3 @@ class CheckpointFile:
 
     def write(self, result: SamplingResult, target: int) -> None:
         save_result(result, self.path, target=target, argument="checkpoint")
-
-
-def _kind(kind: list) -> tuple:
-    return (kind[0], tuple(kind[1])) if kind[0] == "dict" else tuple(kind)

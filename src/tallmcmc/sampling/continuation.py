@@ -22,7 +22,7 @@ from tallmcmc.kernel import MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
 
-__all__ = ["RunState", "bind_states", "position_kind", "resumed_proposal", "starts_of"]
+__all__ = ["RunState", "bind_states", "check_resumable", "position_kind", "resumed_proposal", "starts_of"]
 
 
 class RunState(NamedTuple):

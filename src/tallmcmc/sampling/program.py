@@ -13,7 +13,7 @@ from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
 
-__all__ = ["ChainProgram", "chain_program"]
+__all__ = ["ChainProgram", "chain_program", "tuned"]
 
 
 class ChainProgram(NamedTuple):
@@ -40,15 +40,20 @@ class ChainProgram(NamedTuple):
     run_chunk: Callable
 
 
+def tuned(held: Model, proposal: Proposal, data, factor=None, temperature=None) -> tuple[Model, Proposal]:
+    """The model and proposal of one chain's step: ``held`` on ``data`` (at ``temperature`` if given) and
+    ``proposal`` with its step size times ``factor`` (if given). Both drivers build their steps from it."""
+    model = held.with_data(data)
+    if temperature is not None:
+        model = model.with_temperature(temperature)
+    return model, proposal if factor is None else proposal.tune(factor)
+
+
 def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=None) -> ChainProgram:
     """The :class:`ChainProgram` of ``proposal`` and ``test`` on ``held`` (the model as seen inside the mesh)."""
 
     def kernel_for(data, factor=None, temperature=None):
-        tuned = proposal if factor is None else proposal.tune(factor)
-        tempered = held.with_data(data)
-        if temperature is not None:
-            tempered = tempered.with_temperature(temperature)
-        return build_kernel(tempered, tuned, test)
+        return build_kernel(*tuned(held, proposal, data, factor, temperature), test)
 
     def initialise(data, positions):
         return jax.vmap(kernel_for(data).init)(positions)

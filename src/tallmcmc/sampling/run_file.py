@@ -34,7 +34,7 @@ from tallmcmc.sampling.continuation import RunState, position_kind, starts_of
 from tallmcmc.sharding import to_host
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "STATE_GROUP", "check_model", "check_writable", "library_version", "model_fingerprint",
-           "save_result"]
+           "kind_from_json", "kind_to_json", "save_result"]
 
 FORMAT = "tallmcmc-run"
 FORMAT_VERSION = 1
@@ -152,7 +152,7 @@ def _meta(result, target: int | None, keys: dict[str, str]) -> dict[str, Any]:
             "proposal_name": state.proposal_name,
             "num_data": int(state.num_data),
             "mesh_shape": state.mesh_shape,
-            "position_kind": _kind_to_json(state.position_kind),
+            "position_kind": kind_to_json(state.position_kind),
             "num_leaves": len(state.leaves),
             "prng_keys": keys,
             "model": fingerprint,
@@ -160,16 +160,18 @@ def _meta(result, target: int | None, keys: dict[str, str]) -> dict[str, Any]:
     return meta
 
 
-def _draws_kind(positions) -> tuple:
+def _draws_kind(positions) -> list:
     one = jax.tree_util.tree_map(lambda leaf: np.zeros(np.shape(leaf)[2:], np.asarray(leaf).dtype), positions)
-    return _kind_to_json(position_kind(one))
+    return kind_to_json(position_kind(one))
 
 
-def _kind_to_json(kind: tuple) -> list:
+def kind_to_json(kind: tuple) -> list:
+    """A :func:`~tallmcmc.sampling.continuation.position_kind` as JSON (a list)."""
     return [kind[0], list(kind[1])] if kind[0] == "dict" else list(kind)
 
 
-def _kind_from_json(kind: list) -> tuple:
+def kind_from_json(kind: list) -> tuple:
+    """A :func:`~tallmcmc.sampling.continuation.position_kind` read back from JSON."""
     return (kind[0], tuple(kind[1])) if kind[0] == "dict" else tuple(kind)
 
 
