@@ -37,6 +37,8 @@ from tallmcmc.proposals.laplace import laplace_covariance, laplace_independence,
 from tallmcmc.proposals.minibatch_hamiltonian import minibatch_hamiltonian
 from tallmcmc.proposals.proxy import proxy_hamiltonian, proxy_langevin
 from tallmcmc.proposals.random_walk import random_walk
+from tallmcmc.proposals.sghmc import sghmc
+from tallmcmc.run_warnings import InexactProposalWarning
 from tallmcmc.sampling import RunState, SamplingResult, WarmupResult, load_result, sample, warmup
 from tallmcmc.setup_fast import FastSetup, fast_setup
 
@@ -46,6 +48,7 @@ __all__ = [
     "AcceptanceInfo",
     "AcceptanceTest",
     "CorrectionDistribution",
+    "InexactProposalWarning",
     "MHInfo",
     "MHState",
     "Model",
@@ -88,6 +91,7 @@ __all__ = [
     "proxy_langevin",
     "sample",
     "sample_tall",
+    "sghmc",
     "stein",
     "stochastic_gradient_langevin",
     "tuna",

@@ -19,11 +19,17 @@ from tallmcmc.proposals.base import Proposal
 
 
 class MHState(NamedTuple):
-    """State of one chain: the position, its log-prior, and the test's cache."""
+    """State of one chain: the position, its log-prior, the test's cache and the proposal's own state.
+
+    ``proposal_state`` is ``()`` unless the proposal keeps a state between
+    steps (``Proposal.init_state``; e.g. the persistent momentum of
+    :func:`tallmcmc.sghmc`).
+    """
 
     position: Position
     log_prior: jax.Array
     cache: Any
+    proposal_state: Any = ()
 
 
 MHInfo = NamedTuple(
@@ -54,6 +60,8 @@ class ProposedStep(NamedTuple):
     nan_offset: jax.Array
     data_used: jax.Array
     proxy_acceptance: jax.Array  # min(1, e^{proxy log ratio}); NaN without a proxy
+    accepted_state: Any = ()  # the proposal's state after the step if θ′ is accepted
+    rejected_state: Any = ()  # ... and if it is rejected
 
 
 def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MHState) -> tuple[jax.Array, ProposedStep]:
@@ -64,7 +72,12 @@ def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MH
     the same draws.
     """
     proposal_key, test_key = jax.random.split(rng_key)
-    proposed = proposal.propose(proposal_key, state.position, model)
+    if proposal.init_state is None:
+        proposed = proposal.propose(proposal_key, state.position, model)
+        accepted_state = rejected_state = state.proposal_state
+    else:
+        proposed = proposal.propose(proposal_key, state.position, model, state.proposal_state)
+        accepted_state, rejected_state = proposed.accepted_state, proposed.rejected_state
     log_prior = jnp.asarray(model.log_prior(proposed.position), state.log_prior.dtype)
     offset = log_prior - state.log_prior + proposed.log_proposal_ratio.astype(state.log_prior.dtype)
     # a NaN prior or proposal ratio can never be accepted; −inf is a plain rejection
@@ -77,7 +90,8 @@ def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MH
         proxy_ratio = jnp.asarray(proposed.proxy_log_ratio, dtype)
         proxy_acceptance = jnp.where(jnp.isnan(proxy_ratio), 0.0, jnp.exp(jnp.minimum(proxy_ratio, 0.0)))
     return test_key, ProposedStep(
-        proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used), proxy_acceptance
+        proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used), proxy_acceptance,
+        accepted_state, rejected_state,
     )
 
 
@@ -94,6 +108,7 @@ def conclude_step(
         jax.tree_util.tree_map(choose, proposed.position, state.position),
         choose(proposed.log_prior, state.log_prior),
         decision.cache if test.keeps_cache_on_reject else jax.tree_util.tree_map(choose, decision.cache, state.cache),
+        jax.tree_util.tree_map(choose, proposed.accepted_state, proposed.rejected_state),
     )
     test_info = decision.info._replace(
         data_used=decision.info.data_used + proposed.data_used,
@@ -123,7 +138,8 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest) -> Kern
 
     def init(position: Position) -> MHState:
         position = jax.tree_util.tree_map(jnp.asarray, position)
-        return MHState(position, jnp.asarray(model.log_prior(position)), test.init(model, position))
+        proposal_state = () if proposal.init_state is None else proposal.init_state(position)
+        return MHState(position, jnp.asarray(model.log_prior(position)), test.init(model, position), proposal_state)
 
     def step(rng_key: jax.Array, state: MHState) -> tuple[MHState, MHInfo]:
         test_key, proposed = propose_step(model, proposal, rng_key, state)

@@ -29,6 +29,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+
+class InexactProposalWarning(UserWarning):
+    """A proposal without its true log ratio (SGHMC) runs under a real test: the chain's target is not the posterior."""
+
 #: A per-step bound on |P(accept) − Barker| at or above this guarantees next to nothing (``sample``
 #: warns when most subsampled steps report one; the medians measured on our targets: docs/minibatch_error.md).
 VACUOUS_ERROR_BOUND = 0.25

@@ -143,6 +143,7 @@ def run_and_check(
     seed: int = 0,
     num_standard_errors: float = 4.0,
     minimum_effective_sample_size: float = 100.0,
+    **sample_options: Any,
 ) -> tuple[SamplingResult, MomentCheck]:
     """Run a sampler and compare its draws with a known mean and variance.
 
@@ -167,6 +168,8 @@ def run_and_check(
         Seed of :func:`tallmcmc.sample`'s random stream.
     num_standard_errors, minimum_effective_sample_size
         As in :func:`check_posterior_moments`.
+    **sample_options
+        Passed on to :func:`tallmcmc.sample` (e.g. ``allow_inexact_proposal``).
 
     Returns
     -------
@@ -185,6 +188,7 @@ def run_and_check(
         num_chains=starts.shape[0],
         seed=seed,
         progress=False,
+        **sample_options,
     )
     check = check_posterior_moments(
         result.positions,

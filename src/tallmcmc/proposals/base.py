@@ -15,6 +15,16 @@ energy error), whatever the acceptance test does with the move, so warm-up
 adapts the step size on it (towards ``Proposal.proxy_target``) rather than on
 the test's acceptance, which a Barker-type test keeps near ½ for any
 near-exact proposal and so cannot signal a step that is too long.
+
+A proposal may keep a *state* of its own from one step to the next (a
+momentum that persists, as in SGHMC or a partial momentum refresh). Such a
+proposal sets ``Proposal.init_state(position) -> state``; its ``propose``
+then takes the state as a fourth argument, ``propose(rng_key, position,
+model, state)``, and reports in ``Proposed.accepted_state`` and
+``Proposed.rejected_state`` what the state becomes if the test accepts or
+rejects the candidate. The kernel keeps it in
+:attr:`tallmcmc.MHState.proposal_state` (``()`` for a proposal without one),
+so both drivers, warm-up and checkpoints carry it.
 """
 
 from __future__ import annotations
@@ -38,6 +48,9 @@ class Proposed(NamedTuple):
     data_used: jax.Array  # data points the proposal touched
     #: log π̃(θ′) − log π̃(θ) + log q(θ|θ′) − log q(θ′|θ) on the proposal's data-free proxy π̃ (``None``: no proxy)
     proxy_log_ratio: Any = None
+    #: A stateful proposal's state after the step if the candidate is accepted / rejected (``None``: no state)
+    accepted_state: Any = None
+    rejected_state: Any = None
 
 
 class Proposal(NamedTuple):
@@ -54,6 +67,12 @@ class Proposal(NamedTuple):
     #: The proxy acceptance rate E[min(1, e^{proxy_log_ratio})] warm-up aims at, for a proposal that reports
     #: ``Proposed.proxy_log_ratio``; ``None`` for one that does not (warm-up then adapts on the test's acceptance).
     proxy_target: float | None = None
+    #: ``init_state(position) -> state`` for a proposal that keeps a state between steps (``propose`` then takes
+    #: it as a fourth argument; see the module docstring); ``None`` for a stateless one.
+    init_state: Callable[[Position], Any] | None = None
+    #: ``False`` for a proposal whose ``log_proposal_ratio`` is not the true one (SGHMC's, taken as 0):
+    #: :func:`tallmcmc.sample` runs it under a real test only with ``allow_inexact_proposal=True``.
+    exact_ratio: bool = True
 
 
 def tunable(
@@ -64,6 +83,8 @@ def tunable(
     metropolis_target: float = 0.234,
     with_covariance: Callable[[np.ndarray], Proposal] | None = None,
     proxy_target: float | None = None,
+    init_state: Callable[[Position], Any] | None = None,
+    exact_ratio: bool = True,
 ) -> Proposal:
     """A :class:`Proposal` whose step size warm-up can adapt.
 
@@ -76,9 +97,12 @@ def tunable(
         name,
         setup,
         tune=lambda factor: Proposal(
-            make(factor), name, setup, metropolis_target=metropolis_target, proxy_target=proxy_target
+            make(factor), name, setup, metropolis_target=metropolis_target, proxy_target=proxy_target,
+            init_state=init_state, exact_ratio=exact_ratio,
         ),
         metropolis_target=metropolis_target,
         with_covariance=with_covariance,
         proxy_target=proxy_target,
+        init_state=init_state,
+        exact_ratio=exact_ratio,
     )

@@ -16,11 +16,12 @@ K(p) − K(p′), and the test (exact or minibatch) supplies π(θ′)/π(θ) of
 acceptance rate and when to prefer :func:`tallmcmc.proxy_hamiltonian` or SGLD:
 ``docs/minibatch_hamiltonian.md``.
 
-The momentum is drawn afresh at every step (full refresh). A partial refresh
-(p ← αp + √(1 − α²) ξ, with the flip kept) needs the momentum to persist from
-one Metropolis–Hastings step to the next, which the kernel's state
-(:class:`tallmcmc.MHState`: position, log-prior, test cache) does not hold;
-it is not offered.
+By default the momentum is drawn afresh at every step (full refresh). With
+``momentum_persistence=ρ > 0`` it persists in the chain's state
+(:attr:`tallmcmc.MHState.proposal_state`) and is partially refreshed,
+p ← ρp + √(1 − ρ²) ξ, before each trajectory; a rejection reverses it
+(Horowitz's generalised HMC), so consecutive accepted trajectories continue
+in the same direction while the move stays exact.
 
 References
 ----------
@@ -128,6 +129,7 @@ def minibatch_hamiltonian(
     *,
     preconditioner: Any = None,
     minibatch: str = "step",
+    momentum_persistence: float = 0.0,
 ) -> Proposal:
     r"""Leapfrog proposal on minibatch gradients drawn independently of the state (exact ratio).
 
@@ -179,6 +181,18 @@ def minibatch_hamiltonian(
         and reuses each gradient, L + 1 gradient evaluations on b rows, but
         its accepted moves do not grow with L (for L = 1 both modes are the
         same move).
+    momentum_persistence
+        ρ in [0, 1). 0 (default): p is drawn afresh for every trajectory.
+        ρ > 0: generalised HMC (Horowitz 1991). p persists in the chain's
+        state, starting at 0; each step refreshes it partially,
+        p̃ = ρp + √(1 − ρ²)ξ with ξ ~ N(0, M⁻¹), runs the trajectory from p̃,
+        and keeps p′ if the test accepts, −p̃ if it rejects. The refresh
+        leaves N(0, M⁻¹) invariant and the accept-or-flip step is the
+        exact move above followed by a momentum flip, so the chain still
+        targets the posterior (the log ratio is K(p̃) − K(p′)). With short
+        trajectories (small L) this keeps the direction of motion across
+        steps, as a longer trajectory would, without spending more data per
+        step on one minibatch error.
 
     Returns
     -------
@@ -196,22 +210,22 @@ def minibatch_hamiltonian(
         ``log_likelihood`` does not return one scalar per datum, or if the
         ``preconditioner`` does not match the position's dimension.
 
-    Notes
-    -----
-    Momentum is refreshed fully at every step: a partial refresh needs a
-    momentum that persists across Metropolis–Hastings steps, which
-    :class:`tallmcmc.MHState` does not hold.
+    References
+    ----------
+    .. [1] Horowitz, A. M. (1991). A generalized guided Monte Carlo
+       algorithm. Physics Letters B 268(2), 247-252.
     """
     step = positive_finite(step_size, "step_size", "the leapfrog step ε")
     steps = integer_at_least(num_steps, "num_steps")
     batch = integer_at_least(batch_size, "batch_size")
     if minibatch not in MINIBATCH_MODES:
         raise ValueError(f"minibatch must be one of {MINIBATCH_MODES}; got {minibatch!r}")
+    persistence = _persistence(momentum_persistence)
     metric = _Metric(preconditioner)
     per_trajectory = steps + 1 if minibatch == "trajectory" else 2 * steps
 
     def make(multiplier):
-        def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
+        def propose(rng_key: jax.Array, position: Position, model: Model, kept_momentum=None) -> Proposed:
             num_data = model.num_data
             if batch > num_data:
                 raise ValueError(
@@ -245,17 +259,40 @@ def minibatch_hamiltonian(
                 return lambda theta: estimate(theta).astype(dtype)
 
             momentum = metric.momentum(momentum_key, flat.shape[0], dtype)
+            if kept_momentum is not None:  # partial refresh: N(0, M⁻¹) stays invariant
+                momentum = persistence * kept_momentum + np.sqrt(1.0 - persistence**2) * momentum
             moved, final = leapfrog(flat, momentum, epsilon, gradient_for, jnp.arange(steps, dtype=jnp.int32) if
                                     minibatch == "step" else jnp.zeros((steps,), jnp.int32), metric.velocity,
                                     same_minibatch=minibatch == "trajectory")
             ratio = metric.kinetic(momentum) - metric.kinetic(final)  # the flip leaves K unchanged
-            return Proposed(unravel(moved), ratio, jnp.asarray(per_trajectory * batch, jnp.int32))
+            used = jnp.asarray(per_trajectory * batch, jnp.int32)
+            if kept_momentum is None:
+                return Proposed(unravel(moved), ratio, used)
+            # accepted: (θ′, −p′) then the flip that follows every step, p′; rejected: (θ, p̃) flipped, −p̃
+            return Proposed(unravel(moved), ratio, used, accepted_state=final, rejected_state=-momentum)
 
         return propose
 
     name = (f"minibatch_hamiltonian(step_size={step:g}, num_steps={steps}, batch_size={batch}, "
-            f"minibatch={minibatch!r})")
-    return tunable(make, name, setup=metric.setup, metropolis_target=METROPOLIS_TARGET)
+            f"minibatch={minibatch!r}" + (f", momentum_persistence={persistence:g})" if persistence else ")"))
+    init_state = None
+    if persistence:
+        init_state = lambda position: jnp.zeros_like(ravel_pytree(position)[0])  # noqa: E731
+    return tunable(make, name, setup=metric.setup, metropolis_target=METROPOLIS_TARGET, init_state=init_state)
+
+
+def _persistence(value: Any) -> float:
+    """``momentum_persistence`` as a float in [0, 1), or a ``ValueError`` naming it."""
+    try:
+        persistence = float(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"momentum_persistence must be a number in [0, 1); got {value!r}") from error
+    if not 0.0 <= persistence < 1.0:
+        raise ValueError(
+            f"momentum_persistence must be in [0, 1) (0: a fresh momentum every step; ρ → 1 keeps more of it); "
+            f"got {value!r}"
+        )
+    return persistence
 
 
 def minibatch_gradient(model: Model, unravel, data: Any, scale: Any):

@@ -118,6 +118,7 @@ def _result_from(tree, meta: dict[str, Any]) -> SamplingResult:
         final_state=None,
         test_name=meta["test_name"],
         proposal_name=meta["proposal_name"],
+        inexact_proposal=bool(meta.get("inexact_proposal", False)),
         setup_data_used=dict(meta["setup_data_used"]),
         warmup_positions=warmup_positions,
         warmup_info=warmup_info,

@@ -151,7 +151,9 @@ def bind_states(state: RunState, expected: Any) -> MHState:
             bound.append(leaf)
             continue
         if tuple(np.shape(leaf)) != tuple(shape.shape) or np.dtype(dtype) != np.dtype(shape.dtype):
-            what = "the position" if index < len(jax.tree_util.tree_leaves(expected.position)) else "the test's cache"
+            ends = np.cumsum([len(jax.tree_util.tree_leaves(part)) for part in expected])
+            what = ("the position", "the log-prior", "the test's cache", "the proposal's state")[
+                int(np.searchsorted(ends, index, side="right"))]
             raise ValueError(
                 f"resume: state array {index} ({what}) has shape {tuple(np.shape(leaf))} and dtype {np.dtype(dtype)}, "
                 f"but this call's chains need {tuple(shape.shape)} {np.dtype(shape.dtype)}: the state comes from "

@@ -18,6 +18,7 @@ from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.control_variate import ControlVariate
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.run_warnings import InexactProposalWarning
 from tallmcmc.sampling.adaptation import adapts_on_proxy
 from tallmcmc.sampling.drivers import DRIVERS, choose_driver
 from tallmcmc.sampling.memory import check_run_memory
@@ -70,6 +71,8 @@ class RunPlan(NamedTuple):
     setup_data_used: dict[str, int]
     uses_control_variate: bool
     program: ChainProgram
+    #: the proposal's log ratio is not its true one (SGHMC) and a real test uses it (``allow_inexact_proposal``)
+    inexact_proposal: bool = False
 
     @property
     def dtype(self):
@@ -104,6 +107,7 @@ def plan_run(
     driver: str,
     mesh,
     check_starts: bool,
+    allow_inexact_proposal: bool = False,
 ) -> RunPlan:
     """Check a run's arguments and lay it out (see the module docstring); every error names its argument."""
     if num_samples is not None:
@@ -137,6 +141,7 @@ def plan_run(
     else:  # the same checks, on shapes only (the data may live in other processes)
         jax.eval_shape(lambda position: test.init(model, position), first_start)
     num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
+    inexact_proposal = _check_inexact_proposal(proposal, test, allow_inexact_proposal)
     target = target_acceptance_for(target_acceptance, proposal, test)
     setup_data_used = _setup_costs(proposal, test)
     if check_starts:
@@ -172,8 +177,28 @@ def plan_run(
         num_chains=num_chains, num_samples=num_samples, num_warmup=num_warmup, num_chunks=num_chunks, driver=driver,
         schedule=schedule, target=target, adapt=num_warmup > 0 and proposal.tune is not None,
         adapt_covariance=bool(adapt_covariance), seed=seed, progress=progress, setup_data_used=setup_data_used,
-        uses_control_variate=uses_control_variate, program=program,
+        uses_control_variate=uses_control_variate, program=program, inexact_proposal=inexact_proposal,
     )
+
+
+def _check_inexact_proposal(proposal: Proposal, test: AcceptanceTest, allowed: bool) -> bool:
+    """Whether a proposal without its true log ratio (SGHMC) meets a real test; refused unless ``allowed``."""
+    if proposal.exact_ratio or test.name == "always_accept":
+        return False
+    if not allowed:
+        raise ValueError(
+            f"{proposal.name} reports no true log proposal ratio (its density is a mixture over minibatches), so "
+            f"{test.name} cannot make the chain target the posterior. Run it with tallmcmc.always_accept() (plain "
+            "SGHMC), use tallmcmc.minibatch_hamiltonian (the exact counterpart), or pass "
+            "allow_inexact_proposal=True to sample() to run the heuristic test as Chen et al. (2016) did"
+        )
+    warnings.warn(
+        f"allow_inexact_proposal=True: {test.name} on {proposal.name} takes the proposal ratio as 0, so the chain's "
+        "target is not the posterior (result.inexact_proposal is True)",
+        InexactProposalWarning,
+        stacklevel=4,
+    )
+    return True
 
 
 def _starts(initial_position, initial_positions, num_chains: int, check) -> Position:

@@ -67,6 +67,10 @@ class SamplingResult:
     target_draws
         Loaded from a checkpoint: the draws per chain the run was asked for
         (``None`` otherwise).
+    inexact_proposal
+        ``True`` if a proposal without its true log ratio (SGHMC) ran under a
+        real test (``sample(..., allow_inexact_proposal=True)``): the draws do
+        not target the posterior.
 
     A loaded result (:func:`tallmcmc.load_result`) has ``final_state`` ``None``.
     """
@@ -90,6 +94,7 @@ class SamplingResult:
     last_state: Any = None
     first_draw: int = 0
     target_draws: int | None = None
+    inexact_proposal: bool = False
 
     @property
     def setup_data_passes(self) -> float:

@@ -64,6 +64,7 @@ def sample(
     resume: SamplingResult | RunState | None = None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int | None = None,
+    allow_inexact_proposal: bool = False,
 ) -> SamplingResult:
     """Run ``num_chains`` Markov chains of ``num_samples`` steps each.
 
@@ -289,7 +290,7 @@ def sample(
         num_samples=num_samples, num_chains=num_chains, seed=seed, progress=progress, num_chunks=num_chunks,
         num_warmup=num_warmup, target_acceptance=target_acceptance, temperature_schedule=temperature_schedule,
         step_size_schedule=step_size_schedule, adapt_covariance=adapt_covariance, driver=driver, mesh=mesh,
-        check_starts=check_starts,
+        check_starts=check_starts, allow_inexact_proposal=allow_inexact_proposal,
     )
     first_step, factors, covariance = 0, None, None
     if state is not None:
@@ -393,7 +394,8 @@ class _Run:
         if states is not None:
             final = states
             if plan.layout is not None:  # one copy per data shard: the position is the same in all
-                final = MHState(*plan.layout.first_copy((states.position, states.log_prior)), states.cache)
+                final = MHState(*plan.layout.first_copy((states.position, states.log_prior)), states.cache,
+                                plan.layout.first_copy(states.proposal_state))
             num_new = int(jax.tree_util.tree_leaves(output.info)[0].shape[1])
             last = RunState(
                 states=states, steps_done=self.first_step + num_new, seed=plan.seed, num_chains=plan.num_chains,
@@ -425,6 +427,7 @@ class _Run:
             loop_iterations=output.loop_iterations,
             last_state=last,
             first_draw=self.first_step,
+            inexact_proposal=plan.inexact_proposal,
         )
         return result if self.earlier is None else self.earlier.extended_by(result)
 
@@ -488,6 +491,15 @@ def _warn(plan: RunPlan, result: SamplingResult, states: MHState) -> None:
             stacklevel=3,
         )
     warn_if_error_bounds_vacuous(info, stacklevel=4)
+    clipped = getattr(states.proposal_state, "noise_clipped", None) if states is not None else None
+    if clipped is not None and int(np.max(to_host(clipped))):
+        warnings.warn(
+            f"{plan.proposal.name}: on {int(np.max(to_host(clipped)))} step(s) of some chain the friction α was "
+            "below β̂ = ½ηV̂, the noise the minibatch gradient injects, so the injected noise variance 2(α − β̂)η "
+            "was clipped to 0: raise friction or lower step_size (or batch more points)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     if has_step_machine(plan.test):  # a subsampling test: did it pay, and if not, why
         pool = to_host(states.cache) if states is not None and hasattr(states.cache, "fourth") else None
         warn_if_subsampling_does_not_pay(plan.test.name, info, plan.model.num_data, pool, plan.uses_control_variate,
