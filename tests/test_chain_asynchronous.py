@@ -312,11 +312,12 @@ def test_recording_proposals_fails_the_posterior_check(monkeypatch):
 MESH_SCRIPT = SCRIPTS / "asynchronous_mesh.py"
 
 
-def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one():
-    """Data, chains and 2 × 2 meshes (4 forced host devices): the same draws, decisions and data counts
-    bit for bit (minibatch Barker on every mesh, exact Barker and AustereMH(nc) on 2 × 2); the psum left
-    out fails the same comparison."""
-    results = run_on_host_devices(MESH_SCRIPT)
+@pytest.mark.parametrize("every", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one(every):
+    """A 2 × 2 mesh (4 forced host devices; with ``every``, also data and chains meshes, exact Barker and
+    AustereMH(nc)): the same draws, decisions and data counts bit for bit, with and without warm-up; the psum
+    left out fails the same comparison."""
+    results = run_on_host_devices(MESH_SCRIPT, *(["all"] if every else []))
     wrong = results.pop("wrong")
     assert all(results.values()), results
     assert not wrong
