@@ -42,7 +42,7 @@ from tallmcmc.run_warnings import InexactProposalWarning
 from tallmcmc.sampling import RunState, SamplingResult, WarmupResult, load_result, sample, warmup
 from tallmcmc.setup_fast import FastSetup, fast_setup
 
-__version__ = "0.1.0"
+from tallmcmc._version import __version__
 
 __all__ = [
     "AcceptanceInfo",
