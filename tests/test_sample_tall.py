@@ -250,3 +250,39 @@ def test_a_sample_tall_run_continues_to_one_longer_run():
     with pytest.raises(ValueError, match="resume"):
         tallmcmc.sample_tall(model, resume=tallmcmc.sample(model, more.diagnosis.proposal, more.diagnosis.test,
                                                            resume=first.last_state, num_samples=5, progress=False))
+
+
+@pytest.mark.slow  # 45 s (three compiled runs and a mode search); a path a user opts into with bound=
+def test_with_a_bound_tuna_is_measured_and_kept_where_it_costs_fewer_points_per_effective_draw():
+    """Logistic regression, d = 2, N = 10⁴, the example's residual bound: TunaMH's pilot measures far fewer points
+    per effective draw than the minibatch Barker test (Metropolis-type acceptance near 1 on ~0.2 points per step), so
+    it is kept, its pilot draws first; the draws match the posterior computed on a 301 × 301 grid (exact up to the
+    grid) within 4 MCSE. TunaMH itself is checked against analytic posteriors in the registry (test_posterior.py),
+    with its deliberately wrong variants; this checks the path that routes to it."""
+    from tallmcmc.automatic import TUNA_PILOT_STEPS
+    from tallmcmc.examples import logistic_regression
+
+    covariates, response = logistic_regression.simulate(10_000, 2, seed=3)
+    model = logistic_regression.model(covariates, response)
+    mode = tallmcmc.find_mode(model, jnp.zeros(2))
+    control_variate = tallmcmc.taylor_control_variate(model, mode.position)
+    bound = logistic_regression.tuna_bound(model, control_variate)
+    result = tallmcmc.sample_tall(model, mode=mode, control_variate=control_variate, bound=bound, num_samples=500,
+                                  seed=1, progress=False)
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "tuna", diagnosis.reason
+    assert diagnosis.choice.tuna_cost < diagnosis.choice.minibatch_cost
+    assert diagnosis.test.name.startswith("tuna") and "TunaMH pilot" not in result.setup_data_used
+    assert result.info["accepted"].shape == (4, 500) and TUNA_PILOT_STEPS < 500
+    # the reference: the posterior on a grid of ±7 Laplace sd
+    centre = np.asarray(mode.position, np.float64)
+    spread = np.sqrt(np.diag(np.asarray(tallmcmc.laplace_covariance(mode))))
+    axes = [np.linspace(c - 7 * s, c + 7 * s, 301) for c, s in zip(centre, spread)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
+    log_density = np.asarray(jax.jit(jax.vmap(model.log_density))(jnp.asarray(grid, jnp.float32)), np.float64)
+    weights = np.exp(log_density - log_density.max())
+    weights /= weights.sum()
+    mean = weights @ grid
+    sd = np.sqrt(weights @ (grid - mean) ** 2)
+    passed, report = reproduces(result, mean, sd)
+    assert passed, report

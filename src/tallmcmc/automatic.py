@@ -38,9 +38,11 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    centre, several log-likelihoods' worth of work, so a minibatch test
    touching more than that gains nothing in time; :func:`tallmcmc.sample`
    warns above the same fraction). Otherwise the path says why (spread or tail
-   weight of the residuals) and runs the exact test, or TunaMH on the
-   residuals when a ``bound`` is given, rather than spending most of N per
-   step under a minibatch name.
+   weight of the residuals) and runs the exact test rather than spending most
+   of N per step under a minibatch name. With a ``bound`` for the residuals,
+   TunaMH (exact and Metropolis-type, so not held to the Barker test's ESS per
+   draw of about ⅓) runs a short measured pilot, and whichever of it and the
+   test chosen above costs fewer points per effective draw is kept.
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
@@ -102,6 +104,9 @@ FAST_SETUP_MIN_ROWS = 200_000
 FAST_SETUP_ROWS_PER_DIMENSION = 10_000
 #: Above this many coordinates ``setup="auto"`` uses ``find_mode`` (a d × d Hessian per row chunk per pass).
 FAST_SETUP_MAX_DIMENSION = 100
+#: With a TunaMH ``bound``, the kept steps of its pilot (the first kept draws if TunaMH is chosen, else counted and
+#: set aside): TunaMH is Metropolis-type, so it can beat the Barker test's ESS per draw of about ⅓ (docs/sample_tall.md).
+TUNA_PILOT_STEPS = 50
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
@@ -138,6 +143,10 @@ class TestChoice:
         min(1, e^{Δ*}) there (the exact Metropolis test's, estimated).
     minibatch_cost, exact_cost
         Data points per effective draw of each test.
+    tuna_acceptance, tuna_points, tuna_cost
+        With a TunaMH ``bound``: its acceptance, points per step and points
+        per effective draw measured on a pilot of :data:`TUNA_PILOT_STEPS`
+        kept steps (NaN, NaN, ∞ without one).
     """
 
     minibatch: bool
@@ -147,6 +156,21 @@ class TestChoice:
     metropolis_acceptance: float
     minibatch_cost: float
     exact_cost: float
+    tuna_acceptance: float = float("nan")
+    tuna_points: float = float("nan")
+    tuna_cost: float = float("inf")
+
+    def with_tuna(self, info: dict[str, np.ndarray]) -> TestChoice:
+        """This choice with TunaMH's measured acceptance, points per step and points per effective draw."""
+        acceptance = float(np.mean(info["accepted"]))
+        points = float(np.mean(info["data_used"]))
+        return dataclasses.replace(self, tuna_acceptance=acceptance, tuna_points=points,
+                                   tuna_cost=points / _ess_per_draw(acceptance))
+
+    def describe_tuna(self) -> str:
+        """TunaMH's measured figures, in words."""
+        return (f"TunaMH measured {self.tuna_points:,.1f} points per step at acceptance "
+                f"{100 * self.tuna_acceptance:.2g}%: ≈ {self.tuna_cost:,.0f} points per effective draw")
 
     def describe(self, num_data: int) -> str:
         """The numbers behind the choice, in words."""
@@ -307,8 +331,13 @@ def sample_tall(
         control-variate residuals (e.g.
         ``tallmcmc.examples.logistic_regression.tuna_bound(model, cv)``; it
         needs the control variate, so build both and pass
-        ``control_variate=`` too): when the minibatch Barker test does not
-        pay, TunaMH with it runs instead of the exact test.
+        ``control_variate=`` too). After warm-up, TunaMH with it runs a
+        pilot of :data:`TUNA_PILOT_STEPS` kept steps from the warmed chains;
+        it is kept (the pilot's draws are then the first kept draws) when its
+        measured points per effective draw, a/(2 − a) for acceptance a, are
+        fewer than the minibatch Barker test's (or the exact test's, where
+        the minibatch test does not pay). A pilot not kept is counted in
+        ``setup_data_used["TunaMH pilot"]``.
     chi
         TunaMH's χ when ``bound`` is used.
     seed
@@ -444,20 +473,42 @@ def sample_tall(
                 + " rather than spending most of N per step under a minibatch name"
             )
             decision = "tuna" if bound is not None else "exact"
+        factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
+        tuned = proposal.tune(jnp.asarray(factor, jnp.float32))
+        pilot = None
+        if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs fewer points per ESS
+            say(f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
+                flush=True)
+            tuna_test = tuna(chi, bound, control_variate=control_variate)
+            pilot = sample(model, tuned, tuna_test, initial_positions=_positions(warmed),
+                           num_samples=min(TUNA_PILOT_STEPS, num_samples), seed=seed, check_starts=False, **options)
+            choice = choice.with_tuna(pilot.info)
+            rival = "minibatch" if choice.minibatch else "exact"
+            if choice.tuna_cost < (choice.minibatch_cost if choice.minibatch else choice.exact_cost):
+                decision = "tuna"
+                reason = (f"TunaMH on the residuals costs the fewest points per effective draw: "
+                          f"{choice.describe_tuna()}; {measured}")
+            else:
+                decision = rival
+                reason = (f"the control variate pays: {measured}" if choice.minibatch else
+                          f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact "
+                          "Metropolis test runs") + f"; {choice.describe_tuna()}"
         say(f"sample_tall: {decision} — {reason}", flush=True)
-        if choice.minibatch:  # the warm-up continues exactly: each chain's step and the tail guard's pool carry over
+        if decision == "minibatch":  # the warm-up continues exactly: each chain's step and the tail guard's pool
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
             kept_proposal, kept_test = proposal, minibatch
-        else:
-            test = tuna(chi, bound, control_variate=control_variate) if bound is not None else exact_metropolis()
-            factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
-            kept = sample(
-                model, proposal.tune(jnp.asarray(factor, jnp.float32)), test,
-                initial_positions=_positions(warmed), num_samples=num_samples, seed=seed, check_starts=False,
-                **options,
-            )
+        elif decision == "tuna":  # the pilot's draws are the first kept draws
+            more = num_samples - int(pilot.info["accepted"].shape[1])
+            kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **options)
             result = _joined(warmed, kept)
-            kept_proposal, kept_test = proposal.tune(jnp.asarray(factor, jnp.float32)), test
+            kept_proposal, kept_test = tuned, tuna_test
+        else:
+            kept = sample(model, tuned, exact_metropolis(), initial_positions=_positions(warmed),
+                          num_samples=num_samples, seed=seed, check_starts=False, **options)
+            result = _joined(warmed, kept)
+            kept_proposal, kept_test = tuned, exact_metropolis()
+        if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
+            result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal, test=kept_test,
