@@ -50,8 +50,16 @@ class AcceptanceInfo(NamedTuple):
     variance
         Estimated variance s² of Δ* (0 for exact tests).
     error_bound
-        The test's estimate of its own error (ε of Corollary 1 for the
-        minibatch Barker test; 0 for exact tests).
+        The test's estimate of its own error; 0 for exact tests and for any
+        step decided on all N points. For the minibatch Barker test, a bound
+        on |P(accept) − 1/(1 + e^{−Δ})| from the standardised lᵢ it drew: the
+        smaller of Novak's bound (Seita et al., Corollary 1) and the smoothing
+        bound of :func:`~tallmcmc.acceptance.minibatch_barker.smoothed_error_bound`
+        (README, "What ``error_bound`` means"). Other tests report their own
+        quantity: the austerity tests the tail δ at the stage where they
+        stopped, the confidence sampler the error budget Σδⱼ spent, TunaMH
+        the largest bound-violation ratio (> 1) on a step that found its
+        bound violated.
     used_full_data
         Whether the decision was made on all N points.
     non_finite

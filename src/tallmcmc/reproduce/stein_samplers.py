@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 points = value["positions"][chain]
                 scores = _unique_scores(model, points)
                 for j, n in enumerate(lengths):
-                    kernel[chain, j] = kernel_stein_discrepancy(points[:n], scores[:n])
+                    kernel[chain, j] = kernel_stein_discrepancy(points[:n], scores[:n]).value
                     index = np.unique(np.round(np.linspace(0, n - 1, min(n, args.max_graph_points))).astype(int))
                     graph[chain, j] = graph_stein_discrepancy(points[index], scores[index]).value
                     bar.update(1)

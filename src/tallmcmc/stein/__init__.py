@@ -1,5 +1,10 @@
 """Stein discrepancies for measuring sample quality.
 
+Every discrepancy returns a :class:`SteinResult` (value, per-coordinate parts,
+solver status, timing; a one-line ``repr``; ``float(result)`` is the value),
+and warns with a :class:`SteinSolverWarning` when its solver stops short of
+its tolerance.
+
 References
 ----------
 .. [1] J. Gorham and L. Mackey, "Measuring Sample Quality with Stein's
@@ -13,6 +18,7 @@ from tallmcmc.stein.kernel import (
     kernel_stein_discrepancy_squared,
     stein_kernel_matrix,
 )
+from tallmcmc.stein.result import NON_OPTIMAL_STATUSES, STATUSES, SteinResult, SteinSolverWarning
 from tallmcmc.stein.scores import posterior_scores
 from tallmcmc.stein.spanner import greedy_spanner
 from tallmcmc.stein.univariate import (
@@ -24,6 +30,10 @@ from tallmcmc.stein.univariate import (
 )
 
 __all__ = [
+    "SteinResult",
+    "SteinSolverWarning",
+    "STATUSES",
+    "NON_OPTIMAL_STATUSES",
     "ClassicalSteinResult",
     "classical_stein_discrepancy",
     "GraphSteinResult",

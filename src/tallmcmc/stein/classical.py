@@ -59,13 +59,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import clarabel
 import numpy as np
 import scipy.sparse as sparse
 
 from tallmcmc.stein.graph_program import _as_bounds, _as_stein_factors
+from tallmcmc.stein.result import CLARABEL_STATUSES, SteinResult, warn_non_optimal
 from tallmcmc.stein.scores import as_points, as_scores, normalised_weights
 
 __all__ = ["ClassicalSteinResult", "classical_stein_discrepancy"]
@@ -76,55 +76,11 @@ _ACCEPTED_TOLERANCE = 1e-6
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
 
 
-@dataclass
-class ClassicalSteinResult:
-    """Result of :func:`classical_stein_discrepancy`.
-
-    Attributes
-    ----------
-    value : float
-        The classical Stein discrepancy (optimal value of the program).
-    function_values : ndarray, shape (n_unique,)
-        Optimal :math:`g(x_i)` at the sorted distinct points.
-    derivatives : ndarray, shape (n_unique,)
-        Optimal :math:`g'(x_i)`.
-    points : ndarray, shape (n_unique,)
-        Sorted distinct sample points (duplicates collapsed, zero-weight
-        points dropped).
-    weights : ndarray, shape (n_unique,)
-        Their weights, summing to one.
-    scores : ndarray, shape (n_unique,)
-        The target score at those points.
-    status : str
-        Clarabel's status: ``"Solved"`` (duality gap and feasibility within
-        ``tolerance``) or ``"AlmostSolved"`` (rounding stopped the solver
-        short of ``tolerance`` but within 1e-6).
-    iterations : int
-        Interior point iterations.
-    relative_gap : float
-        Clarabel's relative duality gap at the returned point.
-    timings : dict
-        Wall-clock seconds: ``"setup"`` (building the cone program),
-        ``"solve"`` (Clarabel) and ``"total"``.
-    """
-
-    value: float
-    function_values: np.ndarray
-    derivatives: np.ndarray
-    points: np.ndarray
-    weights: np.ndarray
-    scores: np.ndarray
-    status: str
-    iterations: int
-    relative_gap: float
-    timings: dict = field(default_factory=dict)
-
-    def operator_values(self) -> np.ndarray:
-        """:math:`(T g)(x_i) = b(x_i) g(x_i) + g'(x_i)` for the optimal ``g``.
-
-        This is the test function that best tells Q from P.
-        """
-        return self.scores * self.function_values + self.derivatives
+#: The former result class of the classical Stein discrepancy: now :class:`~tallmcmc.stein.SteinResult`
+#: (``kind="classical"``), with the same attributes (``value``, ``function_values``, ``derivatives``,
+#: ``points``, ``weights``, ``scores``, ``status``, ``iterations``, ``relative_gap``, ``timings``,
+#: ``operator_values()``) and more; ``status`` is now ``"optimal"`` where it was Clarabel's ``"Solved"``.
+ClassicalSteinResult = SteinResult
 
 
 class _Rows:
@@ -343,7 +299,12 @@ def _build_program(x, weights, score_values, alpha, beta, factors):
 
 
 def _solve(x, w, b, alpha, beta, factors, *, tolerance, max_iter, verbose):
-    """Build and solve the program; return ``(g, h, status, iterations, relative gap, timings)``."""
+    """Build and solve the program; return ``(g, h, status, iterations, relative gap, timings)``.
+
+    ``status`` is that of a :class:`~tallmcmc.stein.SteinResult`; a status
+    short of ``"optimal"`` is warned about, a Clarabel status without a
+    usable point raises a ``RuntimeError``.
+    """
     start = time.perf_counter()
     objective, matrix, rhs, cones, n_variables, g_index, h_index = _build_program(x, w, b, alpha, beta, factors)
     # the costs are O(1/n): scale them to max |cost| = 1 so the gap tolerances are relative to O(1) numbers
@@ -369,14 +330,33 @@ def _solve(x, w, b, alpha, beta, factors, *, tolerance, max_iter, verbose):
     solution = solver.solve()
     solve_seconds = time.perf_counter() - start
 
-    status = str(solution.status)
-    if status not in ("Solved", "AlmostSolved"):
-        raise RuntimeError(
-            f"classical Stein program failed: Clarabel status {status} after {solution.iterations} iterations"
-        )
+    clarabel_status = str(solution.status)
     z = np.asarray(solution.x)
+    status = CLARABEL_STATUSES.get(clarabel_status)
+    if status is None or not np.all(np.isfinite(z)):
+        raise RuntimeError(
+            f"classical Stein program failed: Clarabel status {clarabel_status} after {solution.iterations} "
+            "iterations. The program is always feasible and bounded, so this is a numerical failure: try a "
+            "looser tolerance (e.g. 1e-6) or fewer (thinned) points"
+        )
+    info = solver.get_info()
+    gap = float(info.gap_rel)
+    if status != "optimal":
+        if status == "almost solved":
+            advice = (f"Rounding stops Clarabel short of tolerance={tolerance:.0e} on large samples (from n ~ 10^3); "
+                      f"the value then met the reduced tolerance {accepted:.0e}: pass tolerance={accepted:.0e} to "
+                      "accept that accuracy without this warning, or use fewer (thinned) points")
+        elif status == "iteration limit":
+            advice = f"Raise max_iter (now {max_iter}) or loosen tolerance (now {tolerance:.0e})"
+        else:
+            advice = f"Loosen tolerance (now {tolerance:.0e}) or use fewer (thinned) points"
+        warn_non_optimal(
+            "classical", status,
+            f"Clarabel stopped with status {clarabel_status} after {solution.iterations} iterations (relative gap "
+            f"{gap:.1e}, primal residual {float(info.res_primal):.1e})",
+            advice,
+        )
     timings = {"setup": setup_seconds, "solve": solve_seconds}
-    gap = float(solver.get_info().gap_rel)
     return z[g_index], z[h_index], status, int(solution.iterations), gap, timings
 
 
@@ -391,7 +371,7 @@ def classical_stein_discrepancy(
     tolerance: float = 1e-8,
     max_iter: int = 200,
     verbose: bool = False,
-) -> ClassicalSteinResult:
+) -> SteinResult:
     r"""Classical (Langevin) Stein discrepancy of a univariate weighted sample.
 
     Solves exactly, as a second-order cone program over the values
@@ -431,10 +411,14 @@ def classical_stein_discrepancy(
 
     Returns
     -------
-    ClassicalSteinResult
-        The ``value``, the optimal ``function_values`` and ``derivatives`` at
-        the sorted distinct ``points``, their ``weights`` and ``scores``,
-        the solver ``status``, ``iterations``, ``relative_gap`` and ``timings``.
+    SteinResult
+        ``kind="classical"``, ``method="clarabel"``: the ``value`` (also
+        ``float(result)``; ``per_coordinate`` is ``[value]``), the solver
+        ``status`` (``"optimal"``, or ``"almost solved"`` etc., warned
+        about) and ``seconds``; the optimal ``function_values`` and
+        ``derivatives`` at the sorted distinct ``points`` (shape (n,)), their
+        ``weights`` and ``scores``, ``iterations``, ``relative_gap`` and
+        ``timings``. ``operator_values()`` is the optimal ``T g`` at the points.
 
     Raises
     ------
@@ -444,8 +428,18 @@ def classical_stein_discrepancy(
         points outside ``[lower, upper]``, non-positive ``stein_factors``,
         non-positive ``tolerance`` or ``max_iter``.
     RuntimeError
-        If Clarabel does not reach the optimum to within ``tolerance``, or to
-        within 1e-6 where rounding stops it earlier.
+        If Clarabel fails without a usable point (an infeasibility or
+        numerical-error status: the program itself is always feasible and
+        bounded).
+
+    Warns
+    -----
+    SteinSolverWarning
+        (a ``RuntimeWarning``) If Clarabel stops short of ``tolerance`` but
+        with a usable point: ``AlmostSolved`` (rounding stopped it within
+        1e-6, common from n ~ 10^3 at the default ``tolerance``; pass
+        ``tolerance=1e-6`` to accept that), ``MaxIterations``, ``MaxTime``
+        or ``InsufficientProgress``. The result's ``status`` records it.
 
     References
     ----------
@@ -457,8 +451,9 @@ def classical_stein_discrepancy(
     A point mass at the mode of N(0, 1): the best ``g`` has ``g(0) = 0`` and
     ``g'(0) = min(c2, sqrt(2 c1 c3))``.
 
-    >>> round(classical_stein_discrepancy([0.0], [0.0], stein_factors=(1, 4, 2)).value, 6)
-    2.0
+    >>> result = classical_stein_discrepancy([0.0], [0.0], stein_factors=(1, 4, 2))
+    >>> round(float(result), 6), result.status
+    (2.0, 'optimal')
     """
     start_total = time.perf_counter()
     if not tolerance > 0:
@@ -473,15 +468,22 @@ def classical_stein_discrepancy(
     )
     timings["setup"] += setup_seconds
     value = float(np.sum(w * (b * g_values + h_values)))
-    return ClassicalSteinResult(
+    total_seconds = time.perf_counter() - start_total
+    return SteinResult(
         value=value,
-        function_values=g_values,
-        derivatives=h_values,
+        kind="classical",
+        method="clarabel",
+        status=status,
+        seconds=total_seconds,
+        n=int(x.size),
+        d=1,
+        per_coordinate=np.array([value]),
         points=x,
         weights=w,
         scores=b,
-        status=status,
+        function_values=g_values,
+        derivatives=h_values,
         iterations=iterations,
         relative_gap=relative_gap,
-        timings={**timings, "total": time.perf_counter() - start_total},
+        timings={**timings, "total": total_seconds},
     )

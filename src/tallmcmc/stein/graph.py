@@ -35,6 +35,7 @@ from tallmcmc.stein.graph_program import (
     checked_inputs,
     highs_graph_stein_discrepancy,
 )
+from tallmcmc.stein.result import SteinResult
 from tallmcmc.stein.scores import as_points
 from tallmcmc.stein.univariate import univariate_graph_stein_discrepancy
 
@@ -57,7 +58,7 @@ def graph_stein_discrepancy(
     complete_graph: bool = False,
     method: str = "auto",
     workers: int | None = None,
-) -> GraphSteinResult:
+) -> SteinResult:
     """Langevin graph Stein discrepancy of a weighted sample (Gorham & Mackey 2015).
 
     Solves, for each coordinate ``j``, the linear program
@@ -115,10 +116,12 @@ def graph_stein_discrepancy(
 
     Returns
     -------
-    GraphSteinResult
-        The discrepancy ``value``, ``per_coordinate`` optima, optimal
-        ``function_values`` and ``gradients``, the collapsed ``points`` and
-        ``weights``, ``num_edges`` and ``timings``.
+    SteinResult
+        ``kind="graph"``: the discrepancy ``value`` (also ``float(result)``),
+        the ``per_coordinate`` optima it is the sum of, the solver ``status``
+        and ``seconds``; the optimal ``function_values`` and ``gradients`` at
+        the collapsed ``points`` (with their ``weights`` and ``scores``),
+        ``num_edges``, ``iterations`` and ``timings``.
 
     Raises
     ------
@@ -126,6 +129,16 @@ def graph_stein_discrepancy(
         On malformed inputs (shapes, non-finite values, negative weights,
         points outside the box, non-positive Stein factors), or
         ``method="univariate"`` for ``d >= 2`` or the complete graph.
+    RuntimeError
+        If a solver fails without a usable point (a HiGHS program not solved
+        to optimality; see :func:`univariate_graph_stein_discrepancy` for
+        ``d = 1``).
+
+    Warns
+    -----
+    SteinSolverWarning
+        For ``d = 1``, if the banded interior point method stops short of its
+        tolerance (the result's ``status`` says how).
 
     Notes
     -----
@@ -147,8 +160,10 @@ def graph_stein_discrepancy(
     >>> rng = np.random.default_rng(0)
     >>> x = rng.standard_normal((200, 2))
     >>> result = graph_stein_discrepancy(x, lambda y: -y)
-    >>> result.per_coordinate.shape
-    (2,)
+    >>> result.per_coordinate.shape, result.status
+    ((2,), 'optimal')
+    >>> bool(np.isclose(result.per_coordinate.sum(), float(result)))
+    True
     """
     if method not in GRAPH_METHODS:
         raise ValueError(f"method must be one of {GRAPH_METHODS}, got {method!r}")

@@ -1,4 +1,4 @@
-"""The graph Stein discrepancy's linear programs, solved by HiGHS; the result type and checks the programs share.
+"""The graph Stein discrepancy's linear programs, solved by HiGHS; the checks the programs share.
 
 :func:`highs_graph_stein_discrepancy` builds, for each coordinate ``j`` of the
 test function, the linear program of :func:`tallmcmc.stein.graph_stein_discrepancy`
@@ -23,13 +23,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sparse
 from scipy.optimize import linprog
 
+from tallmcmc.stein.result import SteinResult
 from tallmcmc.stein.scores import as_points, as_scores, normalised_weights
 from tallmcmc.stein.spanner import greedy_spanner
 
@@ -46,41 +46,10 @@ ScoreFunction = Callable[[np.ndarray], np.ndarray]
 _MAX_COEFFICIENT = 1e8
 
 
-@dataclass
-class GraphSteinResult:
-    """Result of :func:`~tallmcmc.stein.graph_stein_discrepancy` (and of the univariate solver).
-
-    Attributes
-    ----------
-    value : float
-        The graph Stein discrepancy: the sum of the ``d`` coordinate optima.
-    per_coordinate : ndarray, shape (d,)
-        Optimal value of the linear program for each coordinate ``j`` of ``g``.
-    function_values : ndarray, shape (n_unique, d)
-        Optimal ``psi``: column ``j`` holds ``g_j`` at the (collapsed) points.
-    gradients : ndarray, shape (n_unique, d, d)
-        Optimal ``Gamma``: ``gradients[i, j, k]`` is ``d g_j / d x_k`` at point ``i``.
-    points : ndarray, shape (n_unique, d)
-        Distinct sample points (duplicates collapsed, zero-weight points dropped).
-    weights : ndarray, shape (n_unique,)
-        Their weights, summing to one.
-    num_edges : int
-        Number of graph edges carrying constraints (before distance cutoffs).
-    timings : dict
-        Wall-clock seconds: ``"spanner"`` (graph construction: spanner, sorted
-        path or complete graph), ``"setup"`` (building the constraint matrices),
-        ``"linear_programs"`` (list of ``d`` per-coordinate solve times),
-        ``"solve"`` (wall time of all solves, run in parallel) and ``"total"``.
-    """
-
-    value: float
-    per_coordinate: np.ndarray
-    function_values: np.ndarray
-    gradients: np.ndarray
-    points: np.ndarray
-    weights: np.ndarray
-    num_edges: int
-    timings: dict = field(default_factory=dict)
+#: The former result class of the graph Stein discrepancy: now :class:`~tallmcmc.stein.SteinResult` (``kind="graph"``),
+#: with the same attributes (``value``, ``per_coordinate``, ``function_values``, ``gradients``, ``points``,
+#: ``weights``, ``num_edges``, ``timings``) and more.
+GraphSteinResult = SteinResult
 
 
 # --------------------------------------------------------------------------
@@ -299,15 +268,21 @@ def _coordinate_program(
 
 
 class _Solution(NamedTuple):
-    """One coordinate program solved: the optimal ``z``, the maximum of the program and the seconds taken."""
+    """One coordinate program solved: the optimal ``z``, the program's maximum, the seconds and iterations taken."""
 
     z: np.ndarray
     optimum: float
     seconds: float
+    iterations: int
 
 
-def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str) -> _Solution:
-    """Solve ``min objective . z`` for one coordinate (the maximum is ``-min``)."""
+def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str, coordinate: int = 0) -> _Solution:
+    """Solve ``min objective . z`` for one coordinate (the maximum is ``-min``).
+
+    SciPy returns a point only when HiGHS reports the program optimal, so
+    every other status (iteration or time limit, numerical trouble; these
+    programs are always feasible and bounded) raises a ``RuntimeError``.
+    """
     start = time.perf_counter()
     if inequality_matrix.shape[0] == 0:
         inequality_matrix, inequality_rhs = None, None
@@ -326,9 +301,14 @@ def _solve(objective, inequality_matrix, inequality_rhs, bounds, method: str) ->
         options={"presolve": method != "highs-ipm"},
     )
     elapsed = time.perf_counter() - start
-    if result.status != 0:
-        raise RuntimeError(f"linear program failed (status {result.status}): {result.message}")
-    return _Solution(result.x, -result.fun * cost_scale, elapsed)
+    if result.status != 0 or result.x is None:
+        raise RuntimeError(
+            f"graph Stein discrepancy: the linear program of coordinate {coordinate} failed (HiGHS via scipy, "
+            f"method={method!r}, status {result.status}): {result.message}. The program is always feasible and "
+            "bounded, so this is a numerical failure: try another method ('highs-ds', 'highs-ipm'), fewer or "
+            "thinned points, or points rescaled to unit spread (with their scores)"
+        )
+    return _Solution(result.x, -result.fun * cost_scale, elapsed, int(getattr(result, "nit", 0) or 0))
 
 
 # --------------------------------------------------------------------------
@@ -347,7 +327,7 @@ def highs_graph_stein_discrepancy(
     complete_graph: bool = False,
     method: str = "auto",
     workers: int | None = None,
-) -> GraphSteinResult:
+) -> SteinResult:
     """The graph Stein discrepancy by HiGHS linear programs, in any dimension.
 
     The arguments and the result are those of
@@ -355,7 +335,9 @@ def highs_graph_stein_discrepancy(
     :data:`HIGHS_METHODS`, the HiGHS solver passed to
     :func:`scipy.optimize.linprog` (``"auto"``: dual simplex ``"highs-ds"``
     for ``d = 1``, the interior point method with crossover ``"highs-ipm"``,
-    presolve off, for ``d >= 2``).
+    presolve off, for ``d >= 2``). The result's ``method`` is the HiGHS
+    solver used and its ``status`` is ``"optimal"``: SciPy returns no point
+    for any other HiGHS status, which raises a ``RuntimeError``.
     """
     start_total = time.perf_counter()
     if method not in HIGHS_METHODS:
@@ -409,9 +391,9 @@ def highs_graph_stein_discrepancy(
     n_workers = min(d, os.cpu_count() or 1) if workers is None else max(1, int(workers))
     if n_workers > 1 and d > 1:
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            solutions = list(pool.map(lambda program: _solve(*program, method), programs))
+            solutions = list(pool.map(lambda j: _solve(*programs[j], method, j), range(d)))
     else:
-        solutions = [_solve(*program, method) for program in programs]
+        solutions = [_solve(*program, method, j) for j, program in enumerate(programs)]
     solve_seconds = time.perf_counter() - start
 
     per_coordinate = np.empty(d)
@@ -422,19 +404,28 @@ def highs_graph_stein_discrepancy(
         function_values[:, j] = solution.z[:n]
         gradients[:, j, :] = solution.z[n:].reshape(n, d)
 
-    return GraphSteinResult(
+    total_seconds = time.perf_counter() - start_total
+    return SteinResult(
         value=float(per_coordinate.sum()),
+        kind="graph",
+        method=method,
+        status="optimal",
+        seconds=total_seconds,
+        n=n,
+        d=d,
         per_coordinate=per_coordinate,
-        function_values=function_values,
-        gradients=gradients,
         points=unique_points,
         weights=unique_weights,
+        scores=scores_array,
+        function_values=function_values,
+        gradients=gradients,
         num_edges=int(edges.shape[0]),
+        iterations=int(sum(solution.iterations for solution in solutions)),
         timings={
             "spanner": graph_seconds,
             "setup": setup_seconds,
             "linear_programs": [solution.seconds for solution in solutions],
             "solve": solve_seconds,
-            "total": time.perf_counter() - start_total,
+            "total": total_seconds,
         },
     )

@@ -65,8 +65,8 @@ References
 
 from __future__ import annotations
 
+import time
 import warnings
-from collections.abc import Callable
 from functools import partial
 from typing import Literal
 
@@ -76,6 +76,7 @@ import numpy as np
 import numba
 from numba import njit, prange
 
+from tallmcmc.stein.result import SteinResult
 from tallmcmc.stein.scores import ScoreArgument, as_points, as_scores, normalised_weights
 
 __all__ = [
@@ -638,7 +639,7 @@ def kernel_stein_discrepancy(
     backend: Literal["auto", "numba", "jax"] = "auto",
     landmarks: int | None = None,
     seed: int = 0,
-) -> float:
+) -> SteinResult:
     r"""Langevin kernel Stein discrepancy of a weighted sample.
 
     .. math:: \mathrm{KSD} = \sqrt{\textstyle\sum_{i,j} w_i w_j k_0(x_i, x_j)}
@@ -706,8 +707,15 @@ def kernel_stein_discrepancy(
 
     Returns
     -------
-    float
-        The kernel Stein discrepancy.
+    SteinResult
+        ``kind="kernel"``: the kernel Stein discrepancy ``value`` (also
+        ``float(result)``), ``status`` ``"exact"`` (or ``"approximate"`` for
+        ``method="nystroem"``), ``seconds``, ``n`` and ``d``, ``method`` the
+        engine (``"numba"``, ``"jax"`` or ``"nystroem"``), and ``squared``,
+        the statistic before the square root (a U-statistic may be negative;
+        the value is then 0). ``per_coordinate`` is ``None``: the discrepancy
+        does not split over coordinates. (It returned a plain ``float``
+        before; use ``.value`` or ``float(...)``.)
 
     Raises
     ------
@@ -732,13 +740,30 @@ def kernel_stein_discrepancy(
     --------
     >>> import numpy as np
     >>> x = np.random.default_rng(0).standard_normal((500, 2))
-    >>> value = kernel_stein_discrepancy(x, -x)   # N(0, I) target
-    >>> 0 < value < 0.2
-    True
+    >>> result = kernel_stein_discrepancy(x, -x)   # N(0, I) target
+    >>> 0 < result.value < 0.2, result.status, result.per_coordinate is None
+    (True, 'exact', True)
     """
+    start = time.perf_counter()
     squared = kernel_stein_discrepancy_squared(
         points, scores, weights=weights, kernel=kernel, c=c, beta=beta,
         bandwidth=bandwidth, statistic=statistic, block_size=block_size,
         method=method, backend=backend, landmarks=landmarks, seed=seed,
     )
-    return float(np.sqrt(max(squared, 0.0)))
+    n, d = as_points(points).shape
+    seconds = time.perf_counter() - start
+    if method == "nystroem":
+        engine = "nystroem"
+    else:
+        engine = "numba" if _use_numba(backend) else "jax"
+    return SteinResult(
+        value=float(np.sqrt(max(squared, 0.0))),
+        kind="kernel",
+        method=engine,
+        status="approximate" if method == "nystroem" else "exact",
+        seconds=seconds,
+        n=int(n),
+        d=int(d),
+        squared=float(squared),
+        timings={"total": seconds},
+    )

@@ -52,7 +52,6 @@ References
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -63,11 +62,11 @@ import scipy.sparse as sparse
 from scipy import integrate, special
 
 from tallmcmc.stein.graph_program import (
-    GraphSteinResult,
     _as_bounds,
     _as_stein_factors,
     highs_graph_stein_discrepancy,
 )
+from tallmcmc.stein.result import CLARABEL_STATUSES, SteinResult, warn_non_optimal
 from tallmcmc.stein.scores import as_points, as_scores, normalised_weights
 
 __all__ = [
@@ -756,6 +755,14 @@ class _IPMInfo:
     primal_residual: float
     dual_residual: float
     converged: bool
+    max_iter: int
+
+    @property
+    def status(self) -> str:
+        """The :class:`~tallmcmc.stein.SteinResult` status: converged, at the iteration limit, or stalled."""
+        if self.converged:
+            return "optimal"
+        return "iteration limit" if self.iterations >= self.max_iter else "insufficient progress"
 
 
 def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, correctors=2, delta=1e-10,
@@ -797,7 +804,7 @@ def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, corre
     signs = np.where(is_variable, -1.0, 1.0)
     x, _, _, stats = _ipm_loop(template, is_variable, h, c, signs, float(tol), int(max_iter), int(correctors),
                                float(delta), float(refine_tol), bool(verbose))
-    info = _IPMInfo(int(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]), bool(stats[4]))
+    info = _IPMInfo(int(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]), bool(stats[4]), int(max_iter))
     return x[var_position], x[row_position], info
 
 
@@ -806,8 +813,13 @@ def _dot(a, b) -> float:
     return float(np.multiply(a, b).sum())
 
 
-def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9):
-    """The same banded program through Clarabel (equalities: zero cone; boxes: two nonnegative rows each)."""
+def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9, max_iter=200):
+    """The same banded program through Clarabel (equalities: zero cone; boxes: two nonnegative rows each).
+
+    Returns ``(z, iterations, status, relative gap)``, ``status`` that of a
+    :class:`~tallmcmc.stein.SteinResult` (warned about when not optimal); a
+    Clarabel status without a usable point raises a ``RuntimeError``.
+    """
     A = program.matrix.tocsc()
     n_rows, n_columns = A.shape
     identity = sparse.identity(n_columns, format="csc")
@@ -819,15 +831,29 @@ def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9):
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tol
+    settings.max_iter = int(max_iter)
     solver = clarabel.DefaultSolver(sparse.csc_matrix((n_columns, n_columns)), cost, stacked, rhs, cones, settings)
     solution = solver.solve()
-    status = str(solution.status)
-    if status == "AlmostSolved":  # met Clarabel's reduced tolerances only
-        warnings.warn("Clarabel: the univariate program is only AlmostSolved; the value may be inexact",
-                      RuntimeWarning, stacklevel=3)
-    elif status != "Solved":
-        raise RuntimeError(f"Clarabel did not solve the univariate program: status {status}")
-    return np.asarray(solution.x), solution.iterations
+    clarabel_status = str(solution.status)
+    z = np.asarray(solution.x)
+    status = CLARABEL_STATUSES.get(clarabel_status)
+    if status is None or not np.all(np.isfinite(z)):
+        raise RuntimeError(
+            f"univariate graph Stein discrepancy: Clarabel failed on the banded program (status {clarabel_status} "
+            f"after {solution.iterations} iterations); the program is always feasible and bounded, so this is a "
+            "numerical failure: use solver='ipm' (the default) or solver='highs'"
+        )
+    info = solver.get_info()
+    gap = float(info.gap_rel)
+    if status != "optimal":
+        warn_non_optimal(
+            "univariate graph", status,
+            f"Clarabel stopped with status {clarabel_status} after {solution.iterations} iterations (relative gap "
+            f"{gap:.1e}, primal residual {float(info.res_primal):.1e}; tolerance {tol:.0e})",
+            "Compare with solver='ipm' (the default) or solver='highs'"
+            + (f", or raise max_iter (now {max_iter})" if status == "iteration limit" else ""),
+        )
+    return z, int(solution.iterations), status, gap
 
 
 def univariate_graph_stein_discrepancy(
@@ -839,7 +865,8 @@ def univariate_graph_stein_discrepancy(
     stein_factors: Sequence[float] = (1.0, 1.0, 1.0),
     solver: str = "ipm",
     tol: float = 1e-9,
-) -> GraphSteinResult:
+    max_iter: int | None = None,
+) -> SteinResult:
     r"""Graph Stein discrepancy of a univariate sample in near-linear time.
 
     The same value as :func:`~tallmcmc.stein.graph_stein_discrepancy` for
@@ -877,27 +904,37 @@ def univariate_graph_stein_discrepancy(
     tol : float, default 1e-9
         Relative duality gap and residual tolerance of ``"ipm"`` (and of
         ``"clarabel"``, which is given at least its default 1e-8).
+    max_iter : int, optional
+        Iteration limit of ``"ipm"`` (default 300) or ``"clarabel"``
+        (default 200); not used by ``"highs"``.
 
     Returns
     -------
-    GraphSteinResult
-        As from :func:`graph_stein_discrepancy`: ``value``, the optimal
-        ``function_values`` (g at the merged points) and ``gradients``
-        (g'), the merged ``points`` (sorted) and ``weights``,
-        ``num_edges`` and ``timings``.
+    SteinResult
+        As from :func:`graph_stein_discrepancy` (``kind="graph"``,
+        ``method`` the solver: ``"ipm"``, ``"clarabel"`` or ``"highs-ds"``):
+        ``value``, ``per_coordinate`` (``[value]``), ``status``,
+        ``seconds``, the optimal ``function_values`` (g at the merged points,
+        shape (n, 1)) and ``gradients`` (g', shape (n, 1, 1)), the merged
+        ``points`` (sorted) with their ``weights`` and ``scores``,
+        ``num_edges``, ``iterations``, ``relative_gap`` and ``timings``.
 
     Raises
     ------
     ValueError
         On malformed inputs (naming the argument) or an unknown ``solver``.
     RuntimeError
-        If the chosen solver fails.
+        If the chosen solver fails without a usable point (a HiGHS status
+        other than optimal, a Clarabel failure status).
 
     Warns
     -----
-    RuntimeWarning
-        If the interior point method stops before its tolerance; the value
-        may then be inexact (try ``solver="highs"``).
+    SteinSolverWarning
+        (a ``RuntimeWarning``) If the solver stops short of its tolerance:
+        the interior point method at ``max_iter`` or stalled, Clarabel
+        ``AlmostSolved``, ``MaxIterations`` etc.; the value may then be
+        inexact, and the result's ``status`` says how (try
+        ``solver="highs"``).
 
     References
     ----------
@@ -928,6 +965,8 @@ def univariate_graph_stein_discrepancy(
         raise ValueError(f"points must be univariate, shape (n,) or (n, 1); got {np.shape(points)}")
     if not float(tol) > 0:
         raise ValueError(f"tol must be positive, got {tol}")
+    if max_iter is not None and int(max_iter) < 1:
+        raise ValueError(f"max_iter must be at least 1, got {max_iter}")
     if solver == "highs":
         return highs_graph_stein_discrepancy(
             raw_points, scores, weights=weights, lower=lower, upper=upper, stein_factors=stein_factors,
@@ -965,20 +1004,26 @@ def univariate_graph_stein_discrepancy(
     setup_seconds = time.perf_counter() - start
 
     start = time.perf_counter()
+    status, iterations, relative_gap = "optimal", 0, 0.0
     if program.matrix.shape[0] == 0:  # one point, no boundary rows: the boxes alone
         z = -np.sign(cost) * program.half_width
     elif solver == "clarabel":
-        z, _ = _clarabel_solve(program, cost, tol=max(tol, 1e-8))
+        z, iterations, status, relative_gap = _clarabel_solve(
+            program, cost, tol=max(tol, 1e-8), max_iter=200 if max_iter is None else int(max_iter)
+        )
     else:
-        z, _, info = _interior_point(program, cost, tol=tol)
-        if not info.converged:
-            warnings.warn(
-                f"univariate Stein program: the interior point method stopped after {info.iterations} "
-                f"iterations with relative gap {info.relative_gap:.1e}, primal residual "
-                f"{info.primal_residual:.1e}, dual residual {info.dual_residual:.1e} (tolerance {tol:.0e}); "
-                "the value may be inexact; compare with solver='highs'",
-                RuntimeWarning,
-                stacklevel=2,
+        limits = {} if max_iter is None else {"max_iter": int(max_iter)}
+        z, _, info = _interior_point(program, cost, tol=tol, **limits)
+        status, iterations, relative_gap = info.status, info.iterations, info.relative_gap
+        if status != "optimal":
+            warn_non_optimal(
+                "univariate graph", status,
+                f"the interior point method stopped after {info.iterations} iterations "
+                f"({'its limit' if status == 'iteration limit' else 'no further progress'}) with relative gap "
+                f"{info.relative_gap:.1e}, primal residual {info.primal_residual:.1e}, dual residual "
+                f"{info.dual_residual:.1e} (tolerance {tol:.0e})",
+                "Compare with solver='highs'"
+                + (", or raise max_iter" if status == "iteration limit" else ", or thin the sample"),
             )
     solve_seconds = time.perf_counter() - start
 
@@ -986,19 +1031,29 @@ def univariate_graph_stein_discrepancy(
     value = -_dot(program.cost, z)
     psi = program.sigma * z[:n]
     gamma = z[n : 2 * n]
-    return GraphSteinResult(
+    total_seconds = time.perf_counter() - start_total
+    return SteinResult(
         value=value,
+        kind="graph",
+        method=solver,
+        status=status,
+        seconds=total_seconds,
+        n=n,
+        d=1,
         per_coordinate=np.array([value]),
-        function_values=psi[:, None],
-        gradients=gamma[:, None, None],
         points=x[:, None],
         weights=q,
+        scores=b[:, None],
+        function_values=psi[:, None],
+        gradients=gamma[:, None, None],
         num_edges=max(n - 1, 0),
+        iterations=int(iterations),
+        relative_gap=float(relative_gap),
         timings={
             "spanner": sort_seconds,
             "setup": setup_seconds,
             "linear_programs": [solve_seconds],
             "solve": solve_seconds,
-            "total": time.perf_counter() - start_total,
+            "total": total_seconds,
         },
     )
