@@ -32,7 +32,8 @@ class SamplingResult:
     compile_seconds, sampling_seconds
         Wall time spent compiling and running (compilation excluded from the latter).
     final_state
-        The chains' last :class:`~tallmcmc.kernel.MHState` (leading axis chain).
+        The chains' last :class:`~tallmcmc.kernel.MHState` (leading axis chain);
+        ``None`` in a loaded result (:func:`tallmcmc.load_result`).
     test_name, proposal_name
         What produced the draws.
     setup_data_used
@@ -71,8 +72,6 @@ class SamplingResult:
         ``True`` if a proposal without its true log ratio (SGHMC) ran under a
         real test (``sample(..., allow_inexact_proposal=True)``): the draws do
         not target the posterior.
-
-    A loaded result (:func:`tallmcmc.load_result`) has ``final_state`` ``None``.
     """
 
     positions: Position
