@@ -93,23 +93,30 @@ def chains(args, target, tests, bounds, chain_count: int = 8, steps: int = 3500,
                     accepted = exact ^ (jax.random.uniform(flip_key) < jnp.interp(gap, jnp.asarray(grid), curve))
                 theta = jnp.where(accepted, proposed, theta)
                 return (theta, wrong_accepts + (accepted & ~exact), wrong_rejects + (~accepted & exact)), (
-                    theta, accepted)
+                    theta,
+                    accepted,
+                )
 
             @jax.jit
             def run(key, start, step=step):
                 (_, wrong_accepts, wrong_rejects), (thetas, accepted) = jax.lax.scan(
-                    step, (start, 0, 0), jax.random.split(key, steps))
+                    step, (start, 0, 0), jax.random.split(key, steps)
+                )
                 return thetas, accepted, wrong_accepts, wrong_rejects
 
             starts = jnp.asarray(target.reference.draw(np.random.default_rng(seed), chain_count), jnp.float32)
             thetas, accepted, wrong_accepts, wrong_rejects = jax.vmap(run)(
-                jax.random.split(jax.random.key(seed), chain_count), starts)
+                jax.random.split(jax.random.key(seed), chain_count), starts
+            )
             draws = np.asarray(thetas)[:, burn_in:].reshape(-1, 2)
             ratio = draws.std(axis=0) / target.reference.sd
             total = chain_count * steps
-            print(f"| {seed} | {label} | {way} | {np.asarray(accepted)[:, burn_in:].mean():.3f} | {ratio[0]:.3f} | "
-                  f"{ratio[1]:.3f} | {int(np.sum(wrong_accepts)) / total:.4f} | "
-                  f"{int(np.sum(wrong_rejects)) / total:.4f} |", flush=True)
+            print(
+                f"| {seed} | {label} | {way} | {np.asarray(accepted)[:, burn_in:].mean():.3f} | {ratio[0]:.3f} | "
+                f"{ratio[1]:.3f} | {int(np.sum(wrong_accepts)) / total:.4f} | "
+                f"{int(np.sum(wrong_rejects)) / total:.4f} |",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -143,8 +150,9 @@ def main() -> None:
     # Gaussian terms: a model whose per-datum log ratio at (0, 0) → (mean, sd) is mean + sd·zᵢ, zᵢ standardized
     z = rng.standard_normal(num_data)
     z = (z - z.mean()) / z.std()
-    gaussian = tallmcmc.Model(lambda p, x: p[0] + p[1] * x, lambda p: jnp.zeros(()), jnp.asarray(z, jnp.float32), 1.0,
-                              position_shape=(2,))
+    gaussian = tallmcmc.Model(
+        lambda p, x: p[0] + p[1] * x, lambda p: jnp.zeros(()), jnp.asarray(z, jnp.float32), 1.0, position_shape=(2,)
+    )
 
     @jax.jit
     def one(key, a, b):
@@ -152,8 +160,10 @@ def main() -> None:
         terms = model.log_likelihood_ratios(a, b, model.data)
         mean, spread = jnp.mean(terms), jnp.std(terms)
         log_u, threshold, _ = metropolis_threshold(key, offset)  # threshold = N·μ₀
-        out = {"exact": jnp.sum(terms) + offset > log_u,
-               "gap": (mean - threshold / num_data) * math.sqrt(num_data - 1) / spread}
+        out = {
+            "exact": jnp.sum(terms) + offset > log_u,
+            "gap": (mean - threshold / num_data) * math.sqrt(num_data - 1) / spread,
+        }
         used, start, end = (gaussian, jnp.zeros(2), jnp.stack([mean, spread])) if args.gaussian else (model, a, b)
         for name, test in tests.items():
             out[name] = test.decide(key, used, start, end, offset, test.init(used, start)).accepted
@@ -170,28 +180,40 @@ def main() -> None:
         for i in np.unique(row):
             if sizes[i] < num_data:
                 chosen = row == i
-                error[chosen] = sequential_test_characteristics(num_data, int(sizes[i]), [epsilons[i]], values[chosen])[0][0]
+                error[chosen] = sequential_test_characteristics(num_data, int(sizes[i]), [epsilons[i]], values[chosen])[
+                    0
+                ][0]
         return error.mean()
 
-    print(f"# small target, N = {num_data:,}, steps {args.step} sds, {args.pairs:,} pairs, "
-          f"{'Gaussian' if args.gaussian else 'real'} per-datum terms; AustereMH(c) = {tests['c'].name} "
-          f"(worst-case error {design.error:.3f}), AustereMH(nc) bound {args.adaptive_bound}\n")
-    print("| |μ_std| | pairs | exact accept | (c) wrong | (c) design | (nc) wrong | (nc) design | (c) wrong acc / rej | "
-          "(nc) wrong acc / rej |")
+    print(
+        f"# small target, N = {num_data:,}, steps {args.step} sds, {args.pairs:,} pairs, "
+        f"{'Gaussian' if args.gaussian else 'real'} per-datum terms; AustereMH(c) = {tests['c'].name} "
+        f"(worst-case error {design.error:.3f}), AustereMH(nc) bound {args.adaptive_bound}\n"
+    )
+    print(
+        "| |μ_std| | pairs | exact accept | (c) wrong | (c) design | (nc) wrong | (nc) design | (c) wrong acc / rej | "
+        "(nc) wrong acc / rej |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|---|")
     for low, high in zip(EDGES[:-1], EDGES[1:]):
         chosen = (gap >= low) & (gap < high)
         if not chosen.any():
             continue
         c, nc, ex = result["c"][chosen], result["nc"][chosen], exact[chosen]
-        design_c = sequential_test_characteristics(num_data, design.batch_size, [design.epsilon], gap[chosen])[0][0].mean()
-        print(f"| {low:g}–{high:g} | {chosen.sum():,} | {ex.mean():.3f} | {np.mean(c != ex):.3f} | {design_c:.3f} | "
-              f"{np.mean(nc != ex):.3f} | {predicted_nc(gap[chosen]):.3f} | {np.mean(c & ~ex):.3f} / "
-              f"{np.mean(~c & ex):.3f} | {np.mean(nc & ~ex):.3f} / {np.mean(~nc & ex):.3f} |")
-    print(f"| all | {gap.size:,} | {exact.mean():.3f} | {np.mean(result['c'] != exact):.3f} | | "
-          f"{np.mean(result['nc'] != exact):.3f} | | {np.mean(result['c'] & ~exact):.3f} / "
-          f"{np.mean(~result['c'] & exact):.3f} | {np.mean(result['nc'] & ~exact):.3f} / "
-          f"{np.mean(~result['nc'] & exact):.3f} |")
+        design_c = sequential_test_characteristics(num_data, design.batch_size, [design.epsilon], gap[chosen])[0][
+            0
+        ].mean()
+        print(
+            f"| {low:g}–{high:g} | {chosen.sum():,} | {ex.mean():.3f} | {np.mean(c != ex):.3f} | {design_c:.3f} | "
+            f"{np.mean(nc != ex):.3f} | {predicted_nc(gap[chosen]):.3f} | {np.mean(c & ~ex):.3f} / "
+            f"{np.mean(~c & ex):.3f} | {np.mean(nc & ~ex):.3f} / {np.mean(~nc & ex):.3f} |"
+        )
+    print(
+        f"| all | {gap.size:,} | {exact.mean():.3f} | {np.mean(result['c'] != exact):.3f} | | "
+        f"{np.mean(result['nc'] != exact):.3f} | | {np.mean(result['c'] & ~exact):.3f} / "
+        f"{np.mean(~result['c'] & exact):.3f} | {np.mean(result['nc'] & ~exact):.3f} / "
+        f"{np.mean(~result['nc'] & exact):.3f} |"
+    )
     print(f"\n{time.perf_counter() - began:.0f} s")
 
 

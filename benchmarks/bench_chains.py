@@ -85,8 +85,18 @@ def run(model, proposal, test, start, chains: int, steps: int, driver: str, seed
     options = {"driver": driver} if "driver" in inspect.signature(tallmcmc.sample).parameters else {}
     if chains_mesh(chains) is not None:
         options["mesh"] = chains_mesh(chains)
-    return tallmcmc.sample(model, proposal, test, initial_position=start, num_samples=steps, num_chains=chains,
-                           seed=seed, progress=False, num_chunks=1, **options)
+    return tallmcmc.sample(
+        model,
+        proposal,
+        test,
+        initial_position=start,
+        num_samples=steps,
+        num_chains=chains,
+        seed=seed,
+        progress=False,
+        num_chunks=1,
+        **options,
+    )
 
 
 def steps_for(chains: int, chain_steps: int, least: int, most: int) -> int:
@@ -100,10 +110,28 @@ def pinned_single_chain(workload: str, args) -> float:
     core = min(os.sched_getaffinity(0))
     best = float("inf")
     for driver in drivers():
-        command = [sys.executable, os.path.abspath(__file__), "--only", workload, "--chains", "1", "--driver", driver,
-                   "--repeats", str(args.repeats), "--num-data", str(args.num_data), "--dimension",
-                   str(args.dimension), "--chain-steps", str(args.chain_steps), "--max-steps", str(args.max_steps),
-                   "--pin-core", str(core)]
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--only",
+            workload,
+            "--chains",
+            "1",
+            "--driver",
+            driver,
+            "--repeats",
+            str(args.repeats),
+            "--num-data",
+            str(args.num_data),
+            "--dimension",
+            str(args.dimension),
+            "--chain-steps",
+            str(args.chain_steps),
+            "--max-steps",
+            str(args.max_steps),
+            "--pin-core",
+            str(core),
+        ]
         environment = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
         child = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
         rows = [line for line in child.stdout.splitlines() if line.startswith("| 1 |")]
@@ -130,21 +158,28 @@ def chain_table(title: str, make, chain_counts, args, workload: str) -> None:
         rate, result = best
         base = base or rate
         rates[chains] = rate
-        print(f"| {chains} | {steps} | {rate:,.0f} | {rate / base:.2f} | {1e6 / rate:.1f} | "
-              f"{result.data_used.mean():.0f} | {result.acceptance_rate:.2f} |", flush=True)
+        print(
+            f"| {chains} | {steps} | {rate:,.0f} | {rate / base:.2f} | {1e6 / rate:.1f} | "
+            f"{result.data_used.mean():.0f} | {result.acceptance_rate:.2f} |",
+            flush=True,
+        )
     print(f"\nload average after: {load()}")
     if 1 in rates and 64 in rates:
         speedup, micro = rates[64] / rates[1], 1e6 / rates[64]
-        print(f"\nGoals at 64 chains: {speedup:.1f}× one chain run the same way (goal ≥ 8×: "
-              f"{'met' if speedup >= 8 else 'NOT met'}); {micro:.1f} µs per chain-step (goal ≤ 5 µs: "
-              f"{'met' if micro <= 5 else 'NOT met'})")
+        print(
+            f"\nGoals at 64 chains: {speedup:.1f}× one chain run the same way (goal ≥ 8×: "
+            f"{'met' if speedup >= 8 else 'NOT met'}); {micro:.1f} µs per chain-step (goal ≤ 5 µs: "
+            f"{'met' if micro <= 5 else 'NOT met'})"
+        )
     if args.pinned_baseline and 64 in rates and not hasattr(os, "sched_setaffinity"):
         print("Fastest single chain: not measured (--pinned-baseline needs os.sched_setaffinity, i.e. Linux)")
     elif args.pinned_baseline and 64 in rates:
         single = pinned_single_chain(workload, args)
         speedup = single / (1e6 / rates[64])
-        print(f"Fastest single chain (pinned to one core, best driver): {single:.1f} µs per step; 64 chains "
-              f"{speedup:.1f}× its chain-steps/s (goal ≥ 8×: {'met' if speedup >= 8 else 'NOT met'}); load {load()}")
+        print(
+            f"Fastest single chain (pinned to one core, best driver): {single:.1f} µs per step; 64 chains "
+            f"{speedup:.1f}× its chain-steps/s (goal ≥ 8×: {'met' if speedup >= 8 else 'NOT met'}); load {load()}"
+        )
 
 
 def gmm():
@@ -175,8 +210,10 @@ def exact_one_vs_four(args) -> None:
     model, mode = logistic_setup(args.exact_num_data, args.dimension)
     proposal = tallmcmc.laplace_random_walk(mode)
     test = tallmcmc.exact_barker()
-    print(f"\n### exact_barker, 1 vs 4 chains, logistic N = {args.exact_num_data:,}, d = {args.dimension} "
-          f"(driver {args.driver})\n")
+    print(
+        f"\n### exact_barker, 1 vs 4 chains, logistic N = {args.exact_num_data:,}, d = {args.dimension} "
+        f"(driver {args.driver})\n"
+    )
     print(f"load average before: {load()}\n")
     times = {1: [], 4: []}
     for repeat in range(args.exact_repeats):
@@ -188,9 +225,13 @@ def exact_one_vs_four(args) -> None:
     print("| chains | ms per step (best) | ms per step (median) | µs per chain-step (best) |")
     print("|---:|---:|---:|---:|")
     for chains, values in times.items():
-        print(f"| {chains} | {min(values) * 1e3:.3f} | {np.median(values) * 1e3:.3f} | {min(values) * 1e6 / chains:.0f} |")
-    print(f"\n4 chains / 1 chain per step: {four / one:.2f}× (best of each); per repeat "
-          f"{', '.join(f'{r:.2f}' for r in ratios)}; goal ≤ 1.5×: {'met' if four / one <= 1.5 else 'NOT met'}")
+        print(
+            f"| {chains} | {min(values) * 1e3:.3f} | {np.median(values) * 1e3:.3f} | {min(values) * 1e6 / chains:.0f} |"
+        )
+    print(
+        f"\n4 chains / 1 chain per step: {four / one:.2f}× (best of each); per repeat "
+        f"{', '.join(f'{r:.2f}' for r in ratios)}; goal ≤ 1.5×: {'met' if four / one <= 1.5 else 'NOT met'}"
+    )
     print(f"\nload average after: {load()}")
 
 
@@ -212,8 +253,10 @@ def driver_table(args) -> None:
         return
     print("\n### TunaMH and the tests with a full pass: vmap against asynchronous (GMM, random walk 0.15)\n")
     print(f"load average before: {load()}\n")
-    print("| test | chains | vmap µs per chain-step | asynchronous µs per chain-step | asynchronous / vmap | "
-          "points per chain-step |")
+    print(
+        "| test | chains | vmap µs per chain-step | asynchronous µs per chain-step | asynchronous / vmap | "
+        "points per chain-step |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     start = jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32)
     for name, (model, test, chain_steps) in driver_tests(args.driver_num_data).items():
@@ -225,27 +268,44 @@ def driver_table(args) -> None:
                     result = run(model, tallmcmc.random_walk(0.15), test, start, chains, steps, driver, seed=repeat)
                     micro = result.sampling_seconds / (chains * result.num_draws) * 1e6
                     best[driver] = min(best.get(driver, np.inf), micro)
-            print(f"| {name} | {chains} | {best['vmap']:,.0f} | {best['asynchronous']:,.0f} | "
-                  f"{best['asynchronous'] / best['vmap']:.2f} | {result.data_used.mean():,.0f} |", flush=True)
+            print(
+                f"| {name} | {chains} | {best['vmap']:,.0f} | {best['asynchronous']:,.0f} | "
+                f"{best['asynchronous'] / best['vmap']:.2f} | {result.data_used.mean():,.0f} |",
+                flush=True,
+            )
     print(f"\nload average after: {load()}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--driver", choices=drivers(), default=drivers()[0], help="how sample() runs the chains")
-    parser.add_argument("--host-devices", type=int, default=1,
-                        help="XLA host devices (one per core); with more than one, chain counts they divide run on a "
-                             "'chains' mesh over them (one loop per device), the others on one device")
-    parser.add_argument("--only", choices=["gmm", "logistic", "exact", "drivers"], nargs="+",
-                        default=["gmm", "logistic", "exact"],
-                        help="drivers (not run by default): TunaMH and the full-pass tests with both drivers")
-    parser.add_argument("--driver-chains", type=int, nargs="+", default=[1, 16, 64],
-                        help="chain counts of --only drivers")
-    parser.add_argument("--driver-num-data", type=int, default=100_000,
-                        help="N of the full-pass tests in --only drivers")
+    parser.add_argument(
+        "--host-devices",
+        type=int,
+        default=1,
+        help="XLA host devices (one per core); with more than one, chain counts they divide run on a "
+        "'chains' mesh over them (one loop per device), the others on one device",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["gmm", "logistic", "exact", "drivers"],
+        nargs="+",
+        default=["gmm", "logistic", "exact"],
+        help="drivers (not run by default): TunaMH and the full-pass tests with both drivers",
+    )
+    parser.add_argument(
+        "--driver-chains", type=int, nargs="+", default=[1, 16, 64], help="chain counts of --only drivers"
+    )
+    parser.add_argument(
+        "--driver-num-data", type=int, default=100_000, help="N of the full-pass tests in --only drivers"
+    )
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 8, 64, 512])
-    parser.add_argument("--chain-steps", type=int, default=64_000,
-                        help="chain-steps per run; steps = this / chains, clipped to [--min-steps, --max-steps]")
+    parser.add_argument(
+        "--chain-steps",
+        type=int,
+        default=64_000,
+        help="chain-steps per run; steps = this / chains, clipped to [--min-steps, --max-steps]",
+    )
     parser.add_argument("--min-steps", type=int, default=100)
     parser.add_argument("--max-steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="runs per chain count; the fastest is reported")
@@ -255,21 +315,34 @@ def main() -> None:
     parser.add_argument("--exact-steps", type=int, default=200)
     parser.add_argument("--exact-repeats", type=int, default=5)
     parser.add_argument("--pin-core", type=int, help=argparse.SUPPRESS)  # the --pinned-baseline child's core
-    parser.add_argument("--pinned-baseline", action="store_true",
-                        help="also time one chain pinned to one core in a child process (each driver, best of "
-                             "--repeats) and give the 64-chain ratio against it")
+    parser.add_argument(
+        "--pinned-baseline",
+        action="store_true",
+        help="also time one chain pinned to one core in a child process (each driver, best of "
+        "--repeats) and give the 64-chain ratio against it",
+    )
     args = parser.parse_args()
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}, "
-          f"jax {jax.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"# drivers of tallmcmc.sample: {', '.join(drivers())}; this run: {args.driver}; {len(jax.devices())} "
-          f"device(s){': chain counts they divide run on a chains mesh' if len(jax.devices()) > 1 else ''}")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}, "
+        f"jax {jax.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+    print(
+        f"# drivers of tallmcmc.sample: {', '.join(drivers())}; this run: {args.driver}; {len(jax.devices())} "
+        f"device(s){': chain counts they divide run on a chains mesh' if len(jax.devices()) > 1 else ''}"
+    )
     if jax.devices()[0].platform == "cpu":
         print("# GPU figures: not measured (no accelerator here)")
     if "gmm" in args.only:
         chain_table("GMM, N = 10⁶, minibatch_barker(50), random walk 0.15", gmm, args.chains, args, "gmm")
     if "logistic" in args.only:
-        chain_table(f"logistic, N = {args.num_data:,}, d = {args.dimension}, control variate + minibatch_barker(100), "
-                    "Laplace random walk", logistic_cv(args.num_data, args.dimension), args.chains, args, "logistic")
+        chain_table(
+            f"logistic, N = {args.num_data:,}, d = {args.dimension}, control variate + minibatch_barker(100), "
+            "Laplace random walk",
+            logistic_cv(args.num_data, args.dimension),
+            args.chains,
+            args,
+            "logistic",
+        )
     if "exact" in args.only:
         exact_one_vs_four(args)
     if "drivers" in args.only:

@@ -32,7 +32,7 @@ from tallmcmc.examples import gaussian_mixture
 
 
 def load() -> str:
-    return "load %.2f %.2f %.2f" % os.getloadavg()
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def main() -> None:
@@ -48,14 +48,26 @@ def main() -> None:
     start = jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32)
     folder = tempfile.mkdtemp()
     print(f"{args.chains} chains x {args.draws} draws, mixture N = {num_data:,}; {load()}\n")
-    print("| driver | checkpoint every | sampling s (none) | sampling s (checkpointed) | ratio | wall s (none) "
-          "| wall s (checkpointed) | ratio | file MB | one save s |")
+    print(
+        "| driver | checkpoint every | sampling s (none) | sampling s (checkpointed) | ratio | wall s (none) "
+        "| wall s (checkpointed) | ratio | file MB | one save s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for driver in args.drivers:
+
         def run(**options):
-            return tallmcmc.sample(model, tallmcmc.random_walk(0.15), tallmcmc.minibatch_barker(50), start,
-                                   num_samples=args.draws, num_chains=args.chains, seed=1, progress=False,
-                                   driver=driver, **options)
+            return tallmcmc.sample(
+                model,
+                tallmcmc.random_walk(0.15),
+                tallmcmc.minibatch_barker(50),
+                start,
+                num_samples=args.draws,
+                num_chains=args.chains,
+                seed=1,
+                progress=False,
+                driver=driver,
+                **options,
+            )
 
         for every in args.every:
             plain, checked, plain_wall, checked_wall = [], [], [], []
@@ -74,9 +86,11 @@ def main() -> None:
             checkpointed.save(os.path.join(folder, "again.nc"))
             save_seconds = time.perf_counter() - began
             size = os.path.getsize(path) / 1e6
-            print(f"| {driver} | {every or 'default'} | {min(plain):.3f} | {min(checked):.3f} | "
-                  f"{min(checked) / min(plain):.2f} | {min(plain_wall):.3f} | {min(checked_wall):.3f} | "
-                  f"{min(checked_wall) / min(plain_wall):.2f} | {size:.1f} | {save_seconds:.3f} |")
+            print(
+                f"| {driver} | {every or 'default'} | {min(plain):.3f} | {min(checked):.3f} | "
+                f"{min(checked) / min(plain):.2f} | {min(plain_wall):.3f} | {min(checked_wall):.3f} | "
+                f"{min(checked_wall) / min(plain_wall):.2f} | {size:.1f} | {save_seconds:.3f} |"
+            )
     print(f"\n{load()}; {jax.devices()[0].platform}")
 
 

@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--targets", nargs="+", default=["uniform", "gaussian"], choices=["uniform", "gaussian"])
-    parser.add_argument("--skip-graph-above", type=int, default=None,
-                        help="time the graph program only for n up to this (default: always)")
+    parser.add_argument(
+        "--skip-graph-above",
+        type=int,
+        default=None,
+        help="time the graph program only for n up to this (default: always)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     arguments = parser.parse_args(argv)
 
@@ -49,19 +53,23 @@ def main(argv: list[str] | None = None) -> None:
     }
     classical_stein_discrepancy([0.5, 0.6], [0.0, 0.0])  # import and first-call costs out of the way
     print(f"cpus = {os.cpu_count()}")
-    print("| target | n | classical wall s | classical cpu s | setup s | iterations | graph wall s | "
-          "graph / classical | value | vs Wasserstein | load before / after |")
+    print(
+        "| target | n | classical wall s | classical cpu s | setup s | iterations | graph wall s | "
+        "graph / classical | value | vs Wasserstein | load before / after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in arguments.targets:
         draw, score, lower, upper, factors = targets[name]
         for n in arguments.sizes:
             x = draw(np.random.default_rng(arguments.seed), n)
             load_before = os.getloadavg()[0]
-            result, wall, cpu = timed(lambda: classical_stein_discrepancy(
-                x, score(x), lower=lower, upper=upper, stein_factors=factors))
+            result, wall, cpu = timed(
+                lambda: classical_stein_discrepancy(x, score(x), lower=lower, upper=upper, stein_factors=factors)
+            )
             if arguments.skip_graph_above is None or n <= arguments.skip_graph_above:
-                graph, graph_wall, _ = timed(lambda: graph_stein_discrepancy(
-                    x, score(x), lower=lower, upper=upper, stein_factors=factors))
+                graph, graph_wall, _ = timed(
+                    lambda: graph_stein_discrepancy(x, score(x), lower=lower, upper=upper, stein_factors=factors)
+                )
                 graph_text = f"{graph_wall:.2f}"
                 ratio = f"{graph_wall / wall:.2f}"
                 assert result.value <= graph.value * (1 + 1e-6), (result.value, graph.value)
@@ -69,14 +77,17 @@ def main(argv: list[str] | None = None) -> None:
                 graph_text = ratio = "not run"
             load_after = os.getloadavg()[0]
             if name == "uniform":
-                reference = wasserstein_1d(x, uniform_cdf, target_quantile=lambda p: p,
-                                           target_cdf_integral=uniform_cdf_integral)
+                reference = wasserstein_1d(
+                    x, uniform_cdf, target_quantile=lambda p: p, target_cdf_integral=uniform_cdf_integral
+                )
                 versus = f"{(result.value - reference) / reference:+.1e}"
             else:
                 versus = "-"
-            print(f"| {name} | {n} | {wall:.2f} | {cpu:.2f} | {result.timings['setup']:.2f} | {result.iterations} | "
-                  f"{graph_text} | {ratio} | {result.value:.6g} | {versus} | {load_before:.1f} / {load_after:.1f} |",
-                  flush=True)
+            print(
+                f"| {name} | {n} | {wall:.2f} | {cpu:.2f} | {result.timings['setup']:.2f} | {result.iterations} | "
+                f"{graph_text} | {ratio} | {result.value:.6g} | {versus} | {load_before:.1f} / {load_after:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

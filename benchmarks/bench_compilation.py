@@ -53,31 +53,37 @@ print("RESULT " + json.dumps({"run": seconds, "compile": result.compile_seconds,
 def run(name: str, environment: dict[str, str]) -> dict:
     code = "import json, time, warnings\nwarnings.simplefilter('ignore')\n" + SCRIPTS[name] + EPILOGUE
     began = time.perf_counter()
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               env={**os.environ, **environment}, timeout=1200)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, timeout=1200
+    )
     wall = time.perf_counter() - began
     if completed.returncode != 0:
         raise RuntimeError(completed.stderr[-3000:])
     line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    return {"wall": wall, **json.loads(line[len("RESULT "):])}
+    return {"wall": wall, **json.loads(line[len("RESULT ") :])}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
     args = parser.parse_args()
-    print("load %.2f %.2f %.2f\n" % os.getloadavg())
+    print("load {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()))
     print("| script | cache | process s | run s | kept draws' compile s | sampling s |")
     print("|---|---|---|---|---|---|")
     for name in args.only:
         folder = tempfile.mkdtemp(prefix="tallmcmc-cache-")
-        for label, environment in (("off", {"TALLMCMC_COMPILATION_CACHE": "0"}),
-                                   ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
-                                   ("warm", {"TALLMCMC_COMPILATION_CACHE": folder})):
+        for label, environment in (
+            ("off", {"TALLMCMC_COMPILATION_CACHE": "0"}),
+            ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
+            ("warm", {"TALLMCMC_COMPILATION_CACHE": folder}),
+        ):
             out = run(name, environment)
-            print(f"| {name} | {label} | {out['wall']:.2f} | {out['run']:.2f} | {out['compile']:.2f} | "
-                  f"{out['sampling']:.2f} |", flush=True)
-    print("\nload %.2f %.2f %.2f" % os.getloadavg())
+            print(
+                f"| {name} | {label} | {out['wall']:.2f} | {out['run']:.2f} | {out['compile']:.2f} | "
+                f"{out['sampling']:.2f} |",
+                flush=True,
+            )
+    print("\nload {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

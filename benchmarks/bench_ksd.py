@@ -51,7 +51,9 @@ def load_old(revision: str):
     """Import src/tallmcmc/stein/kernel.py as it was at ``revision`` (a module of its own)."""
     source = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{revision}:src/tallmcmc/stein/kernel.py"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     path = Path(tempfile.mkdtemp()) / "old_kernel.py"
     path.write_text(source)
@@ -105,8 +107,9 @@ def float32_probe():
     def squared(points, scores):
         n = points.shape[0]
         w = np.full(n, 1.0 / n)
-        columns = [np.ascontiguousarray(a, dtype=np.float32)
-                   for a in (points[:, 0], points[:, 1], scores[:, 0], scores[:, 1])]
+        columns = [
+            np.ascontiguousarray(a, dtype=np.float32) for a in (points[:, 0], points[:, 1], scores[:, 0], scores[:, 1])
+        ]
         diagonal = np.sum(w**2 * (np.sum(scores * scores, axis=1) + 2.0))
         return 2.0 * upper(*columns, w.astype(np.float32)) + diagonal
 
@@ -130,8 +133,10 @@ def main() -> None:
     probe = float32_probe() if args.float32_probe and d == 2 else None
     exact = {}
 
-    print("| n | d | new: first call (s) | new: median (s) | new: CPU s per call | old: first call (s) "
-          "| old: warm call (s) | old: CPU s per call | old / new (CPU) | rel. difference | load (1/5/15 min) |")
+    print(
+        "| n | d | new: first call (s) | new: median (s) | new: CPU s per call | old: first call (s) "
+        "| old: warm call (s) | old: CPU s per call | old / new (CPU) | rel. difference | load (1/5/15 min) |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for n in args.sizes:
         points = np.random.default_rng(0).standard_normal((n, d))
@@ -162,23 +167,32 @@ def main() -> None:
             old_cpu = f"{elapsed_cpu:.3g}"
             ratio = f"{elapsed_cpu / cpu:.0f}x"
             difference = f"{abs(value - old_value) / abs(old_value):.1e}"
-        print(f"| {n} | {d} | {first:.3g} | {median:.3g} | {cpu:.3g} | {old_first} | {old_warm} | {old_cpu} "
-              f"| {ratio} | {difference} | {load()} |", flush=True)
+        print(
+            f"| {n} | {d} | {first:.3g} | {median:.3g} | {cpu:.3g} | {old_first} | {old_warm} | {old_cpu} "
+            f"| {ratio} | {difference} | {load()} |",
+            flush=True,
+        )
         if n <= args.jax_max_n:  # the XLA path of this module (backend="jax"), compiled
             kernel_stein_discrepancy_squared(points, -points, backend="jax")
             start, cpu_start = time.perf_counter(), time.process_time()
             value_jax = kernel_stein_discrepancy_squared(points, -points, backend="jax")
             elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - cpu_start
-            print(f"| {n} (backend='jax') | {d} | | {elapsed:.3g} | {elapsed_cpu:.3g} | | | | "
-                  f"{elapsed_cpu / cpu:.1f}x numba (CPU) | {abs(value_jax - value) / abs(value):.1e} "
-                  f"| {load()} |", flush=True)
+            print(
+                f"| {n} (backend='jax') | {d} | | {elapsed:.3g} | {elapsed_cpu:.3g} | | | | "
+                f"{elapsed_cpu / cpu:.1f}x numba (CPU) | {abs(value_jax - value) / abs(value):.1e} "
+                f"| {load()} |",
+                flush=True,
+            )
         if probe is not None:
             probe(points[:100], -points[:100])  # compile
             start = time.perf_counter()
             value32 = probe(points, -points)
             elapsed = time.perf_counter() - start
-            print(f"| {n} (float32 probe) | {d} | | {elapsed:.3g} | | | | | {median / elapsed:.2f}x faster (wall) | "
-                  f"{abs(value32 - value) / abs(value):.1e} | {load()} |", flush=True)
+            print(
+                f"| {n} (float32 probe) | {d} | | {elapsed:.3g} | | | | | {median / elapsed:.2f}x faster (wall) | "
+                f"{abs(value32 - value) / abs(value):.1e} | {load()} |",
+                flush=True,
+            )
 
     if args.nystroem_sizes:
         print()
@@ -202,8 +216,11 @@ def main() -> None:
                 start = time.perf_counter()
                 value = kernel_stein_discrepancy_squared(points, -points, method="nystroem", landmarks=m)
                 elapsed = time.perf_counter() - start
-                print(f"| {n} | {name} | {m} | {reference:.4e} | {value:.4e} | "
-                      f"{abs(value - reference) / reference:.1e} | {elapsed:.3g} | {load()} |", flush=True)
+                print(
+                    f"| {n} | {name} | {m} | {reference:.4e} | {value:.4e} | "
+                    f"{abs(value - reference) / reference:.1e} | {elapsed:.3g} | {load()} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -97,32 +97,39 @@ def main() -> None:
         bodies[f"rows only: {count} indices + gather"] = (rows_body(count), count)
     for minibatch in ("step", "trajectory"):
         for steps in args.steps:
-            proposal = tallmcmc.minibatch_hamiltonian(args.step_size, steps, batch, preconditioner=covariance,
-                                                      minibatch=minibatch)
+            proposal = tallmcmc.minibatch_hamiltonian(
+                args.step_size, steps, batch, preconditioner=covariance, minibatch=minibatch
+            )
             used = int(proposal.propose(jax.random.key(0), start, model).data_used)
             bodies[f"minibatch_hamiltonian L={steps} ({minibatch})"] = (
-                lambda key, theta, p=proposal: p.propose(key, theta, model).position, used)
+                lambda key, theta, p=proposal: p.propose(key, theta, model).position,
+                used,
+            )
 
     loops = {name: loop_of(body, args.iterations) for name, (body, _) in bodies.items()}
-    for name, run in loops.items():  # compile
+    for run in loops.values():  # compile
         jax.block_until_ready(run(start, jax.random.key(0)))
     seconds = {name: [] for name in loops}
     for repeat in range(args.repeats):
         names = list(loops)
-        names = names[repeat % len(names):] + names[: repeat % len(names)]  # rotate the order
+        names = names[repeat % len(names) :] + names[: repeat % len(names)]  # rotate the order
         for name in names:
             key = jax.random.key(repeat + 1)
             _, wall, _ = timed(lambda run=loops[name], key=key: jax.block_until_ready(run(start, key)))
             seconds[name].append(wall / args.iterations)
 
     best_full = min(seconds["full gradient"])
-    print(f"N = {num_data}, d = {args.dimension}, b = {batch}, ε = {args.step_size}, {args.iterations} calls per "
-          f"loop, best / median of {args.repeats}; JAX {jax.__version__}, devices {jax.devices()}")
+    print(
+        f"N = {num_data}, d = {args.dimension}, b = {batch}, ε = {args.step_size}, {args.iterations} calls per "
+        f"loop, best / median of {args.repeats}; JAX {jax.__version__}, devices {jax.devices()}"
+    )
     print(f"{'measurement':44s} {'best':>10s} {'median':>10s} {'/ full grad':>11s} {'points / N':>11s}")
     for name, values in seconds.items():
         best, median = min(values), statistics.median(values)
-        print(f"{name:44s} {best * 1e6:8.1f}µs {median * 1e6:8.1f}µs {best / best_full:10.3f}× "
-              f"{bodies[name][1] / num_data:11.4f}")
+        print(
+            f"{name:44s} {best * 1e6:8.1f}µs {median * 1e6:8.1f}µs {best / best_full:10.3f}× "
+            f"{bodies[name][1] / num_data:11.4f}"
+        )
 
     if args.moves:
         whiten = np.linalg.inv(np.linalg.cholesky(np.asarray(covariance, np.float64)))
@@ -130,16 +137,28 @@ def main() -> None:
         print(f"{'proposal':44s} {'accept':>7s} {'ε·L':>8s} {'jump (sd)':>10s} {'√(bL_eff/N)':>12s}")
         for minibatch in ("step", "trajectory"):
             for steps in args.steps:
-                proposal = tallmcmc.minibatch_hamiltonian(args.step_size, steps, batch, preconditioner=covariance,
-                                                          minibatch=minibatch)
-                result = tallmcmc.sample(model, proposal, tallmcmc.exact_metropolis(), start, num_chains=4,
-                                         num_warmup=args.warmup, num_samples=args.draws, seed=1, progress=False)
+                proposal = tallmcmc.minibatch_hamiltonian(
+                    args.step_size, steps, batch, preconditioner=covariance, minibatch=minibatch
+                )
+                result = tallmcmc.sample(
+                    model,
+                    proposal,
+                    tallmcmc.exact_metropolis(),
+                    start,
+                    num_chains=4,
+                    num_warmup=args.warmup,
+                    num_samples=args.draws,
+                    seed=1,
+                    progress=False,
+                )
                 draws = np.asarray(result.positions, np.float64)
                 jumps = np.linalg.norm(np.diff(draws, axis=1) @ whiten.T, axis=-1).mean()
                 factor = np.mean(np.asarray(result.step_size_factor))
                 effective = steps if minibatch == "step" else 1
-                print(f"minibatch_hamiltonian L={steps} ({minibatch}){'':16s}"[:44] + f" {result.acceptance_rate:7.3f} "
-                      f"{args.step_size * factor * steps:8.4f} {jumps:10.4f} {np.sqrt(batch * effective / num_data):12.4f}")
+                print(
+                    f"minibatch_hamiltonian L={steps} ({minibatch}){'':16s}"[:44] + f" {result.acceptance_rate:7.3f} "
+                    f"{args.step_size * factor * steps:8.4f} {jumps:10.4f} {np.sqrt(batch * effective / num_data):12.4f}"
+                )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ from tallmcmc.reproduce.mnist import build_model
 
 VARIANTS = {
     "default": DeformationParams(),
-    "milder": DeformationParams(alpha=8.0, sigma=4.0, max_rotation=4.0, min_scale=0.95, max_scale=1.05,
-                                max_shear=0.05, max_translation=0.5),
+    "milder": DeformationParams(
+        alpha=8.0, sigma=4.0, max_rotation=4.0, min_scale=0.95, max_scale=1.05, max_shear=0.05, max_translation=0.5
+    ),
     "repeated": None,
 }
 NUM_DATA = 100_007
@@ -64,11 +65,14 @@ def residual_spread(seed: int = 0) -> None:
 
     def objective(theta):
         z = x @ theta
-        return (-(y * z - np.logaddexp(0, z)).sum() + 0.5e-2 * theta @ theta,
-                -(x.T @ (y - 1 / (1 + np.exp(-z)))) + 1e-2 * theta)
+        return (
+            -(y * z - np.logaddexp(0, z)).sum() + 0.5e-2 * theta @ theta,
+            -(x.T @ (y - 1 / (1 + np.exp(-z)))) + 1e-2 * theta,
+        )
 
-    theta = scipy.optimize.minimize(objective, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B",
-                                    options={"maxiter": 300}).x
+    theta = scipy.optimize.minimize(
+        objective, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 300}
+    ).x
     p = 1 / (1 + np.exp(-x @ theta))
     rng = np.random.default_rng(seed)
     print(f"ridge fit on the shipped 100k: training error {np.mean((p > 0.5) != y):.4f}")
@@ -89,7 +93,9 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=5)
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--spread", action="store_true", help="print the residual spread of originals vs deformed and stop")
+    parser.add_argument(
+        "--spread", action="store_true", help="print the residual spread of originals vs deformed and stop"
+    )
     args = parser.parse_args()
     if args.spread:
         residual_spread(args.seed)
@@ -103,14 +109,24 @@ def main() -> None:
             test = tallmcmc.minibatch_barker(100, variance_rse=None)  # Algorithm 1 as printed, as in Table 2
         else:
             test = tallmcmc.austere_conservative(error_bound=0.2, num_data=len(y))
-        result = tallmcmc.sample(build_model(x, y, 100.0), tallmcmc.random_walk(0.01), test,
-                                 initial_position=jnp.zeros(x.shape[1], jnp.float32), num_samples=args.samples,
-                                 num_chains=args.chains, seed=args.seed, progress=False)
+        result = tallmcmc.sample(
+            build_model(x, y, 100.0),
+            tallmcmc.random_walk(0.01),
+            test,
+            initial_position=jnp.zeros(x.shape[1], jnp.float32),
+            num_samples=args.samples,
+            num_chains=args.chains,
+            seed=args.seed,
+            progress=False,
+        )
         per_chain = np.asarray(result.data_used_by_test, float).mean(axis=1)
         spread = per_chain.std(ddof=1) if per_chain.size > 1 else float("nan")
-        print(f"  {variant:>9}: mean test minibatch {per_chain.mean():8.1f} ± {spread:6.1f} (sd over chains); "
-              f"acceptance {float(np.mean(result.accepted)):.3f}; data {made - began:.0f} s, "
-              f"sampling {time.perf_counter() - made:.0f} s", flush=True)
+        print(
+            f"  {variant:>9}: mean test minibatch {per_chain.mean():8.1f} ± {spread:6.1f} (sd over chains); "
+            f"acceptance {float(np.mean(result.accepted)):.3f}; data {made - began:.0f} s, "
+            f"sampling {time.perf_counter() - made:.0f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,15 @@ def main() -> None:
     args = parser.parse_args()
     x_train, y_train, _, _ = mnist.load_data("13k", None, None, progress=False)
     model = mnist.build_model(x_train, y_train, 100.0)
-    chain = tallmcmc.sample(model, tallmcmc.random_walk(args.step_size), tallmcmc.exact_barker(),
-                            initial_position=jnp.zeros(784, jnp.float32), num_samples=2000, progress=False, seed=11)
+    chain = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(args.step_size),
+        tallmcmc.exact_barker(),
+        initial_position=jnp.zeros(784, jnp.float32),
+        num_samples=2000,
+        progress=False,
+        seed=11,
+    )
     thetas = np.asarray(chain.positions)[0, -1000::20][: args.pairs]
     rng = np.random.default_rng(12)
     proposals = (thetas + args.step_size * rng.standard_normal(thetas.shape)).astype(np.float32)
@@ -47,24 +54,31 @@ def main() -> None:
         return float(np.sum(log_lik(proposed.astype(np.float64)) - log_lik(theta.astype(np.float64))) / 100.0)
 
     deltas = np.array([exact_delta(t, p) for t, p in zip(thetas, proposals)])
-    print(f"{len(deltas)} pairs, Δ from {deltas.min():.2f} to {deltas.max():.2f} (median |Δ| {np.median(np.abs(deltas)):.2f})")
+    print(
+        f"{len(deltas)} pairs, Δ from {deltas.min():.2f} to {deltas.max():.2f} (median |Δ| {np.median(np.abs(deltas)):.2f})"
+    )
     for label, rse in (("Algorithm 1 as printed", None), ("tail guard 0.35", 0.35)):
         test = tallmcmc.minibatch_barker(100, variance_rse=rse)
 
         began, z, used, bounds = time.perf_counter(), [], [], []
         for theta, proposed, delta in zip(thetas, proposals, deltas):
             theta, proposed = jnp.asarray(theta), jnp.asarray(proposed)
-            decision = repeated_decisions(model, test, theta, proposed, args.repetitions,
-                                          warmup_decisions=300 if rse is not None else 0)
+            decision = repeated_decisions(
+                model, test, theta, proposed, args.repetitions, warmup_decisions=300 if rse is not None else 0
+            )
             probability = 1 / (1 + np.exp(-delta))
             frequency = float(jnp.mean(decision.accepted))
-            z.append((frequency - probability) / np.sqrt(max(probability * (1 - probability), 1e-12) / args.repetitions))
+            z.append(
+                (frequency - probability) / np.sqrt(max(probability * (1 - probability), 1e-12) / args.repetitions)
+            )
             used.append(float(jnp.mean(decision.info.data_used)))
             bounds.append(float(jnp.median(decision.info.error_bound)))
         z = np.array(z)
-        print(f"{label:24s}: pairs beyond 4 SE {np.sum(np.abs(z) > 4)}/{len(z)}, max |z| {np.max(np.abs(z)):.1f}, "
-              f"median |z| {np.median(np.abs(z)):.2f}, mean points {np.mean(used):.0f}, "
-              f"median error bound {np.median(bounds):.3f} ({time.perf_counter() - began:.0f} s)")
+        print(
+            f"{label:24s}: pairs beyond 4 SE {np.sum(np.abs(z) > 4)}/{len(z)}, max |z| {np.max(np.abs(z)):.1f}, "
+            f"median |z| {np.median(np.abs(z)):.2f}, mean points {np.mean(used):.0f}, "
+            f"median error bound {np.median(bounds):.3f} ({time.perf_counter() - began:.0f} s)"
+        )
         order = np.argsort(deltas)
         print("   Δ and z by Δ:", " ".join(f"{deltas[i]:+.1f}:{z[i]:+.1f}" for i in order))
 

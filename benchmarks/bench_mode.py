@@ -43,12 +43,12 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import CompileClock
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
 from tallmcmc import mode as mode_module
 from tallmcmc.examples import logistic_regression
-from _timing import CompileClock
 
 OLD_COMMIT = "8bca721"
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
@@ -58,8 +58,12 @@ COMPILE_CLOCK = CompileClock()
 
 def old_find_mode():
     """``find_mode`` as it was at :data:`OLD_COMMIT` (the L-BFGS-B default whose ``converged`` could lie)."""
-    source = subprocess.run(["git", "-C", str(REPOSITORY), "show", f"{OLD_COMMIT}:src/tallmcmc/mode.py"],
-                            capture_output=True, text=True, check=True).stdout
+    source = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "show", f"{OLD_COMMIT}:src/tallmcmc/mode.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     path = pathlib.Path(tempfile.mkdtemp()) / "old_mode.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("old_mode", path)
@@ -91,9 +95,14 @@ class Problem:
         theta = np.asarray(ravel_pytree(position)[0], np.float64)
         _, gradient, hessian = self.terms(theta)
         try:
-            decrement = float(np.sqrt(gradient @ np.linalg.solve(np.linalg.cholesky(hessian).T,
-                                                                 np.linalg.solve(np.linalg.cholesky(hessian),
-                                                                                 gradient))))
+            decrement = float(
+                np.sqrt(
+                    gradient
+                    @ np.linalg.solve(
+                        np.linalg.cholesky(hessian).T, np.linalg.solve(np.linalg.cholesky(hessian), gradient)
+                    )
+                )
+            )
         except np.linalg.LinAlgError:
             decrement = float("inf")
         error = theta - self.mode
@@ -106,12 +115,16 @@ def gaussian_regression(name, covariates, truth, sigma, seed, prior_variance=100
     response = (covariates.astype(np.float64) @ truth + sigma * rng.standard_normal(num_data)).astype(np.float32)
 
     if dict_positions:
+
         def unpack(position):
             return position["beta"], position["log_sigma"]
+
         start = {"beta": jnp.zeros(p, jnp.float32), "log_sigma": jnp.float32(0.0)}
     else:
+
         def unpack(position):
             return position[:-1], position[-1]
+
         start = jnp.zeros(p + 1, jnp.float32)
 
     def log_likelihood(position, row):
@@ -130,10 +143,15 @@ def gaussian_regression(name, covariates, truth, sigma, seed, prior_variance=100
         beta, log_sigma = theta[:p], theta[p]
         residual = y - x @ beta
         squares, precision = residual @ residual, np.exp(-2 * log_sigma)
-        value = (0.5 * squares * precision + num_data * (log_sigma + 0.5 * np.log(2 * np.pi))
-                 + 0.5 * (beta @ beta + log_sigma**2) / prior_variance)
-        gradient = np.append(-(cross - gram @ beta) * precision + beta / prior_variance,
-                             -squares * precision + num_data + log_sigma / prior_variance)
+        value = (
+            0.5 * squares * precision
+            + num_data * (log_sigma + 0.5 * np.log(2 * np.pi))
+            + 0.5 * (beta @ beta + log_sigma**2) / prior_variance
+        )
+        gradient = np.append(
+            -(cross - gram @ beta) * precision + beta / prior_variance,
+            -squares * precision + num_data + log_sigma / prior_variance,
+        )
         hessian = np.zeros((p + 1, p + 1))
         hessian[:p, :p] = gram * precision + np.eye(p) / prior_variance
         hessian[:p, p] = hessian[p, :p] = 2 * (cross - gram @ beta) * precision
@@ -199,29 +217,45 @@ def run(problem: Problem, label: str, function, **options) -> dict:
         if best is None or wall - compile_seconds < best[0]:
             best = (wall - compile_seconds, compile_seconds, cpu)
     decrement, distance = problem.judge(result.position)
-    return dict(problem=problem.name, method=label, passes=result.data_passes, iterations=result.iterations,
-                run=best[0], compile=best[1], cpu=best[2], converged=result.converged,
-                reported=getattr(result, "newton_decrement", float("nan")), decrement=decrement, distance=distance,
-                warnings=len(caught))
+    return dict(
+        problem=problem.name,
+        method=label,
+        passes=result.data_passes,
+        iterations=result.iterations,
+        run=best[0],
+        compile=best[1],
+        cpu=best[2],
+        converged=result.converged,
+        reported=getattr(result, "newton_decrement", float("nan")),
+        decrement=decrement,
+        distance=distance,
+        warnings=len(caught),
+    )
 
 
-HEADER = ("| problem | method | passes | iterations | run s | compile s | CPU s | converged | λ reported | "
-          "λ float64 | distance (sd) |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+HEADER = (
+    "| problem | method | passes | iterations | run s | compile s | CPU s | converged | λ reported | "
+    "λ float64 | distance (sd) |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+)
 
 
 def row(r: dict) -> str:
-    return (f"| {r['problem']} | {r['method']} | {r['passes']:.0f} | {r['iterations']} | {r['run']:.2f} | "
-            f"{r['compile']:.2f} | {r['cpu']:.2f} | {r['converged']} | {r['reported']:.2g} | {r['decrement']:.2g} | "
-            f"{r['distance']:.2g} |")
+    return (
+        f"| {r['problem']} | {r['method']} | {r['passes']:.0f} | {r['iterations']} | {r['run']:.2f} | "
+        f"{r['compile']:.2f} | {r['cpu']:.2f} | {r['converged']} | {r['reported']:.2g} | {r['decrement']:.2g} | "
+        f"{r['distance']:.2g} |"
+    )
 
 
 def compare(problems, old) -> None:
     print(HEADER)
     for make in problems:
         problem = make()
-        for label, function, options in (("new default (auto)", tallmcmc.find_mode, {}),
-                                         ("new L-BFGS-B", tallmcmc.find_mode, {"method": "L-BFGS-B"}),
-                                         (f"old default ({OLD_COMMIT})", old, {})):
+        for label, function, options in (
+            ("new default (auto)", tallmcmc.find_mode, {}),
+            ("new L-BFGS-B", tallmcmc.find_mode, {"method": "L-BFGS-B"}),
+            (f"old default ({OLD_COMMIT})", old, {}),
+        ):
             if function is None:
                 continue
             print(row(run(problem, label, function, **options)), flush=True)
@@ -251,8 +285,10 @@ def sums() -> None:
 
     problem = regression(False)
     equal = gaussian_mean.model(np.full(1_000_000, 0.1, np.float32), prior_variance=None)
-    cases = (("regression at its mode", problem.model, problem.start, problem.mode.astype(np.float32)),
-             ("10⁶ equal terms", equal, jnp.float32(0.0), np.array([0.1], np.float32)))
+    cases = (
+        ("regression at its mode", problem.model, problem.start, problem.mode.astype(np.float32)),
+        ("10⁶ equal terms", equal, jnp.float32(0.0), np.array([0.1], np.float32)),
+    )
 
     def best_of(function, repeats=5):
         jax.block_until_ready(function())
@@ -267,8 +303,9 @@ def sums() -> None:
     for label, model, start, theta in cases:
         unravel = ravel_pytree(start)[1]
         per_datum = jax.jit(lambda t, d: -model.per_datum_log_likelihood(unravel(t), d))
-        reference = float(np.sum(np.asarray(per_datum(theta, model.data), np.float64))
-                           + np.float64(-model.log_prior(unravel(theta))))
+        reference = float(
+            np.sum(np.asarray(per_datum(theta, model.data), np.float64)) + np.float64(-model.log_prior(unravel(theta)))
+        )
 
         def whole(t, d):
             return -jnp.sum(model.per_datum_log_likelihood(unravel(t), d)) - model.log_prior(unravel(t))
@@ -287,16 +324,22 @@ def sums() -> None:
 
             return total
 
-        for name, function in (("whole array, float32 (old default)", whole),
-                               ("chunks of 1000, float32 running total (old batch_size=1000)", running(1000)),
-                               ("chunks of 4096, float32 running total", running(4096))):
+        for name, function in (
+            ("whole array, float32 (old default)", whole),
+            ("chunks of 1000, float32 running total (old batch_size=1000)", running(1000)),
+            ("chunks of 4096, float32 running total", running(4096)),
+        ):
             jitted = jax.jit(jax.value_and_grad(function))
             value = float(jitted(theta, model.data)[0])
-            print(f"| {label} | {name} | {value - reference:+.4f} | "
-                  f"{1e3 * best_of(lambda: jitted(theta, model.data)):.1f} |")
+            print(
+                f"| {label} | {name} | {value - reference:+.4f} | "
+                f"{1e3 * best_of(lambda: jitted(theta, model.data)):.1f} |"
+            )
         accurate = mode_module._accurate_sum
-        variants = (("Neumaier over chunks, float64 on the host", lambda t: (jnp.sum(t), jnp.zeros((), t.dtype))),
-                    ("+ error-free extraction within chunks (the default)", accurate))
+        variants = (
+            ("Neumaier over chunks, float64 on the host", lambda t: (jnp.sum(t), jnp.zeros((), t.dtype))),
+            ("+ error-free extraction within chunks (the default)", accurate),
+        )
         try:
             for name, summation in variants:
                 mode_module._accurate_sum = summation
@@ -305,8 +348,10 @@ def sums() -> None:
                     value = evaluate._combine(evaluate._value_and_gradient(theta, model.data), hessian=False)[0]
                     seconds = best_of(lambda: evaluate._value_and_gradient(theta, model.data))
                     full = best_of(lambda: evaluate._full_pass(theta, model.data))
-                    print(f"| {label} | chunks of {chunk}, {name} | {value - reference:+.4f} | "
-                          f"{1e3 * seconds:.1f} ({1e3 * full:.1f}) |")
+                    print(
+                        f"| {label} | chunks of {chunk}, {name} | {value - reference:+.4f} | "
+                        f"{1e3 * seconds:.1f} ({1e3 * full:.1f}) |"
+                    )
         finally:
             mode_module._accurate_sum = accurate
 
@@ -321,16 +366,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs per method; the fastest is reported")
     args = parser.parse_args()
     REPEATS[0] = args.repeats
-    print(f"JAX {jax.__version__}, {jax.devices()[0].platform}, x64 {jax.config.jax_enable_x64}; "
-          f"{' '.join(sys.argv)}", flush=True)
+    print(
+        f"JAX {jax.__version__}, {jax.devices()[0].platform}, x64 {jax.config.jax_enable_x64}; {' '.join(sys.argv)}",
+        flush=True,
+    )
     if args.sums:
         sums()
         return
     if args.dimensions:
         dimensions(args.dimensions, args.dimension_rows)
         return
-    problems = {"regression": lambda: regression(False), "regression-scaled": lambda: regression(True),
-                "logistic": logistic, "regression-26": regression_26}
+    problems = {
+        "regression": lambda: regression(False),
+        "regression-scaled": lambda: regression(True),
+        "logistic": logistic,
+        "regression-26": regression_26,
+    }
     chosen = [problems[name] for name in (args.only or problems)]
     compare(chosen, None if args.no_old else old_find_mode())
 

@@ -43,18 +43,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from _timing import timed
 
 import tallmcmc
 from tallmcmc.examples import logistic_regression
-
-from _timing import timed
 
 
 def numpyro_logistic(X, y):
@@ -147,8 +145,13 @@ def main() -> None:
     parser.add_argument("--cv-samples", type=int, default=2000)
     parser.add_argument("--exact-samples", type=int, default=100)
     parser.add_argument("--names", nargs="+", default=["numpyro", "numpyro_factor", "hand", "example"])
-    parser.add_argument("--only", nargs="+", default=["minibatch", "full", "cv", "exact"],
-                        choices=["minibatch", "full", "cv", "exact"], help="which measurements to make")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=["minibatch", "full", "cv", "exact"],
+        choices=["minibatch", "full", "cv", "exact"],
+        help="which measurements to make",
+    )
     arguments = parser.parse_args()
     print(f"jax {jax.__version__}, numpyro {numpyro.__version__}, devices {jax.devices()}")
 
@@ -162,8 +165,10 @@ def main() -> None:
             "example": logistic_regression.model(X, y),
         }
         models = {name: models[name] for name in arguments.names}
-        print(f"\nN = {num_data:,}, d = {arguments.dimension}: from_numpyro (trace + decomposition check) "
-              f"{build_wall:.2f} s")
+        print(
+            f"\nN = {num_data:,}, d = {arguments.dimension}: from_numpyro (trace + decomposition check) "
+            f"{build_wall:.2f} s"
+        )
         mode = tallmcmc.find_mode(logistic_regression.model(X, y), jnp.zeros(arguments.dimension))
         proposed = mode.position + 0.01 * jnp.arange(arguments.dimension) / arguments.dimension
         cvs = {
@@ -174,8 +179,9 @@ def main() -> None:
         timers = {}
         for name, model in models.items():
             position, moved = as_position(name, mode.position), as_position(name, proposed)
-            timers[("minibatch", name)] = minibatch_loop(model, position, moved, num_data,
-                                                         arguments.minibatch_iterations)
+            timers[("minibatch", name)] = minibatch_loop(
+                model, position, moved, num_data, arguments.minibatch_iterations
+            )
             timers[("full", name)] = full_loop(model, position, arguments.full_iterations)
         compile_seconds = {}
         timers = {key: timer for key, timer in timers.items() if key[0] in arguments.only}
@@ -192,7 +198,7 @@ def main() -> None:
         draws = {}
         names = list(models)
         for repeat in range(arguments.repeats):
-            order = names[repeat % len(names):] + names[: repeat % len(names)]
+            order = names[repeat % len(names) :] + names[: repeat % len(names)]
             for kind in [kind for kind in ("minibatch", "full") if kind in arguments.only]:
                 for name in order:
                     _, wall, _ = timed(timers[(kind, name)])
@@ -204,12 +210,19 @@ def main() -> None:
                     if repeat == 0:
                         compile_seconds[(kind, name)] = result.compile_seconds
                         leaves = jax.tree_util.tree_leaves(result.positions)
-                        draws[(kind, name)] = (np.asarray(leaves[0]), float(result.acceptance_rate),
-                                               float(result.data_used.mean()))
+                        draws[(kind, name)] = (
+                            np.asarray(leaves[0]),
+                            float(result.acceptance_rate),
+                            float(result.data_used.mean()),
+                        )
 
         for kind in [kind for kind in ("minibatch", "full", "cv", "exact") if kind in arguments.only]:
-            unit = {"minibatch": "per minibatch of 100", "full": "per full pass", "cv": "per chain-step",
-                    "exact": "per chain-step"}[kind]
+            unit = {
+                "minibatch": "per minibatch of 100",
+                "full": "per full pass",
+                "cv": "per chain-step",
+                "exact": "per chain-step",
+            }[kind]
             print(f"  {kind} ({unit}):")
             for name in names:
                 extra = ""
@@ -218,8 +231,10 @@ def main() -> None:
                     if "example" in names and (kind, "example") in draws:
                         difference = float(np.max(np.abs(values - draws[(kind, "example")][0])))
                         extra = f"  acc {acceptance:.3f}  points/step {data_used:,.0f}  max|draw - example| {difference:.2e}"
-                print(f"    {name:14s} {describe(results[(kind, name)])}  (compile {compile_seconds[(kind, name)]:.2f} s)"
-                      f"{extra}")
+                print(
+                    f"    {name:14s} {describe(results[(kind, name)])}  (compile {compile_seconds[(kind, name)]:.2f} s)"
+                    f"{extra}"
+                )
             for ours, other in (("numpyro", "hand"), ("numpyro", "example"), ("numpyro_factor", "example")):
                 if ours in names and other in names:
                     best = min(results[(kind, ours)]) / min(results[(kind, other)])

@@ -59,10 +59,16 @@ def bulk_ess(draws: np.ndarray) -> np.ndarray:
 
 def row(name, draws, *, sampling_seconds, wall_seconds, points, num_data, reference=None, extra=None):
     ess = bulk_ess(draws)
-    out = dict(method=name, ess_min=float(ess.min()), sampling_seconds=float(sampling_seconds),
-               wall_seconds=float(wall_seconds), ess_per_s_sampling=float(ess.min() / sampling_seconds),
-               ess_per_s_wall=float(ess.min() / wall_seconds), passes=float(points / num_data),
-               ess_per_million=float(ess.min() / points * 1e6))
+    out = dict(
+        method=name,
+        ess_min=float(ess.min()),
+        sampling_seconds=float(sampling_seconds),
+        wall_seconds=float(wall_seconds),
+        ess_per_s_sampling=float(ess.min() / sampling_seconds),
+        ess_per_s_wall=float(ess.min() / wall_seconds),
+        passes=float(points / num_data),
+        ess_per_million=float(ess.min() / points * 1e6),
+    )
     if reference is not None:
         mcse = draws.std((0, 1)) / np.sqrt(ess)
         out["max_z"] = float(np.max(np.abs(draws.mean((0, 1)) - reference[0]) / np.hypot(mcse, reference[1])))
@@ -77,9 +83,18 @@ def run_sample_tall(model, start, draws, seed):
         result = tallmcmc.sample_tall(model, start, num_samples=draws, num_chains=CHAINS, seed=seed, progress=False)
     wall = time.perf_counter() - began
     d = result.diagnosis
-    return result, wall, dict(decision=d.decision, setup_passes=sum(d.setup_passes.values()),
-                              warmup_passes=d.warmup_passes, data_fraction=d.data_fraction,
-                              accept=result.acceptance_rate, r_hat_max=d.r_hat_max)
+    return (
+        result,
+        wall,
+        dict(
+            decision=d.decision,
+            setup_passes=sum(d.setup_passes.values()),
+            warmup_passes=d.warmup_passes,
+            data_fraction=d.data_fraction,
+            accept=result.acceptance_rate,
+            r_hat_max=d.r_hat_max,
+        ),
+    )
 
 
 def run_recipe(model, start, draws, seed):
@@ -88,11 +103,27 @@ def run_recipe(model, start, draws, seed):
     cv = tallmcmc.taylor_control_variate(model, mode.position)
     proposal = tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=tallmcmc.laplace_covariance(mode))
     test = tallmcmc.minibatch_barker(100, control_variate=cv)
-    result = tallmcmc.sample(model, proposal, test, initial_position=mode.position, num_samples=draws,
-                             num_chains=CHAINS, seed=seed, progress=False)
+    result = tallmcmc.sample(
+        model,
+        proposal,
+        test,
+        initial_position=mode.position,
+        num_samples=draws,
+        num_chains=CHAINS,
+        seed=seed,
+        progress=False,
+    )
     wall = time.perf_counter() - began
-    return result, wall, mode, dict(setup_passes=result.setup_data_passes, accept=result.acceptance_rate,
-                                    data_fraction=float(result.data_used.mean()) / model.num_data)
+    return (
+        result,
+        wall,
+        mode,
+        dict(
+            setup_passes=result.setup_data_passes,
+            accept=result.acceptance_rate,
+            data_fraction=float(result.data_used.mean()) / model.num_data,
+        ),
+    )
 
 
 def run_nuts(potential_model, args_, mode_flat, unravel, num_data, warmup, draws, seed, steps_per_gradient=1):
@@ -100,8 +131,9 @@ def run_nuts(potential_model, args_, mode_flat, unravel, num_data, warmup, draws
 
     began = time.perf_counter()
     kernel = NUTS(potential_model, init_strategy=init_to_value(values=unravel(mode_flat)))
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=CHAINS, chain_method="vectorized",
-                progress_bar=False)
+    mcmc = MCMC(
+        kernel, num_warmup=warmup, num_samples=draws, num_chains=CHAINS, chain_method="vectorized", progress_bar=False
+    )
     mcmc.warmup(jax.random.key(seed), *args_, extra_fields=("num_steps",), collect_warmup=True)
     warm_steps = int(np.sum(np.asarray(mcmc.get_extra_fields()["num_steps"])))
     began_sampling = time.perf_counter()
@@ -142,31 +174,66 @@ def compare(label, model, start, numpyro_model, numpyro_args, args, seed=0):
     reference = None
     if not args.skip_nuts:
         flat_mode, unravel = jax.flatten_util.ravel_pytree(mode.position)
+
         def unravel_sites(flat):  # NumPyro's init wants the site dict (sites sorted by name, as ravel_pytree does)
             return unravel(flat) if isinstance(mode.position, dict) else {"beta": flat}
+
         nuts_draws, seconds, wall, points, extra = run_nuts(
-            numpyro_model, numpyro_args, flat_mode, unravel_sites, model.num_data, args.nuts_warmup, args.nuts_draws,
-            seed)
+            numpyro_model,
+            numpyro_args,
+            flat_mode,
+            unravel_sites,
+            model.num_data,
+            args.nuts_warmup,
+            args.nuts_draws,
+            seed,
+        )
         reference = (nuts_draws.mean((0, 1)), nuts_draws.std((0, 1)) / np.sqrt(bulk_ess(nuts_draws)))
-        rows.append(row("NumPyro NUTS", nuts_draws, sampling_seconds=seconds, wall_seconds=wall, points=points,
-                        num_data=model.num_data, extra=extra))
-    for name, result, wall, extra in (("recipe (eps 0.5, L 3, no warm-up)", recipe, recipe_wall, recipe_extra),
-                                      ("sample_tall (defaults)", tall, tall_wall, tall_extra)):
-        rows.append(row(name, flat_draws(result.positions), sampling_seconds=result.sampling_seconds,
-                        wall_seconds=wall, points=result.total_data_used, num_data=model.num_data,
-                        reference=reference, extra=extra))
-    header = (f"{'method':36s} {'ESS min':>8s} {'samp s':>7s} {'wall s':>7s} {'ESS/s samp':>10s} {'ESS/s wall':>10s} "
-              f"{'passes':>8s} {'ESS/1e6pt':>10s} {'max|z|':>7s}")
+        rows.append(
+            row(
+                "NumPyro NUTS",
+                nuts_draws,
+                sampling_seconds=seconds,
+                wall_seconds=wall,
+                points=points,
+                num_data=model.num_data,
+                extra=extra,
+            )
+        )
+    for name, result, wall, extra in (
+        ("recipe (eps 0.5, L 3, no warm-up)", recipe, recipe_wall, recipe_extra),
+        ("sample_tall (defaults)", tall, tall_wall, tall_extra),
+    ):
+        rows.append(
+            row(
+                name,
+                flat_draws(result.positions),
+                sampling_seconds=result.sampling_seconds,
+                wall_seconds=wall,
+                points=result.total_data_used,
+                num_data=model.num_data,
+                reference=reference,
+                extra=extra,
+            )
+        )
+    header = (
+        f"{'method':36s} {'ESS min':>8s} {'samp s':>7s} {'wall s':>7s} {'ESS/s samp':>10s} {'ESS/s wall':>10s} "
+        f"{'passes':>8s} {'ESS/1e6pt':>10s} {'max|z|':>7s}"
+    )
     print(header)
     for r in rows:
-        print(f"{r['method']:36s} {r['ess_min']:8.0f} {r['sampling_seconds']:7.2f} {r['wall_seconds']:7.1f} "
-              f"{r['ess_per_s_sampling']:10.0f} {r['ess_per_s_wall']:10.1f} {r['passes']:8.1f} "
-              f"{r['ess_per_million']:10.2f} {r.get('max_z', float('nan')):7.2f}")
+        print(
+            f"{r['method']:36s} {r['ess_min']:8.0f} {r['sampling_seconds']:7.2f} {r['wall_seconds']:7.1f} "
+            f"{r['ess_per_s_sampling']:10.0f} {r['ess_per_s_wall']:10.1f} {r['passes']:8.1f} "
+            f"{r['ess_per_million']:10.2f} {r.get('max_z', float('nan')):7.2f}"
+        )
     tall_row, recipe_row = rows[-1], rows[-2]
-    print(f"sample_tall / recipe: ESS/s sampling {tall_row['ess_per_s_sampling'] / recipe_row['ess_per_s_sampling']:.2f}x, "
-          f"ESS/s wall {tall_row['ess_per_s_wall'] / recipe_row['ess_per_s_wall']:.2f}x, "
-          f"ESS per 10^6 points {tall_row['ess_per_million'] / recipe_row['ess_per_million']:.2f}x; "
-          f"sample_tall decided {tall_extra['decision']}, {100 * tall_extra['data_fraction']:.2g}% of N per step")
+    print(
+        f"sample_tall / recipe: ESS/s sampling {tall_row['ess_per_s_sampling'] / recipe_row['ess_per_s_sampling']:.2f}x, "
+        f"ESS/s wall {tall_row['ess_per_s_wall'] / recipe_row['ess_per_s_wall']:.2f}x, "
+        f"ESS per 10^6 points {tall_row['ess_per_million'] / recipe_row['ess_per_million']:.2f}x; "
+        f"sample_tall decided {tall_extra['decision']}, {100 * tall_extra['data_fraction']:.2g}% of N per step"
+    )
     return dict(label=label, num_data=model.num_data, rows=rows)
 
 
@@ -187,15 +254,27 @@ def main() -> None:
         for size in args.sizes:
             covariates, response = logistic_regression.simulate(size, 10, 0)
             model = logistic_regression.model(covariates, response)
-            results.append(compare("logistic, d = 10", model, jnp.zeros(10, jnp.float32), logistic_numpyro,
-                                   (covariates, response), args))
+            results.append(
+                compare(
+                    "logistic, d = 10",
+                    model,
+                    jnp.zeros(10, jnp.float32),
+                    logistic_numpyro,
+                    (covariates, response),
+                    args,
+                )
+            )
     if args.only in (None, "regression"):
-        covariates, response = linear_regression.simulate(args.regression_size, 5, 0,
-                                                          coefficients=REGRESSION_COEFFICIENTS)
+        covariates, response = linear_regression.simulate(
+            args.regression_size, 5, 0, coefficients=REGRESSION_COEFFICIENTS
+        )
         model = linear_regression.model(covariates, response, prior_scale=10.0)
         start = {"beta": jnp.zeros(5, jnp.float32), "log_sigma": jnp.zeros((), jnp.float32)}
-        results.append(compare("linear regression, d = 5 + log sigma", model, start, regression_numpyro,
-                               (covariates, response), args))
+        results.append(
+            compare(
+                "linear regression, d = 5 + log sigma", model, start, regression_numpyro, (covariates, response), args
+            )
+        )
     print(f"load average {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as handle:

@@ -38,12 +38,12 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import CompileClock
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
-from _timing import CompileClock
 
 COMPILE_CLOCK = CompileClock()
 
@@ -109,6 +109,7 @@ def ratio_and_error(ours: np.ndarray, reference: np.ndarray) -> tuple[float, flo
 
 def moments_z(draws, reference_draws) -> tuple[float, float]:
     """Largest |z| of the means and of the sds between two runs, each with its own MCSE (ArviZ bulk ESS)."""
+
     def moments(x):
         ess = arviz_bridge.ess(x)
         sd = x.std((0, 1))
@@ -117,8 +118,10 @@ def moments_z(draws, reference_draws) -> tuple[float, float]:
 
     mean, sd, mcse_mean, mcse_sd = moments(draws)
     mean_r, sd_r, mcse_mean_r, mcse_sd_r = moments(reference_draws)
-    return (float(np.max(np.abs(mean - mean_r) / np.hypot(mcse_mean, mcse_mean_r))),
-            float(np.max(np.abs(sd - sd_r) / np.hypot(mcse_sd, mcse_sd_r))))
+    return (
+        float(np.max(np.abs(mean - mean_r) / np.hypot(mcse_mean, mcse_mean_r))),
+        float(np.max(np.abs(sd - sd_r) / np.hypot(mcse_sd, mcse_sd_r))),
+    )
 
 
 def run(num_data, dimension, args):
@@ -152,13 +155,28 @@ def run(num_data, dimension, args):
     ratio, ratio_error = ratio_and_error(spreads[0], spreads[1])
     bad, bad_error = ratio_and_error(spreads[2], spreads[1]) if len(centers) == 3 else (math.nan, math.nan)
     out = {
-        "N": num_data, "d": dimension, "fallback": fast.fallback, "fast_passes": fast_passes,
-        "fast_subsample_passes": fast.subsample_passes, "levels": [(lv.rows, lv.evaluations) for lv in fast.levels],
-        "old_passes": old_passes, "find_mode_passes": mode.data_passes, "fast_wall": fast_wall,
-        "fast_compile": fast_compile, "old_wall": old_wall, "old_compile": old_compile,
-        "decrement": fast.mode.newton_decrement, "decrement_limit": fast.decrement_limit, "distance_sd": distance,
-        "spread_old": float(spreads[1].mean()), "spread_fast": float(spreads[0].mean()), "ratio": ratio,
-        "ratio_error": ratio_error, "bad_ratio": bad, "bad_ratio_error": bad_error, "generate_s": generated,
+        "N": num_data,
+        "d": dimension,
+        "fallback": fast.fallback,
+        "fast_passes": fast_passes,
+        "fast_subsample_passes": fast.subsample_passes,
+        "levels": [(lv.rows, lv.evaluations) for lv in fast.levels],
+        "old_passes": old_passes,
+        "find_mode_passes": mode.data_passes,
+        "fast_wall": fast_wall,
+        "fast_compile": fast_compile,
+        "old_wall": old_wall,
+        "old_compile": old_compile,
+        "decrement": fast.mode.newton_decrement,
+        "decrement_limit": fast.decrement_limit,
+        "distance_sd": distance,
+        "spread_old": float(spreads[1].mean()),
+        "spread_fast": float(spreads[0].mean()),
+        "ratio": ratio,
+        "ratio_error": ratio_error,
+        "bad_ratio": bad,
+        "bad_ratio_error": bad_error,
+        "generate_s": generated,
     }
     running = (fast_wall - fast_compile) / (old_wall - old_compile)
     print(
@@ -175,19 +193,30 @@ def run(num_data, dimension, args):
     if args.posterior:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            new, new_wall, _ = timed(lambda: tallmcmc.sample_tall(model, start, num_samples=args.draws, seed=1,
-                                                                    progress=False, setup="fast"))
-            ref, ref_wall, _ = timed(lambda: tallmcmc.sample_tall(model, start, num_samples=args.reference_draws,
-                                                                    seed=2, progress=False, setup="exact"))
+            new, new_wall, _ = timed(
+                lambda: tallmcmc.sample_tall(model, start, num_samples=args.draws, seed=1, progress=False, setup="fast")
+            )
+            ref, ref_wall, _ = timed(
+                lambda: tallmcmc.sample_tall(
+                    model, start, num_samples=args.reference_draws, seed=2, progress=False, setup="exact"
+                )
+            )
         draws = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(new.positions), np.float64)
         reference = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(ref.positions), np.float64)
         z_mean, z_sd = moments_z(draws, reference)
         out.update(
-            posterior_z_mean=z_mean, posterior_z_sd=z_sd, new_setup_passes=new.setup_data_passes,
-            reference_setup_passes=ref.setup_data_passes, new_decision=new.diagnosis.decision,
-            new_problems=new.diagnosis.problems, reference_problems=ref.diagnosis.problems,
-            new_wall=new_wall, reference_wall=ref_wall, new_rhat=new.diagnosis.r_hat_max,
-            reference_rhat=ref.diagnosis.r_hat_max, new_ess=new.diagnosis.ess_bulk_min,
+            posterior_z_mean=z_mean,
+            posterior_z_sd=z_sd,
+            new_setup_passes=new.setup_data_passes,
+            reference_setup_passes=ref.setup_data_passes,
+            new_decision=new.diagnosis.decision,
+            new_problems=new.diagnosis.problems,
+            reference_problems=ref.diagnosis.problems,
+            new_wall=new_wall,
+            reference_wall=ref_wall,
+            new_rhat=new.diagnosis.r_hat_max,
+            reference_rhat=ref.diagnosis.r_hat_max,
+            new_ess=new.diagnosis.ess_bulk_min,
             reference_ess=ref.diagnosis.ess_bulk_min,
         )
         print(
@@ -207,8 +236,13 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--dimensions", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--pairs", type=int, default=20, help="independent pairs and random-walk pairs, each")
-    parser.add_argument("--order", nargs=2, default=["fast", "old"], choices=["fast", "old"],
-                        help="which setup runs first in each configuration")
+    parser.add_argument(
+        "--order",
+        nargs=2,
+        default=["fast", "old"],
+        choices=["fast", "old"],
+        help="which setup runs first in each configuration",
+    )
     parser.add_argument("--posterior", action="store_true")
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--reference-draws", type=int, default=8000)

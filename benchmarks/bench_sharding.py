@@ -46,8 +46,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     devices = jax.devices()
-    print(f"JAX {jax.__version__}, {len(devices)} x {devices[0].platform} devices on {os.cpu_count()} cores "
-          f"({platform.processor() or platform.machine()}); N = {args.num_data:,}, {args.chains} chains\n")
+    print(
+        f"JAX {jax.__version__}, {len(devices)} x {devices[0].platform} devices on {os.cpu_count()} cores "
+        f"({platform.processor() or platform.machine()}); N = {args.num_data:,}, {args.chains} chains\n"
+    )
     if len(devices) < 4:
         raise SystemExit("needs 4 devices: run as its own process (XLA_FLAGS is set before JAX starts)")
     model = gaussian_mixture.model(args.num_data, temperature=args.num_data / 100)
@@ -58,8 +60,10 @@ def main() -> None:
         "chains (4)": jax.make_mesh((4,), ("chains",)),
         "data 2 x chains 2": jax.make_mesh((2, 2), ("data", "chains")),
     }
-    tests = {"minibatch_barker(50)": (lambda: tallmcmc.minibatch_barker(50), args.steps),
-             "exact_barker": (tallmcmc.exact_barker, args.exact_steps)}
+    tests = {
+        "minibatch_barker(50)": (lambda: tallmcmc.minibatch_barker(50), args.steps),
+        "exact_barker": (tallmcmc.exact_barker, args.exact_steps),
+    }
     for name, (make, steps) in tests.items():
         print(f"### {name}\n\nload average before: {load()}\n")
         print("| mesh | chain-steps/s | × unsharded | points per chain-step | same draws as unsharded | compile s |")
@@ -67,18 +71,33 @@ def main() -> None:
         reference = base = None
         for label, mesh in layouts.items():
             best = None
-            for repeat in range(args.repeats):
-                result = tallmcmc.sample(model, tallmcmc.random_walk(0.15), make(), start, num_samples=steps,
-                                         num_chains=args.chains, seed=0, progress=False, num_chunks=1, mesh=mesh)
+            for _ in range(args.repeats):
+                result = tallmcmc.sample(
+                    model,
+                    tallmcmc.random_walk(0.15),
+                    make(),
+                    start,
+                    num_samples=steps,
+                    num_chains=args.chains,
+                    seed=0,
+                    progress=False,
+                    num_chunks=1,
+                    mesh=mesh,
+                )
                 if best is None or result.chain_steps_per_second > best.chain_steps_per_second:
                     best = result
             rate = best.chain_steps_per_second
             if reference is None:
                 reference, base = best, rate
-            same = "bit for bit" if np.array_equal(reference.positions, best.positions) else (
-                "to 1e-5" if np.allclose(reference.positions, best.positions, rtol=1e-5, atol=1e-5) else "NO")
-            print(f"| {label} | {rate:,.0f} | {rate / base:.2f} | {np.mean(best.data_used):,.1f} | {same} | "
-                  f"{best.compile_seconds:.1f} |")
+            same = (
+                "bit for bit"
+                if np.array_equal(reference.positions, best.positions)
+                else ("to 1e-5" if np.allclose(reference.positions, best.positions, rtol=1e-5, atol=1e-5) else "NO")
+            )
+            print(
+                f"| {label} | {rate:,.0f} | {rate / base:.2f} | {np.mean(best.data_used):,.1f} | {same} | "
+                f"{best.compile_seconds:.1f} |"
+            )
         print(f"\nload average after: {load()}\n")
 
 

@@ -44,13 +44,16 @@ def main(argv: list[str] | None = None) -> None:
 
     from tallmcmc.stein import graph_program, graph_stein_discrepancy
     from tallmcmc.stein import greedy_spanner as spanner
+
     import_seconds = time.perf_counter() - first_import
 
     rng = np.random.default_rng(arguments.seed)
     points = rng.standard_normal((arguments.n, arguments.dimension))
     scores = -points
-    print(f"n = {arguments.n}, d = {arguments.dimension}, cpus = {os.cpu_count()}, "
-          f"load average (1 min) = {os.getloadavg()[0]:.2f}")
+    print(
+        f"n = {arguments.n}, d = {arguments.dimension}, cpus = {os.cpu_count()}, "
+        f"load average (1 min) = {os.getloadavg()[0]:.2f}"
+    )
     print(f"import tallmcmc.stein: {import_seconds:.3f} s")
 
     # spanner
@@ -115,7 +118,11 @@ def main(argv: list[str] | None = None) -> None:
                     warnings.simplefilter("ignore")
                     solution, wall, cpu = timed(
                         lambda: linprog(
-                            objective, A_ub=matrix, b_ub=rhs, bounds=bounds, method=method,
+                            objective,
+                            A_ub=matrix,
+                            b_ub=rhs,
+                            bounds=bounds,
+                            method=method,
                             options={"presolve": presolve},
                         )
                     )

@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             rng = np.random.default_rng([arguments.seed, n])
             x = rng.standard_normal(n) if sample == "gaussian" else rng.standard_t(10, size=n) * np.sqrt(0.8)
             record = {"n": n, "sample": sample}
-            for solver, limit in (("ipm", None), ("clarabel", arguments.clarabel_max),
-                                  ("highs", arguments.highs_max)):
+            for solver, limit in (("ipm", None), ("clarabel", arguments.clarabel_max), ("highs", arguments.highs_max)):
                 if limit is not None and n > limit:
                     continue
                 load = os.getloadavg()[0]
@@ -71,17 +70,22 @@ def main(argv: list[str] | None = None) -> None:
                 if solver == "ipm":
                     record["iterations"] = counted.info.iterations
                     record["converged"] = counted.info.converged
-                print(f"{sample:9s} n = {n:7d} {solver:9s} value {result.value:.12f}  wall {wall:8.2f} s  "
-                      f"cpu {cpu:8.2f} s  load {load:.1f}"
-                      + (f"  iterations {counted.info.iterations}" if solver == "ipm" else ""), flush=True)
+                print(
+                    f"{sample:9s} n = {n:7d} {solver:9s} value {result.value:.12f}  wall {wall:8.2f} s  "
+                    f"cpu {cpu:8.2f} s  load {load:.1f}"
+                    + (f"  iterations {counted.info.iterations}" if solver == "ipm" else ""),
+                    flush=True,
+                )
             rows.append(record)
 
     def cell(record, solver):
         return f"{record[solver][1]:.2f} ({record[solver][2]:.2f})" if solver in record else "–"
 
     print()
-    print("| sample | n | banded IPM s | IPM iterations | Clarabel s | HiGHS (dual simplex) s | IPM value | "
-          "rel. diff. IPM vs reference | load avg |")
+    print(
+        "| sample | n | banded IPM s | IPM iterations | Clarabel s | HiGHS (dual simplex) s | IPM value | "
+        "rel. diff. IPM vs reference | load avg |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for record in rows:
         value = record["ipm"][0]
@@ -89,9 +93,11 @@ def main(argv: list[str] | None = None) -> None:
         difference = f"{abs(value - reference[0]) / abs(reference[0]):.1e}" if reference else "–"
         loads = [record[s][3] for s in ("ipm", "clarabel", "highs") if s in record]
         iterations = f"{record['iterations']}" + ("" if record["converged"] else " (not converged)")
-        print(f"| {record['sample']} | {record['n']:,} | {cell(record, 'ipm')} | {iterations} | "
-              f"{cell(record, 'clarabel')} | {cell(record, 'highs')} | {value:.8f} | {difference} | "
-              f"{min(loads):.1f}–{max(loads):.1f} |")
+        print(
+            f"| {record['sample']} | {record['n']:,} | {cell(record, 'ipm')} | {iterations} | "
+            f"{cell(record, 'clarabel')} | {cell(record, 'highs')} | {value:.8f} | {difference} | "
+            f"{min(loads):.1f}–{max(loads):.1f} |"
+        )
     print("\nseconds: wall (process CPU); reference: HiGHS where it ran, else Clarabel")
 
 

@@ -52,26 +52,33 @@ def main() -> None:
         temperature = np.sqrt(low * high)
         low, high = (temperature, high) if spread(temperature) > 3.0 else (low, temperature)
     model = weighted_mean.model(data, temperature)
-    print(f"N = {args.num_data}, heavy fraction {args.heavy_fraction}, weight {args.heavy_weight}, K = {temperature:.4g}")
+    print(
+        f"N = {args.num_data}, heavy fraction {args.heavy_fraction}, weight {args.heavy_weight}, K = {temperature:.4g}"
+    )
     for rse in args.rse:
         test = tallmcmc.minibatch_barker(100, variance_rse=None if rse == "none" else float(rse))
         began, worst, used = time.perf_counter(), 0.0, []
         for target in (-4, -2.5, -1, 0, 1, 2.5, 4):
             theta, proposed = pair(target, temperature)
             delta = weighted_mean.log_ratio(data, float(theta), float(proposed), temperature)
-            decision = repeated_decisions(model, test, jnp.float32(theta), jnp.float32(proposed), args.repetitions,
-                                          warmup_decisions=300)
+            decision = repeated_decisions(
+                model, test, jnp.float32(theta), jnp.float32(proposed), args.repetitions, warmup_decisions=300
+            )
             probability = 1 / (1 + np.exp(-delta))
             frequency = float(jnp.mean(decision.accepted))
             z = (frequency - probability) / np.sqrt(probability * (1 - probability) / args.repetitions)
             worst = max(worst, abs(z))
             used.append(float(jnp.mean(decision.info.data_used)))
-            print(f"  rse={rse:>5s} Δ={delta:6.2f} frequency={frequency:.4f} Barker={probability:.4f} z={z:6.1f} "
-                  f"b={used[-1]:7.0f} mean Δ*={float(jnp.mean(decision.info.statistic)):6.2f} "
-                  f"pooled kurtosis={float(decision.cache.fourth[0] / jnp.maximum(decision.cache.count[0], 1)):6.1f} "
-                  f"error bound={float(jnp.mean(decision.info.error_bound)):.3f}")
-        print(f"rse={rse}: max |z| = {worst:.1f}, mean points per decision {np.mean(used):.0f} "
-              f"({time.perf_counter() - began:.0f} s)")
+            print(
+                f"  rse={rse:>5s} Δ={delta:6.2f} frequency={frequency:.4f} Barker={probability:.4f} z={z:6.1f} "
+                f"b={used[-1]:7.0f} mean Δ*={float(jnp.mean(decision.info.statistic)):6.2f} "
+                f"pooled kurtosis={float(decision.cache.fourth[0] / jnp.maximum(decision.cache.count[0], 1)):6.1f} "
+                f"error bound={float(jnp.mean(decision.info.error_bound)):.3f}"
+            )
+        print(
+            f"rse={rse}: max |z| = {worst:.1f}, mean points per decision {np.mean(used):.0f} "
+            f"({time.perf_counter() - began:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

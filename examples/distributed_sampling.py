@@ -45,7 +45,9 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     runtime.add_argument("--num-processes", type=int, default=None, help="number of processes")
     runtime.add_argument("--process-id", type=int, default=None, help="this process's index, 0 … num_processes − 1")
     runtime.add_argument(
-        "--timeout", type=float, default=60,
+        "--timeout",
+        type=float,
+        default=60,
         help="seconds of silence after which a process counts as dead (every other one then exits)",
     )
     runtime.add_argument("--chain-devices", type=int, default=1, help="size of the mesh's 'chains' axis per process")
@@ -61,7 +63,9 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     model.add_argument("--num-chains", type=int, default=1)
     model.add_argument("--seed", type=int, default=0, help="seed of the chains (same draws for any process count)")
     model.add_argument(
-        "--driver", choices=("vmap", "asynchronous"), default="vmap",
+        "--driver",
+        choices=("vmap", "asynchronous"),
+        default="vmap",
         help="tallmcmc.sample's driver: lockstep vmapped chains, or each chain at its own pace",
     )
     parser.add_argument("--output", default=None, help="process 0 writes draws, decisions and data counts (.npz)")
@@ -84,9 +88,13 @@ def model_and_settings(args: argparse.Namespace, data, temperature: float):
     else:
         test = tallmcmc.exact_barker()
     settings = dict(
-        proposal=tallmcmc.random_walk(args.step_size), test=test,
+        proposal=tallmcmc.random_walk(args.step_size),
+        test=test,
         initial_position=jnp.asarray(gaussian_mixture.TRUE_THETA, jnp.float32),
-        num_samples=args.num_samples, num_chains=args.num_chains, seed=args.seed, driver=args.driver,
+        num_samples=args.num_samples,
+        num_chains=args.num_chains,
+        seed=args.seed,
+        driver=args.driver,
     )
     return model, settings
 
@@ -108,14 +116,15 @@ def run(args: argparse.Namespace, who) -> int:
 
     import tallmcmc
     from tallmcmc import distributed
-
     from tallmcmc.examples import gaussian_mixture
 
     main_process = distributed.is_main_process()
     say = print if main_process else (lambda *a, **k: None)
     mesh = distributed.global_mesh(args.chain_devices)
-    say(f"{who.process_count} process(es), {who.device_count} {who.platform} device(s); mesh {dict(mesh.shape)}",
-        flush=True)
+    say(
+        f"{who.process_count} process(es), {who.device_count} {who.platform} device(s); mesh {dict(mesh.shape)}",
+        flush=True,
+    )
 
     if args.data is not None:  # each process reads only its own rows
         column = np.load(args.data, mmap_mode="r")
@@ -148,8 +157,12 @@ def run(args: argparse.Namespace, who) -> int:
     )
     if main_process and args.output:
         np.savez(
-            args.output, positions=positions, accepted=result.accepted, data_used=result.data_used,
-            data_used_by_test=result.data_used_by_test, num_data=result.num_data,
+            args.output,
+            positions=positions,
+            accepted=result.accepted,
+            data_used=result.data_used,
+            data_used_by_test=result.data_used_by_test,
+            num_data=result.num_data,
             process_count=who.process_count,
         )
     return 0

@@ -48,7 +48,9 @@ def main() -> None:
         arrays[f"max_cdf_error_{tag}"] = np.asarray(dist.max_cdf_error)
         arrays[f"seconds_{tag}"] = np.asarray(seconds)
         arrays[f"method_{tag}"] = np.asarray(dist.method)
-        print(f"{sigma:6.2f} {dist.max_cdf_error:14.3e} {dist.support.size:6d} {seconds:8.2f}  {dist.method}", flush=True)
+        print(
+            f"{sigma:6.2f} {dist.max_cdf_error:14.3e} {dist.support.size:6d} {seconds:8.2f}  {dist.method}", flush=True
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, **arrays)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.1f} KiB)")

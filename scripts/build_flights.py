@@ -101,9 +101,7 @@ def build_arrays() -> dict[str, np.ndarray]:
     assert sched_dep_min.min() >= 0 and sched_dep_min.max() < 24 * 60
 
     month, day = flights["month"].to_numpy(), flights["day"].to_numpy()
-    dates = (
-        np.array(["2013-01"], dtype="datetime64[M]") + (month - 1)
-    ).astype("datetime64[D]") + (day - 1)
+    dates = (np.array(["2013-01"], dtype="datetime64[M]") + (month - 1)).astype("datetime64[D]") + (day - 1)
     weekday = (dates.astype(np.int64) + 3) % 7  # 1970-01-01 was a Thursday (Monday = 0)
     for m, d, w in set(zip(month.tolist(), day.tolist(), weekday.tolist())):
         assert datetime.date(2013, m, d).weekday() == w, (m, d, w)
@@ -153,13 +151,17 @@ def main() -> None:
     delayed = int((arrays["arr_delay"] > 15).sum())
     print(f"{TOTAL_FLIGHTS:,} flights, {MISSING_ARR_DELAY:,} without arrival delay dropped, {n:,} kept")
     print(f"delayed more than 15 minutes: {delayed:,} ({delayed / n:.4%})")
-    print(f"{arrays['carrier_names'].size} carriers, {arrays['origin_names'].size} origins, "
-          f"{arrays['dest_names'].size} destinations")
+    print(
+        f"{arrays['carrier_names'].size} carriers, {arrays['origin_names'].size} origins, "
+        f"{arrays['dest_names'].size} destinations"
+    )
     raw = npz_bytes(arrays)
     blob = lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME)
     args.out.write_bytes(blob)
-    print(f"wrote {args.out} ({len(raw):,} bytes uncompressed, {len(blob):,} bytes, "
-          f"sha256 {hashlib.sha256(blob).hexdigest()})")
+    print(
+        f"wrote {args.out} ({len(raw):,} bytes uncompressed, {len(blob):,} bytes, "
+        f"sha256 {hashlib.sha256(blob).hexdigest()})"
+    )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import tallmcmc
-from tallmcmc.examples.gaussian_mixture import tuna_bound as gaussian_mixture_bound
 from tallmcmc.examples import gaussian_mixture, logistic_regression
+from tallmcmc.examples.gaussian_mixture import tuna_bound as gaussian_mixture_bound
 
 
 def digest(result) -> str:
@@ -72,34 +72,66 @@ def configurations():
     for name, test in tests.items():
         for driver in ("vmap", "asynchronous"):
             yield f"{name} {driver}", mixture, walk, test, dict(initial_position=start, driver=driver)
-            yield f"{name} {driver} warm-up", mixture, walk, test, dict(initial_position=start, driver=driver,
-                                                                         num_warmup=40)
+            yield (
+                f"{name} {driver} warm-up",
+                mixture,
+                walk,
+                test,
+                dict(initial_position=start, driver=driver, num_warmup=40),
+            )
     for driver in ("vmap", "asynchronous"):
-        yield (f"minibatch_barker covariance warm-up {driver}", mixture, walk, tallmcmc.minibatch_barker(50),
-               dict(initial_position=start, driver=driver, num_warmup=60, adapt_covariance=True))
-        yield (f"minibatch_barker schedules {driver}", mixture, walk, tallmcmc.minibatch_barker(50),
-               dict(initial_position=start, driver=driver, temperature_schedule=np.linspace(40.0, 20.0, 60),
-                    step_size_schedule=np.linspace(1.0, 0.5, 60)))
-        yield (f"control variate proxy HMC warm-up {driver}", logistic, proxy,
-               tallmcmc.minibatch_barker(100, control_variate=cv),
-               dict(initial_position=mode.position, driver=driver, num_warmup=40))
-        yield (f"control variate exact start per chain {driver}", logistic, proxy, tallmcmc.exact_barker(),
-               dict(initial_positions=jnp.stack([mode.position] * 4) + 0.01, driver=driver))
+        yield (
+            f"minibatch_barker covariance warm-up {driver}",
+            mixture,
+            walk,
+            tallmcmc.minibatch_barker(50),
+            dict(initial_position=start, driver=driver, num_warmup=60, adapt_covariance=True),
+        )
+        yield (
+            f"minibatch_barker schedules {driver}",
+            mixture,
+            walk,
+            tallmcmc.minibatch_barker(50),
+            dict(
+                initial_position=start,
+                driver=driver,
+                temperature_schedule=np.linspace(40.0, 20.0, 60),
+                step_size_schedule=np.linspace(1.0, 0.5, 60),
+            ),
+        )
+        yield (
+            f"control variate proxy HMC warm-up {driver}",
+            logistic,
+            proxy,
+            tallmcmc.minibatch_barker(100, control_variate=cv),
+            dict(initial_position=mode.position, driver=driver, num_warmup=40),
+        )
+        yield (
+            f"control variate exact start per chain {driver}",
+            logistic,
+            proxy,
+            tallmcmc.exact_barker(),
+            dict(initial_positions=jnp.stack([mode.position] * 4) + 0.01, driver=driver),
+        )
     if len(jax.devices()) >= 2:
         for axes in (("data",), ("chains",)):
             mesh = jax.make_mesh((2,), axes)
             for name in ("minibatch_barker", "exact_barker", "austere_adaptive"):
                 for driver in ("vmap", "asynchronous"):
-                    yield (f"{name} mesh {axes[0]} {driver}", mixture, walk, tests[name],
-                           dict(initial_position=start, driver=driver, mesh=mesh, num_warmup=20))
+                    yield (
+                        f"{name} mesh {axes[0]} {driver}",
+                        mixture,
+                        walk,
+                        tests[name],
+                        dict(initial_position=start, driver=driver, mesh=mesh, num_warmup=20),
+                    )
 
 
 def main() -> int:
     warnings.simplefilter("ignore")
     print(f"# {len(jax.devices())} device(s), jax {jax.__version__}", flush=True)
     for label, model, proposal, test, options in configurations():
-        result = tallmcmc.sample(model, proposal, test, num_samples=60, num_chains=4, seed=7, progress=False,
-                                 **options)
+        result = tallmcmc.sample(model, proposal, test, num_samples=60, num_chains=4, seed=7, progress=False, **options)
         print(f"{label:55s} {digest(result)}", flush=True)
     return 0
 

@@ -42,8 +42,9 @@ def mixture_reference() -> dict:
         return -(normal_mixture.log_prior(position) + per_datum.sum())
 
     kernel = NUTS(potential_fn=potential, target_accept_prob=0.9)
-    mcmc = MCMC(kernel, num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS, chain_method="sequential",
-                progress_bar=False)
+    mcmc = MCMC(
+        kernel, num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS, chain_method="sequential", progress_bar=False
+    )
     starts = np.tile(np.array([-1.0, 0.9, 0.0, -0.3, -0.4]), (CHAINS, 1))
     starts += 0.05 * np.random.default_rng(SEED).standard_normal(starts.shape)
     mcmc.run(jax.random.key(SEED), init_params=jax.numpy.asarray(starts))
@@ -66,7 +67,7 @@ def mixture_reference() -> dict:
         "model": "tallmcmc.examples.normal_mixture.model(normal_mixture.simulate(1000, seed=0))",
         "coordinates": list(normal_mixture.COORDINATES),
         "sampler": f"NumPyro {numpyro.__version__} NUTS, target_accept_prob 0.9, float64, {CHAINS} chains x "
-                   f"{DRAWS} draws after {WARMUP} warm-up, seed {SEED}",
+        f"{DRAWS} draws after {WARMUP} warm-up, seed {SEED}",
         "tallmcmc": tallmcmc.__version__,
         "jax": jax.__version__,
         "moments": rows,

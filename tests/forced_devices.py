@@ -20,4 +20,4 @@ def run_on_host_devices(script: pathlib.Path, *arguments: str, devices: int = 4,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])

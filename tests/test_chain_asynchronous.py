@@ -33,8 +33,8 @@ import tallmcmc
 import tallmcmc.sampling.asynchronous as chain_asynchronous
 from tallmcmc.acceptance.base import machine_of
 from tallmcmc.examples import gaussian_mean
-from tallmcmc.sampling.asynchronous import step_parts
 from tallmcmc.kernel import MHState
+from tallmcmc.sampling.asynchronous import step_parts
 from tallmcmc.testing import check_posterior_moments
 
 TARGET = CONJUGATE_1D  # N = 2000, d = 1
@@ -67,7 +67,10 @@ def subsampling_tests(control_variate):
 
 
 def same(a, b) -> bool:
-    return all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+    return all(
+        np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+    )
 
 
 def test_every_subsampling_test_has_a_machine_that_decide_runs(control_variate):
@@ -136,8 +139,17 @@ def test_step_parts_equal_the_kernel_step_bit_for_bit(control_variate):
 def run(test, driver, num_chains, num_samples=40, **options):
     starts = jnp.asarray(TARGET.starts(5, num_chains))
     return tallmcmc.sample(
-        TARGET.model, random_walk(), test, initial_positions=starts, num_samples=num_samples, num_chains=num_chains,
-        seed=2, progress=False, num_chunks=3, driver=driver, **options,
+        TARGET.model,
+        random_walk(),
+        test,
+        initial_positions=starts,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        seed=2,
+        progress=False,
+        num_chunks=3,
+        driver=driver,
+        **options,
     )
 
 
@@ -162,9 +174,14 @@ FAST = ("minibatch_barker", "minibatch_barker_cv", "austere", "austere_adaptive"
     [
         *FAST,
         "exact_metropolis",
-        *(pytest.param(name, marks=pytest.mark.slow) for name in (
-            "minibatch_barker_geometric_delta", "austere_conservative", "confidence_sampler_bound_cv",
-        )),
+        *(
+            pytest.param(name, marks=pytest.mark.slow)
+            for name in (
+                "minibatch_barker_geometric_delta",
+                "austere_conservative",
+                "confidence_sampler_bound_cv",
+            )
+        ),
     ],
 )
 def test_asynchronous_draws_equal_vmapped_draws(control_variate, name):
@@ -184,8 +201,16 @@ def test_a_chain_draws_the_same_whatever_the_number_of_chains():
 
     def chains(count):
         return tallmcmc.sample(
-            TARGET.model, random_walk(), test, initial_positions=starts[:count], num_samples=50, num_chains=count,
-            seed=4, progress=False, num_chunks=2, driver="asynchronous",
+            TARGET.model,
+            random_walk(),
+            test,
+            initial_positions=starts[:count],
+            num_samples=50,
+            num_chains=count,
+            seed=4,
+            progress=False,
+            num_chunks=2,
+            driver="asynchronous",
         )
 
     one, three, six = chains(1), chains(3), chains(6)
@@ -200,7 +225,11 @@ def warmups_equal(a, b) -> bool:
     """Warm-up draws, their statistics and the adapted step-size factors equal bit for bit."""
     return bool(
         np.array_equal(a.warmup_positions, b.warmup_positions)
-        and all(np.array_equal(a.warmup_info[k], b.warmup_info[k], equal_nan=True) for k in a.warmup_info if k not in REPORTED_ONLY)
+        and all(
+            np.array_equal(a.warmup_info[k], b.warmup_info[k], equal_nan=True)
+            for k in a.warmup_info
+            if k not in REPORTED_ONLY
+        )
         and np.array_equal(a.step_size_factor, b.step_size_factor)
     )
 
@@ -291,9 +320,15 @@ def test_a_wrong_driver_fails_the_equality_check(monkeypatch, wrong):
 def moments_check(num_chains=8, num_samples=1500):
     """Asynchronous minibatch Barker on the tempered 2-D Gaussian-mean target (N = 10⁴)."""
     result = tallmcmc.sample(
-        TEMPERED_2D.model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(50),
-        initial_positions=jnp.asarray(TEMPERED_2D.starts(None, num_chains)), num_samples=num_samples,
-        num_chains=num_chains, seed=0, progress=False, driver="asynchronous",
+        TEMPERED_2D.model,
+        tallmcmc.random_walk(0.1),
+        tallmcmc.minibatch_barker(50),
+        initial_positions=jnp.asarray(TEMPERED_2D.starts(None, num_chains)),
+        num_samples=num_samples,
+        num_chains=num_chains,
+        seed=0,
+        progress=False,
+        driver="asynchronous",
     )
     return check_posterior_moments(result.positions, TEMPERED_2D.mean, TEMPERED_2D.variance)
 

@@ -39,8 +39,9 @@ def proposal():
 
 def sample(num_samples, **options):
     options = {"num_chains": 2, "seed": 3, "progress": False, **options}
-    return tallmcmc.sample(TARGET.model, proposal(), tallmcmc.minibatch_barker(20), START, num_samples=num_samples,
-                           **options)
+    return tallmcmc.sample(
+        TARGET.model, proposal(), tallmcmc.minibatch_barker(20), START, num_samples=num_samples, **options
+    )
 
 
 def draws_equal(a, b) -> bool:
@@ -74,8 +75,14 @@ def test_a_saved_run_reads_back_equal_and_opens_without_tallmcmc(warmed_run, tmp
 
 def test_a_loaded_run_resumes_to_one_longer_run(warmed_run, tmp_path):
     warmed_run.save(tmp_path / "run.nc")
-    resumed = tallmcmc.sample(TARGET.model, proposal(), tallmcmc.minibatch_barker(20),
-                              resume=tallmcmc.load_result(tmp_path / "run.nc"), num_samples=40, progress=False)
+    resumed = tallmcmc.sample(
+        TARGET.model,
+        proposal(),
+        tallmcmc.minibatch_barker(20),
+        resume=tallmcmc.load_result(tmp_path / "run.nc"),
+        num_samples=40,
+        progress=False,
+    )
     assert draws_equal(sample(100, num_warmup=40), resumed)
 
 
@@ -92,8 +99,14 @@ def test_writing_checkpoints_changes_no_draw(driver, tmp_path):
 
 def run_script(path, driver, **popen):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    return subprocess.Popen([sys.executable, str(SCRIPTS / "checkpointed_run.py"), str(path), driver], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "checkpointed_run.py"), str(path), driver],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 @pytest.mark.parametrize("driver", ["vmap", pytest.param("asynchronous", marks=pytest.mark.slow)])
@@ -132,11 +145,14 @@ def checkpoint_file(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize(("change", "name"), [
-    (dict(seed=4), "seed"),
-    (dict(num_chains=3), "num_chains"),
-    (dict(num_samples=50), "num_samples"),
-])
+@pytest.mark.parametrize(
+    ("change", "name"),
+    [
+        (dict(seed=4), "seed"),
+        (dict(num_chains=3), "num_chains"),
+        (dict(num_samples=50), "num_samples"),
+    ],
+)
 def test_a_checkpoint_of_another_run_is_refused(checkpoint_file, change, name):
     with pytest.raises(ValueError, match=name):
         sample(change.pop("num_samples", 40), checkpoint=checkpoint_file, **change)
@@ -145,11 +161,29 @@ def test_a_checkpoint_of_another_run_is_refused(checkpoint_file, change, name):
 def test_a_checkpoint_of_another_model_or_test_is_refused(checkpoint_file):
     other_data = gaussian_mean.model(np.asarray(TARGET.model.data) + 1.0)
     with pytest.raises(ValueError, match="another model"):
-        tallmcmc.sample(other_data, proposal(), tallmcmc.minibatch_barker(20), START, num_samples=40, num_chains=2,
-                        seed=3, progress=False, checkpoint=checkpoint_file)
+        tallmcmc.sample(
+            other_data,
+            proposal(),
+            tallmcmc.minibatch_barker(20),
+            START,
+            num_samples=40,
+            num_chains=2,
+            seed=3,
+            progress=False,
+            checkpoint=checkpoint_file,
+        )
     with pytest.raises(ValueError, match="test"):
-        tallmcmc.sample(TARGET.model, proposal(), tallmcmc.exact_barker(), START, num_samples=40, num_chains=2,
-                        seed=3, progress=False, checkpoint=checkpoint_file)
+        tallmcmc.sample(
+            TARGET.model,
+            proposal(),
+            tallmcmc.exact_barker(),
+            START,
+            num_samples=40,
+            num_chains=2,
+            seed=3,
+            progress=False,
+            checkpoint=checkpoint_file,
+        )
 
 
 def test_a_checkpoint_of_another_library_version_is_refused(checkpoint_file, monkeypatch):
@@ -173,8 +207,11 @@ def test_truncated_and_corrupt_files_are_refused(checkpoint_file, tmp_path):
 def test_a_path_that_cannot_be_written_is_refused_before_sampling(tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("")
-    for path, message in ((a_file / "run.nc", "does not exist"), (tmp_path, "is a folder"),
-                          (tmp_path / "missing" / "run.nc", "does not exist")):
+    for path, message in (
+        (a_file / "run.nc", "does not exist"),
+        (tmp_path, "is a folder"),
+        (tmp_path / "missing" / "run.nc", "does not exist"),
+    ):
         with pytest.raises(ValueError, match=f"checkpoint=.*{message}"):
             sample(10, checkpoint=path)
     with pytest.raises(ValueError, match="checkpoint_every"):

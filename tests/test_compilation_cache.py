@@ -22,7 +22,7 @@ def run(script: list[str], **environment) -> dict:
     completed = subprocess.run([sys.executable, *script], capture_output=True, text=True, env=env, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def test_a_second_run_compiles_from_the_cache(tmp_path):

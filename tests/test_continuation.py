@@ -52,18 +52,25 @@ def configurations(control_variate):
     }
 
 
-@pytest.mark.parametrize(("name", "driver"), [
-    ("warm-up", "vmap"), ("warm-up", "asynchronous"), ("control variate", "asynchronous"), ("tuna", "vmap"),
-    pytest.param("exact", "asynchronous", marks=pytest.mark.slow),
-])  # each configuration once, each driver with the adaptive warm-up (the suite's time is counted)
+@pytest.mark.parametrize(
+    ("name", "driver"),
+    [
+        ("warm-up", "vmap"),
+        ("warm-up", "asynchronous"),
+        ("control variate", "asynchronous"),
+        ("tuna", "vmap"),
+        pytest.param("exact", "asynchronous", marks=pytest.mark.slow),
+    ],
+)  # each configuration once, each driver with the adaptive warm-up (the suite's time is counted)
 def test_a_continued_run_equals_one_longer_run(name, driver, control_variate):
     test, options = configurations(control_variate)[name]
     size = 1000 if (name, driver) == ("warm-up", "vmap") else 150  # the 1,000 + 1,000 once; shorter elsewhere
     run = dict(num_chains=3, seed=5, progress=False, driver=driver, num_chunks=7, **options)
     whole = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=2 * size, **run)
     first = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=size, **run)
-    continued = tallmcmc.sample(TARGET.model, proposal(), test, resume=first, num_samples=size, progress=False,
-                                driver=driver)
+    continued = tallmcmc.sample(
+        TARGET.model, proposal(), test, resume=first, num_samples=size, progress=False, driver=driver
+    )
     assert continued.num_draws == 2 * size
     assert draws_equal(whole, continued)
     assert states_equal(whole.final_state, continued.final_state)
@@ -76,8 +83,9 @@ def test_a_continued_run_equals_one_longer_run(name, driver, control_variate):
 
     if name != "warm-up":
         return
-    only_new = tallmcmc.sample(TARGET.model, proposal(), test, resume=first.last_state, num_samples=size,
-                               progress=False, driver=driver)
+    only_new = tallmcmc.sample(
+        TARGET.model, proposal(), test, resume=first.last_state, num_samples=size, progress=False, driver=driver
+    )
     assert only_new.first_draw == size and only_new.num_draws == size
     assert only_new.setup_data_used == {}
     assert np.array_equal(only_new.positions, whole.positions[:, size:])
@@ -89,8 +97,9 @@ def test_restarting_the_key_counter_is_caught():
     run = dict(num_chains=2, seed=5, progress=False)
     whole = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=200, **run)
     first = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=100, **run)
-    wrong = tallmcmc.sample(TARGET.model, proposal(), test, resume=first.last_state._replace(steps_done=0),
-                            num_samples=100, progress=False)
+    wrong = tallmcmc.sample(
+        TARGET.model, proposal(), test, resume=first.last_state._replace(steps_done=0), num_samples=100, progress=False
+    )
     assert not np.array_equal(wrong.positions, whole.positions[:, 100:])
 
 
@@ -103,10 +112,12 @@ def test_continued_runs_on_a_mesh_equal_one_longer_run():
 
 def test_warming_up_again_only_when_asked():
     test = tallmcmc.minibatch_barker(20)
-    first = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=20, num_warmup=20, num_chains=2,
-                            progress=False)
-    again = tallmcmc.sample(TARGET.model, proposal(), test, resume=first.last_state, num_samples=20, num_warmup=30,
-                            progress=False)
+    first = tallmcmc.sample(
+        TARGET.model, proposal(), test, START, num_samples=20, num_warmup=20, num_chains=2, progress=False
+    )
+    again = tallmcmc.sample(
+        TARGET.model, proposal(), test, resume=first.last_state, num_samples=20, num_warmup=30, progress=False
+    )
     assert again.warmup_info["accepted"].shape == (2, 30)
     assert not np.array_equal(again.step_size_factor, first.step_size_factor)  # adapted afresh
     assert again.first_draw == 20 and again.setup_data_used == {}
@@ -143,15 +154,23 @@ def test_an_interrupted_run_resumes_to_the_same_draws(driver, monkeypatch):
     monkeypatch.undo()
     assert 0 < stopped.num_draws < 200
     assert stopped.last_state is not None and stopped.last_state.steps_done == stopped.num_draws
-    resumed = tallmcmc.sample(TARGET.model, proposal(), test, resume=stopped, num_samples=200 - stopped.num_draws,
-                              progress=False, driver=driver)
+    resumed = tallmcmc.sample(
+        TARGET.model,
+        proposal(),
+        test,
+        resume=stopped,
+        num_samples=200 - stopped.num_draws,
+        progress=False,
+        driver=driver,
+    )
     assert draws_equal(whole, resumed)
 
 
 @pytest.fixture(scope="module")
 def finished():
-    return tallmcmc.sample(TARGET.model, proposal(), tallmcmc.minibatch_barker(20), START, num_samples=20,
-                           num_chains=2, progress=False)
+    return tallmcmc.sample(
+        TARGET.model, proposal(), tallmcmc.minibatch_barker(20), START, num_samples=20, num_chains=2, progress=False
+    )
 
 
 def test_a_resume_that_does_not_match_the_call_is_refused(finished):
@@ -165,8 +184,15 @@ def test_a_resume_that_does_not_match_the_call_is_refused(finished):
     for change, name in cases:
         arguments = {**dict(model=TARGET.model, proposal=proposal(), test=barker), **change}
         with pytest.raises(ValueError, match=name):
-            tallmcmc.sample(arguments["model"], arguments["proposal"], arguments["test"], resume=finished,
-                            num_samples=5, progress=False, num_chains=change.get("num_chains"))
+            tallmcmc.sample(
+                arguments["model"],
+                arguments["proposal"],
+                arguments["test"],
+                resume=finished,
+                num_samples=5,
+                progress=False,
+                num_chains=change.get("num_chains"),
+            )
     two_dimensional = gaussian_mean.model(np.zeros((TARGET.num_data, 2), np.float32))
     with pytest.raises(ValueError, match="shape"):  # the position's shape differs
         tallmcmc.sample(two_dimensional, proposal(), barker, resume=finished, num_samples=5, progress=False)

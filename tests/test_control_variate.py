@@ -21,7 +21,9 @@ def logistic():
     objective = jax.jit(jax.value_and_grad(lambda beta: -model.log_density(beta)))
     fit = scipy.optimize.minimize(
         lambda beta: tuple(np.asarray(v, np.float64) for v in objective(jnp.asarray(beta, jnp.float32))),
-        np.zeros(5), jac=True, method="L-BFGS-B",
+        np.zeros(5),
+        jac=True,
+        method="L-BFGS-B",
     )
     mode = jnp.asarray(fit.x, jnp.float32)
     return model, mode, tallmcmc.taylor_control_variate(model, mode)
@@ -62,10 +64,12 @@ def decision_frequencies(model, mode, test, pairs, num_decisions, drop_proxy=Fal
 
 
 def exact_barker_probabilities(model, pairs):
-    deltas = np.array([
-        float(jnp.sum(model.log_likelihood_ratios(a, b, model.data)) + model.log_prior(b) - model.log_prior(a))
-        for a, b in pairs
-    ])
+    deltas = np.array(
+        [
+            float(jnp.sum(model.log_likelihood_ratios(a, b, model.data)) + model.log_prior(b) - model.log_prior(a))
+            for a, b in pairs
+        ]
+    )
     return deltas, 1 / (1 + np.exp(-deltas))
 
 
@@ -108,8 +112,13 @@ def test_control_variate_run_uses_the_first_minibatch_and_counts_its_setup(logis
     model, mode, cv = logistic
     covariance = tallmcmc.laplace_covariance(-np.asarray(cv.hessian_sum) + np.eye(5))
     result = tallmcmc.sample(
-        model, tallmcmc.laplace_random_walk(covariance=covariance), tallmcmc.minibatch_barker(100, control_variate=cv),
-        initial_position=mode, num_samples=200, num_chains=2, progress=False,
+        model,
+        tallmcmc.laplace_random_walk(covariance=covariance),
+        tallmcmc.minibatch_barker(100, control_variate=cv),
+        initial_position=mode,
+        num_samples=200,
+        num_chains=2,
+        progress=False,
     )
     assert np.all(result.data_used == 100)
     assert result.setup_data_used == {"start check": 20_000, cv.name: 20_000}
@@ -128,7 +137,12 @@ def test_control_variate_run_uses_the_first_minibatch_and_counts_its_setup(logis
 def test_every_subsampling_test_accepts_a_control_variate(logistic, factory):
     model, mode, cv = logistic
     result = tallmcmc.sample(
-        model, tallmcmc.random_walk(0.002), factory(cv), initial_position=mode, num_samples=50, progress=False,
+        model,
+        tallmcmc.random_walk(0.002),
+        factory(cv),
+        initial_position=mode,
+        num_samples=50,
+        progress=False,
     )
     assert result.test_name.endswith("_cv")
     assert 0 < result.acceptance_rate <= 1
@@ -138,8 +152,14 @@ def test_a_control_variate_for_another_model_is_refused(logistic):
     model, mode, cv = logistic
     other = logistic_regression.model(np.ones((10, 5), np.float32), np.ones(10, np.float32))
     with pytest.raises(ValueError, match="control_variate was built for another model"):
-        tallmcmc.sample(other, tallmcmc.random_walk(0.01), tallmcmc.minibatch_barker(5, control_variate=cv),
-                        initial_position=jnp.zeros(5), num_samples=2, progress=False)
+        tallmcmc.sample(
+            other,
+            tallmcmc.random_walk(0.01),
+            tallmcmc.minibatch_barker(5, control_variate=cv),
+            initial_position=jnp.zeros(5),
+            num_samples=2,
+            progress=False,
+        )
     with pytest.raises(TypeError, match="taylor_control_variate"):
         tallmcmc.minibatch_barker(50, control_variate="cv")
 
@@ -156,13 +176,22 @@ def test_a_center_far_from_the_mode_warns(logistic):
     model, mode, _ = logistic
     far = tallmcmc.taylor_control_variate(model, mode + 3.0)
     with pytest.warns(RuntimeWarning, match=r"used \d+% of the N = [0-9,]+ data points.*find_mode"):
-        tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.minibatch_barker(100, control_variate=far),
-                        initial_position=mode, num_samples=30, progress=False)
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.01),
+            tallmcmc.minibatch_barker(100, control_variate=far),
+            initial_position=mode,
+            num_samples=30,
+            progress=False,
+        )
 
 
 def test_non_negative_definite_hessian_sum_is_reported_by_name():
-    model = tallmcmc.Model(lambda theta, x: 0.5 * jnp.sum((x - theta) ** 2), lambda theta: -jnp.sum(theta**2),
-                           np.zeros((50, 2), np.float32))
+    model = tallmcmc.Model(
+        lambda theta, x: 0.5 * jnp.sum((x - theta) ** 2),
+        lambda theta: -jnp.sum(theta**2),
+        np.zeros((50, 2), np.float32),
+    )
     with pytest.warns(RuntimeWarning, match="hessian_sum"):
         tallmcmc.taylor_control_variate(model, jnp.zeros(2))
 
@@ -179,17 +208,22 @@ def test_untempered_logistic_posterior_matches_the_exact_test():
     objective = jax.jit(jax.value_and_grad(lambda beta: -model.log_density(beta)))
     fit = scipy.optimize.minimize(
         lambda beta: tuple(np.asarray(v, np.float64) for v in objective(jnp.asarray(beta, jnp.float32))),
-        np.zeros(10), jac=True, method="L-BFGS-B",
+        np.zeros(10),
+        jac=True,
+        method="L-BFGS-B",
     )
     mode = jnp.asarray(fit.x, jnp.float32)
     cv = tallmcmc.taylor_control_variate(model, mode)
     covariance = tallmcmc.laplace_covariance(-np.asarray(cv.hessian_sum) + np.eye(10))
     proposal = tallmcmc.laplace_random_walk(covariance=covariance)
     runs = {
-        name: tallmcmc.sample(model, proposal, test, initial_position=mode, num_samples=6000, num_chains=4,
-                              seed=1, progress=False).positions
-        for name, test in (("exact", tallmcmc.exact_barker()),
-                           ("cv", tallmcmc.minibatch_barker(100, control_variate=cv)))
+        name: tallmcmc.sample(
+            model, proposal, test, initial_position=mode, num_samples=6000, num_chains=4, seed=1, progress=False
+        ).positions
+        for name, test in (
+            ("exact", tallmcmc.exact_barker()),
+            ("cv", tallmcmc.minibatch_barker(100, control_variate=cv)),
+        )
     }
     for j in range(10):
         se = [np.std(runs[k][..., j]) / np.sqrt(ess(runs[k][..., j])) for k in runs]
@@ -257,8 +291,9 @@ def test_shared_curvature_residuals_spread_exactly_like_first_order(logistic, sh
         assert variance["per_datum"] < 0.01 * variance["first"], variance
 
 
-@pytest.mark.parametrize("curvature", [pytest.param("diagonal", marks=pytest.mark.slow),
-                                       pytest.param("low_rank", marks=pytest.mark.slow)])  # not a default path
+@pytest.mark.parametrize(
+    "curvature", [pytest.param("diagonal", marks=pytest.mark.slow), pytest.param("low_rank", marks=pytest.mark.slow)]
+)  # not a default path
 def test_shared_curvature_decisions_follow_the_barker_probability(logistic, shared_cvs, pairs, curvature):
     model, mode, _ = logistic
     test = tallmcmc.minibatch_barker(100, control_variate=shared_cvs[curvature])
@@ -274,8 +309,12 @@ def test_a_diagonal_control_variate_drives_a_proxy_hamiltonian_run(logistic, sha
     cv = shared_cvs["diagonal"]
     preconditioner = tallmcmc.laplace_covariance(-cv.hessian_matrix() + np.eye(5))
     result = tallmcmc.sample(
-        model, tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=preconditioner),
-        tallmcmc.minibatch_barker(100, control_variate=cv), initial_position=mode, num_samples=50, progress=False,
+        model,
+        tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=preconditioner),
+        tallmcmc.minibatch_barker(100, control_variate=cv),
+        initial_position=mode,
+        num_samples=50,
+        progress=False,
     )
     assert result.setup_data_used[cv.name] == 20_000 and cv.name.endswith("(order 2, diagonal curvature)")
     assert result.acceptance_rate > 0.2
@@ -301,8 +340,12 @@ def test_bad_curvature_arguments_are_refused_by_name(logistic):
 
 @pytest.mark.parametrize("curvature", ["diagonal", "low_rank"])
 def test_shared_curvature_away_from_a_mode_warns(curvature):
-    model = tallmcmc.Model(lambda theta, x: 0.5 * jnp.sum((x - theta) ** 2), lambda theta: -jnp.sum(theta**2),
-                           np.zeros((50, 3), np.float32))
+    model = tallmcmc.Model(
+        lambda theta, x: 0.5 * jnp.sum((x - theta) ** 2),
+        lambda theta: -jnp.sum(theta**2),
+        np.zeros((50, 3), np.float32),
+    )
     with pytest.warns(RuntimeWarning, match="hessian_sum"):
-        tallmcmc.taylor_control_variate(model, jnp.zeros(3), curvature=curvature,
-                                        rank=1 if curvature == "low_rank" else None)
+        tallmcmc.taylor_control_variate(
+            model, jnp.zeros(3), curvature=curvature, rank=1 if curvature == "low_rank" else None
+        )

@@ -48,8 +48,12 @@ def child_environment(devices_per_process: int = 1) -> dict:
 
 
 def launch(
-    num_processes: int, arguments: list[str], tmp_path: pathlib.Path, slurm: bool = False,
-    script: pathlib.Path = EXAMPLE, devices_per_process: int = 1,
+    num_processes: int,
+    arguments: list[str],
+    tmp_path: pathlib.Path,
+    slurm: bool = False,
+    script: pathlib.Path = EXAMPLE,
+    devices_per_process: int = 1,
 ) -> list[subprocess.Popen]:
     """Start ``script`` (default: the example) in ``num_processes`` processes: with the three options, or
     (``slurm``) with no option and SLURM's variables set as ``srun`` would on one node (JAX's auto-detection
@@ -60,16 +64,32 @@ def launch(
         log = open(tmp_path / f"process{index}.log", "w+")
         env = child_environment(devices_per_process)
         if slurm:
-            env.update(SLURM_JOB_ID="4242", SLURM_STEP_NODELIST="localhost", SLURM_NTASKS=str(num_processes),
-                       SLURM_PROCID=str(index), SLURM_LOCALID=str(index), JAX_COORDINATOR_PORT=str(port))
+            env.update(
+                SLURM_JOB_ID="4242",
+                SLURM_STEP_NODELIST="localhost",
+                SLURM_NTASKS=str(num_processes),
+                SLURM_PROCID=str(index),
+                SLURM_LOCALID=str(index),
+                JAX_COORDINATOR_PORT=str(port),
+            )
             options = []
         else:
-            options = ["--process-id", str(index), "--num-processes", str(num_processes),
-                       "--coordinator", f"127.0.0.1:{port}"]
+            options = [
+                "--process-id",
+                str(index),
+                "--num-processes",
+                str(num_processes),
+                "--coordinator",
+                f"127.0.0.1:{port}",
+            ]
         processes.append(
             subprocess.Popen(
                 [sys.executable, str(script), *options, *arguments],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPOSITORY, start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPOSITORY,
+                start_new_session=True,
             )
         )
         processes[-1].log = log
@@ -123,8 +143,7 @@ def load_example():
     [("vmap", 1, 1, "mesh {'data': 2}"), ("asynchronous", 4, 2, "mesh {'data': 2, 'chains': 2}")],
     ids=["vmap-data", "asynchronous-data-chains"],
 )
-def test_two_processes_reproduce_the_single_process_draws(tmp_path, driver, num_chains, devices_per_process,
-                                                          mesh_text):
+def test_two_processes_reproduce_the_single_process_draws(tmp_path, driver, num_chains, devices_per_process, mesh_text):
     """Each process holds half the rows; the draws, decisions and data counts equal one process's bit for bit.
 
     The minibatch Barker test only ever evaluates drawn rows, each on the
@@ -136,10 +155,10 @@ def test_two_processes_reproduce_the_single_process_draws(tmp_path, driver, num_
     decision are then collectives across processes.
     """
     output = tmp_path / "two.npz"
-    run = [*SMALL_RUN, "--driver", driver, "--num-chains", str(num_chains),
-           "--chain-devices", str(devices_per_process)]
-    processes = launch(2, [*run, "--output", str(output), "--timeout", "30"], tmp_path,
-                       devices_per_process=devices_per_process)
+    run = [*SMALL_RUN, "--driver", driver, "--num-chains", str(num_chains), "--chain-devices", str(devices_per_process)]
+    processes = launch(
+        2, [*run, "--output", str(output), "--timeout", "30"], tmp_path, devices_per_process=devices_per_process
+    )
     try:
         # Meanwhile, the reference: the same settings, one process, the whole data set, no mesh.
         example = load_example()
@@ -200,7 +219,9 @@ def kill_mid_run(victim: int, signal_number: int, tmp_path: pathlib.Path, timeou
         log = read_log(survivor)
     finally:
         kill_all(processes)
-    print(f"process {1 - victim} exited (code {code}) {detected:.1f} s after process {victim} got signal {signal_number}")
+    print(
+        f"process {1 - victim} exited (code {code}) {detected:.1f} s after process {victim} got signal {signal_number}"
+    )
     return code, detected, log
 
 
@@ -240,8 +261,14 @@ def test_a_peer_that_never_comes_is_reported_in_bounded_time(tmp_path):
         f"distributed.initialize('127.0.0.1:{port}', 2, 1, initialization_timeout=2)\n"
     )
     began = time.monotonic()
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                         env=child_environment(), cwd=REPOSITORY)
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_environment(),
+        cwd=REPOSITORY,
+    )
     assert run.returncode != 0 and time.monotonic() - began < 60
     assert "ConnectionError" in run.stderr and f"coordinator_address='127.0.0.1:{port}'" in run.stderr
 
@@ -300,12 +327,20 @@ def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
     try:
         model = gaussian_mixture.model(num_data=4000, temperature=1.0, seed=0)
         adam_steps = 10 if importlib.util.find_spec("optax") is not None else 0  # as the processes do
-        mode = tallmcmc.find_mode(model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500,
-                                  adam_steps=adam_steps, adam_batch_size=50)
+        mode = tallmcmc.find_mode(
+            model, jnp.array([0.5, 0.5]), tolerance=1e-4, batch_size=500, adam_steps=adam_steps, adam_batch_size=50
+        )
         variate = tallmcmc.taylor_control_variate(model, mode.position, batch_size=500)
         bound = gaussian_mixture.tuna_bound(model)
-        run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.tuna(1e-4, bound), jnp.array([0.0, 1.0]),
-                              num_samples=50, seed=3, progress=False)
+        run = tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.05),
+            tallmcmc.tuna(1e-4, bound),
+            jnp.array([0.0, 1.0]),
+            num_samples=50,
+            seed=3,
+            progress=False,
+        )
         codes = wait_all(processes, time.monotonic() + LIMIT)
         logs = [read_log(process) for process in processes]
     finally:
@@ -317,10 +352,12 @@ def test_setup_passes_on_rows_held_by_two_processes(tmp_path):
     assert int(two["mode_data_used"]) == mode.data_used and int(two["iterations"]) == mode.iterations
     eps = float(np.finfo(np.float32).eps)
     center = mode.position
-    gradients = np.asarray(jax.vmap(jax.grad(gaussian_mixture.log_likelihood), (None, 0))(center, model.data),
-                           np.float64)
-    hessians = np.asarray(jax.vmap(jax.hessian(gaussian_mixture.log_likelihood), (None, 0))(center, model.data),
-                          np.float64)
+    gradients = np.asarray(
+        jax.vmap(jax.grad(gaussian_mixture.log_likelihood), (None, 0))(center, model.data), np.float64
+    )
+    hessians = np.asarray(
+        jax.vmap(jax.hessian(gaussian_mixture.log_likelihood), (None, 0))(center, model.data), np.float64
+    )
     assert np.max(np.abs(two["gradient_sum"] - np.asarray(variate.gradient_sum))) < 16 * eps * np.abs(gradients).sum()
     assert np.max(np.abs(two["hessian_sum"] - np.asarray(variate.hessian_sum))) < 16 * eps * np.abs(hessians).sum()
     assert int(two["variate_data_used"]) == variate.data_used

@@ -108,8 +108,15 @@ def test_pytree_positions_and_full_covariance():
 
     model = tallmcmc.Model(log_likelihood, lambda p: -0.5 * (p["mu"] ** 2 + jnp.sum(p["offset"] ** 2)), data)
     start = {"mu": jnp.float32(0.0), "offset": jnp.zeros(1, jnp.float32)}
-    result = tallmcmc.sample(model, tallmcmc.random_walk(covariance=np.eye(2) * 0.01), tallmcmc.minibatch_barker(20),
-                             initial_position=start, num_samples=10, progress=False, num_chunks=1)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(covariance=np.eye(2) * 0.01),
+        tallmcmc.minibatch_barker(20),
+        initial_position=start,
+        num_samples=10,
+        progress=False,
+        num_chunks=1,
+    )
     assert result.positions["mu"].shape == (1, 10) and result.positions["offset"].shape == (1, 10, 1)
     assert set(result.to_inference_data().posterior.data_vars) == {"mu", "offset"}
 
@@ -171,7 +178,12 @@ def test_wrong_start_shape_for_a_regression_model():
             run(model, initial_position=start)
     run(model, initial_position=[0.0] * 10)  # a list of numbers is read as one array
     with pytest.raises(ValueError, match=r"initial_positions\[1\]"):
-        run(model, initial_positions=jnp.stack([jnp.zeros(10), jnp.full(10, jnp.nan)]), initial_position=None, num_chains=2)
+        run(
+            model,
+            initial_positions=jnp.stack([jnp.zeros(10), jnp.full(10, jnp.nan)]),
+            initial_position=None,
+            num_chains=2,
+        )
 
 
 def test_wrong_start_without_position_shape_is_a_value_error():
@@ -210,8 +222,17 @@ def test_draws_do_not_depend_on_num_chunks(test_name):
     """Each step's key comes from (seed, chain, step), so chunking the run changes nothing."""
     test = tallmcmc.exact_barker() if test_name == "exact_barker" else tallmcmc.minibatch_barker(batch_size=20)
     runs = [
-        tallmcmc.sample(good_model(), tallmcmc.random_walk(0.3), test, initial_position=jnp.float32(0.0),
-                        num_samples=23, num_chains=3, seed=5, progress=False, num_chunks=chunks)
+        tallmcmc.sample(
+            good_model(),
+            tallmcmc.random_walk(0.3),
+            test,
+            initial_position=jnp.float32(0.0),
+            num_samples=23,
+            num_chains=3,
+            seed=5,
+            progress=False,
+            num_chunks=chunks,
+        )
         for chunks in (1, 7, 23)
     ]
     for other in runs[1:]:
@@ -245,8 +266,9 @@ def _weak_prior(position):
 def test_position_shape_as_a_dict_of_shape_tuples():
     x, y = _regression_rows()
     data = {"x1": x[:, 0], "x2": x[:, 1], "y": y}
-    model = tallmcmc.Model(_regression_log_likelihood, _weak_prior, data,
-                           position_shape={"beta": (2,), "log_sigma": ()})
+    model = tallmcmc.Model(
+        _regression_log_likelihood, _weak_prior, data, position_shape={"beta": (2,), "log_sigma": ()}
+    )
     good = {"beta": jnp.zeros(2), "log_sigma": jnp.zeros(())}
     run(model, initial_position=good, num_samples=3)
     with pytest.raises(ValueError, match=r"initial_position must have the structure and shapes \{'beta': \(2,\)"):
@@ -259,8 +281,9 @@ def test_a_pandas_data_frame_is_read_as_named_columns():
     pandas = pytest.importorskip("pandas")
     x, y = _regression_rows()
     frame = pandas.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "y": y})
-    model = tallmcmc.Model(_regression_log_likelihood, _weak_prior, frame,
-                           position_shape={"beta": (2,), "log_sigma": ()})
+    model = tallmcmc.Model(
+        _regression_log_likelihood, _weak_prior, frame, position_shape={"beta": (2,), "log_sigma": ()}
+    )
     assert set(model.data) == {"x1", "x2", "y"} and model.num_data == 200
     as_dict = tallmcmc.Model(_regression_log_likelihood, _weak_prior, {"x1": x[:, 0], "x2": x[:, 1], "y": y})
     start = {"beta": jnp.zeros(2), "log_sigma": jnp.zeros(())}
@@ -281,14 +304,27 @@ def test_an_integer_start_is_cast_to_float():
 def test_constrain_maps_the_draws_and_leaves_the_chain_state_alone():
     x, y = _regression_rows()
     data = {"x1": x[:, 0], "x2": x[:, 1], "y": y}
-    model = tallmcmc.Model(_regression_log_likelihood, _weak_prior, data,
-                           constrain=lambda p: {"beta": p["beta"], "sigma": jnp.exp(p["log_sigma"])})
+    model = tallmcmc.Model(
+        _regression_log_likelihood,
+        _weak_prior,
+        data,
+        constrain=lambda p: {"beta": p["beta"], "sigma": jnp.exp(p["log_sigma"])},
+    )
     start = {"beta": jnp.zeros(2), "log_sigma": jnp.zeros(())}
-    result = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.exact_metropolis(), initial_position=start,
-                             num_samples=20, num_warmup=10, num_chains=2, progress=False)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.05),
+        tallmcmc.exact_metropolis(),
+        initial_position=start,
+        num_samples=20,
+        num_warmup=10,
+        num_chains=2,
+        progress=False,
+    )
     assert set(result.positions) == {"beta", "sigma"} and result.positions["sigma"].shape == (2, 20)
-    np.testing.assert_allclose(result.positions["sigma"][:, -1], np.exp(result.final_state.position["log_sigma"]),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        result.positions["sigma"][:, -1], np.exp(result.final_state.position["log_sigma"]), rtol=1e-6
+    )
     assert set(result.warmup_positions) == {"beta", "sigma"}
     assert set(result.to_inference_data().posterior.data_vars) == {"beta", "sigma"}
     with pytest.raises(TypeError, match="constrain must be a function"):

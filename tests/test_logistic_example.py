@@ -43,10 +43,12 @@ def test_log_sigmoid_matches_jax_at_the_edges():
     fast, jax_version = logistic_regression.log_sigmoid, jax.nn.log_sigmoid
     np.testing.assert_array_equal(jax.jit(fast)(z), jax.jit(jax_version)(z))
     for order in (1, 2):
+
         def derivative(f, order=order):
             for _ in range(order):
                 f = jax.grad(f)
             return jax.jit(jax.vmap(f))
+
         np.testing.assert_array_equal(derivative(fast)(z), derivative(jax_version)(z), err_msg=f"order {order}")
 
 

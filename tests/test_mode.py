@@ -15,8 +15,8 @@ import pytest
 import scipy.optimize
 
 import tallmcmc
-from tallmcmc.examples import gaussian_mean, logistic_regression
 from tallmcmc import mode as mode_module
+from tallmcmc.examples import gaussian_mean, logistic_regression
 from tallmcmc.mode import METHODS, find_mode, laplace_covariance
 
 
@@ -29,9 +29,9 @@ def test_conjugate_mode_and_laplace_covariance_are_exact(method):
     assert mode.converged
     np.testing.assert_allclose(mode.position, mean, atol=1e-5)
     np.testing.assert_allclose(laplace_covariance(mode), np.diag(variance), rtol=1e-5, atol=1e-10)
-    log_density = -0.5 * np.sum(mean**2) / 10.0 + np.sum(
-        -0.5 * np.sum((data - mean) ** 2, axis=1) - np.log(2 * np.pi)
-    ) / 5.0
+    log_density = (
+        -0.5 * np.sum(mean**2) / 10.0 + np.sum(-0.5 * np.sum((data - mean) ** 2, axis=1) - np.log(2 * np.pi)) / 5.0
+    )
     np.testing.assert_allclose(mode.log_density, log_density, rtol=1e-5)
 
 
@@ -77,8 +77,9 @@ def test_logistic_mode_is_a_zero_of_the_gradient_chunked_or_not(logistic):
             assert np.sqrt(error @ precision @ error) <= 1.5 * mode.newton_decrement + 1e-4
             np.testing.assert_allclose(mode.hessian, precision_at(np.asarray(mode.position, np.float64)), rtol=1e-5)
             _, gradient = negative_log_posterior(np.asarray(mode.position, np.float64))
-            np.testing.assert_allclose(mode.newton_decrement, np.sqrt(gradient @ np.linalg.solve(precision, gradient)),
-                                       rtol=0.1, atol=1e-4)
+            np.testing.assert_allclose(
+                mode.newton_decrement, np.sqrt(gradient @ np.linalg.solve(precision, gradient)), rtol=0.1, atol=1e-4
+            )
         np.testing.assert_allclose(whole.position, chunked.position, atol=1e-5)
         np.testing.assert_allclose(whole.log_density, chunked.log_density, rtol=1e-6)
     np.testing.assert_allclose(whole.position, reference, atol=1e-5)  # at 1e-4 sd: the old test's accuracy
@@ -93,8 +94,12 @@ def test_data_used_counts_every_pass(method, batch_size):
     mode = find_mode(model, jnp.float32(0.0), method=method, batch_size=batch_size)
     scipy_pass = method in ("L-BFGS-B", "BFGS")
     assert (mode.data_used, mode.data_passes, mode.iterations) == ((300, 3.0, 0) if scipy_pass else (200, 2.0, 0))
-    assert mode.passes_by_kind == {"check": 1.0, "value_and_gradient": float(scipy_pass),
-                                   "value_gradient_hessian": 1.0, "adam": 0.0}
+    assert mode.passes_by_kind == {
+        "check": 1.0,
+        "value_and_gradient": float(scipy_pass),
+        "value_gradient_hessian": 1.0,
+        "adam": 0.0,
+    }
     assert mode.converged and float(mode.position) == 0.0 and mode.newton_decrement == 0.0
     np.testing.assert_allclose(mode.hessian, [[101.0]])
 
@@ -156,8 +161,9 @@ def test_a_tolerance_below_the_float32_resolution_stops_and_says_so():
 
 
 def test_a_flat_direction_warns_and_has_no_laplace_covariance():
-    model = tallmcmc.Model(lambda theta, x: -0.5 * (x - theta[0]) ** 2, lambda theta: jnp.zeros(()),
-                           np.zeros(20, np.float32))
+    model = tallmcmc.Model(
+        lambda theta, x: -0.5 * (x - theta[0]) ** 2, lambda theta: jnp.zeros(()), np.zeros(20, np.float32)
+    )
     with pytest.warns(RuntimeWarning, match="not positive definite"):
         mode = find_mode(model, jnp.zeros(2))
     with pytest.raises(ValueError, match="not positive definite.*find_mode"):
@@ -175,13 +181,16 @@ def test_adam_phase_gets_close_and_is_counted(logistic):
     pytest.importorskip("optax")
     model = logistic_regression.model(*logistic)
     direct = find_mode(model, jnp.full(3, 4.0))
-    mode = find_mode(model, jnp.full(3, 4.0), adam_steps=200, adam_batch_size=50, adam_learning_rate=0.05,
-                     rng_key=jax.random.key(3))
+    mode = find_mode(
+        model, jnp.full(3, 4.0), adam_steps=200, adam_batch_size=50, adam_learning_rate=0.05, rng_key=jax.random.key(3)
+    )
     assert direct.converged and mode.converged
     # both within about their decrement of the one mode (posterior sd, the Hessian's metric)
     difference = np.asarray(mode.position, np.float64) - np.asarray(direct.position, np.float64)
-    assert np.sqrt(difference @ direct.hessian @ difference) <= 1.5 * (mode.newton_decrement
-                                                                        + direct.newton_decrement) + 1e-4
+    assert (
+        np.sqrt(difference @ direct.hessian @ difference)
+        <= 1.5 * (mode.newton_decrement + direct.newton_decrement) + 1e-4
+    )
     assert (mode.data_used - 200 * 50) % 2000 == 0
     assert mode.data_passes == mode.data_used / 2000
     assert mode.passes_by_kind["adam"] == 200 * 50 / 2000 and mode.data_passes < direct.data_passes + 5
@@ -212,8 +221,9 @@ def regression(num_data, scaled_column=None, seed=0):
     def log_prior(position):
         return -0.5 * (jnp.sum(position["beta"] ** 2) + position["log_sigma"] ** 2) / 100.0
 
-    model = tallmcmc.Model(log_likelihood, log_prior, {"x": covariates, "y": response},
-                           position_shape={"beta": (5,), "log_sigma": ()})
+    model = tallmcmc.Model(
+        log_likelihood, log_prior, {"x": covariates, "y": response}, position_shape={"beta": (5,), "log_sigma": ()}
+    )
     x, y = covariates.astype(np.float64), response.astype(np.float64)
     gram, cross = x.T @ x, x.T @ y
     beta = np.linalg.solve(gram, cross)
@@ -230,10 +240,14 @@ def regression_terms(theta, x, y, gram, cross):
     residual = y - x @ beta
     squares, precision = residual @ residual, np.exp(-2 * log_sigma)
     num_data = len(y)
-    value = (0.5 * squares * precision + num_data * (log_sigma + 0.5 * np.log(2 * np.pi))
-             + 0.5 * (beta @ beta + log_sigma**2) / 100)
-    gradient = np.append(-(cross - gram @ beta) * precision + beta / 100,
-                         -squares * precision + num_data + log_sigma / 100)
+    value = (
+        0.5 * squares * precision
+        + num_data * (log_sigma + 0.5 * np.log(2 * np.pi))
+        + 0.5 * (beta @ beta + log_sigma**2) / 100
+    )
+    gradient = np.append(
+        -(cross - gram @ beta) * precision + beta / 100, -squares * precision + num_data + log_sigma / 100
+    )
     hessian = np.zeros((6, 6))
     hessian[:5, :5] = gram * precision + np.eye(5) / 100
     hessian[:5, 5] = hessian[5, :5] = 2 * (cross - gram @ beta) * precision
@@ -296,8 +310,13 @@ def lying_minimize(iterations):
 
     def minimize(fun, x0, **kwargs):
         fun(x0)
-        return scipy.optimize.OptimizeResult(x=np.asarray(x0), success=True, nit=iterations, status=0,
-                                             message="CONVERGENCE: REL_REDUCTION_OF_F_<=_FACTR*EPSMCH (a lie)")
+        return scipy.optimize.OptimizeResult(
+            x=np.asarray(x0),
+            success=True,
+            nit=iterations,
+            status=0,
+            message="CONVERGENCE: REL_REDUCTION_OF_F_<=_FACTR*EPSMCH (a lie)",
+        )
 
     return minimize
 
@@ -340,16 +359,21 @@ def test_the_decrement_is_the_distance_to_the_mode_in_posterior_sd(monkeypatch):
 def test_a_deliberately_stopped_run_says_it_did_not_converge():
     """Today's lie cannot recur: one iteration from the report's start is far from the mode and says so."""
     model = regression(20_000)[0]
-    with pytest.warns(RuntimeWarning, match=r"stopped without converging after 1 iterations.*Newton decrement "
-                                            r"there is [0-9.e+]+ posterior sd.*Raise max_iterations"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"stopped without converging after 1 iterations.*Newton decrement "
+        r"there is [0-9.e+]+ posterior sd.*Raise max_iterations",
+    ):
         mode = find_mode(model, START, max_iterations=1)
     assert not mode.converged and mode.newton_decrement > 1.0
     assert mode.data_passes == 3  # the start check, the start, one trial point
 
 
 def test_auto_picks_newton_up_to_its_dimension_and_l_bfgs_b_above():
-    for dimension, expected in ((mode_module.NEWTON_MAX_DIMENSION, "newton"),
-                                (mode_module.NEWTON_MAX_DIMENSION + 1, "L-BFGS-B")):
+    for dimension, expected in (
+        (mode_module.NEWTON_MAX_DIMENSION, "newton"),
+        (mode_module.NEWTON_MAX_DIMENSION + 1, "L-BFGS-B"),
+    ):
         data = np.random.default_rng(5).normal(0.3, 1.0, (50, dimension)).astype(np.float32)
         mode = find_mode(gaussian_mean.model(data, prior_variance=None), jnp.zeros(dimension))
         assert mode.method == expected and mode.converged

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -102,13 +102,22 @@ class Case:
 
 # minibatch tests: N = 10⁴, d = 2, 8 chains × 3000 steps of a random walk 0.1
 MINIBATCH = dict(
-    model=TEMPERED_2D, proposal=lambda target: tallmcmc.random_walk(0.1), num_chains=8, num_samples=3000, seed=0,
+    model=TEMPERED_2D,
+    proposal=lambda target: tallmcmc.random_walk(0.1),
+    num_chains=8,
+    num_samples=3000,
+    seed=0,
     starts=None,
 )
 # subsampling baselines: N = 2000, d = 1, 4 chains × 1500 steps of a random walk of 2 posterior sd
 BASELINE = dict(
-    model=CONJUGATE_1D, proposal=lambda target: tallmcmc.random_walk(float(2.0 * np.sqrt(target.variance[0]))),
-    num_chains=4, num_samples=1500, seed=11, starts=3, acceptance=(0.2, 0.9),
+    model=CONJUGATE_1D,
+    proposal=lambda target: tallmcmc.random_walk(float(2.0 * np.sqrt(target.variance[0]))),
+    num_chains=4,
+    num_samples=1500,
+    seed=11,
+    starts=3,
+    acceptance=(0.2, 0.9),
 )
 # gradient proposals: N = 100, d = 2, Langevin step ε with ελ = 1.5 (λ the posterior precision)
 GRADIENT = dict(model=SMALL_2D, num_chains=4, num_samples=2000, seed=1, starts="mean")
@@ -134,8 +143,9 @@ def cv_barker() -> tallmcmc.AcceptanceTest:
 
 def minibatch_hmc(target: AnalyticModel, minibatch: str = "step", persistence: float = 0.0) -> Proposal:
     """The minibatch Hamiltonian proposal on ``target``: ε = 0.5 on the posterior's scale, L = 3, b = 200."""
-    return tallmcmc.minibatch_hamiltonian(0.5, 3, 200, preconditioner=target.variance, minibatch=minibatch,
-                                          momentum_persistence=persistence)
+    return tallmcmc.minibatch_hamiltonian(
+        0.5, 3, 200, preconditioner=target.variance, minibatch=minibatch, momentum_persistence=persistence
+    )
 
 
 def sghmc_at(target: AnalyticModel, step_times_precision: float) -> Proposal:
@@ -161,12 +171,16 @@ REGISTRY: dict[str, Case] = {
         **MINIBATCH, test=tallmcmc.exact_barker, acceptance=(0.2, 0.9), data_used=every_step_uses(1)
     ),
     "random_walk+minibatch_barker": Case(
-        **MINIBATCH, test=lambda: tallmcmc.minibatch_barker(50), acceptance=(0.2, 0.9),
+        **MINIBATCH,
+        test=lambda: tallmcmc.minibatch_barker(50),
+        acceptance=(0.2, 0.9),
         data_used=on_average_below(0.1),
     ),
     "random_walk+minibatch_barker_geometric": Case(
-        **MINIBATCH, test=lambda: tallmcmc.minibatch_barker(50, growth="geometric", growth_factor=1.5),
-        acceptance=(0.2, 0.9), data_used=on_average_below(0.1),
+        **MINIBATCH,
+        test=lambda: tallmcmc.minibatch_barker(50, growth="geometric", growth_factor=1.5),
+        acceptance=(0.2, 0.9),
+        data_used=on_average_below(0.1),
     ),
     "random_walk+austere": Case(**BASELINE, test=lambda: tallmcmc.austere(100, 0.001), slow=True),
     "random_walk+austere_conservative": Case(
@@ -175,61 +189,89 @@ REGISTRY: dict[str, Case] = {
     "random_walk+confidence_sampler": Case(**BASELINE, test=lambda: tallmcmc.confidence_sampler(50), slow=True),
     "random_walk+austere_adaptive": Case(
         **{**BASELINE, "seed": 12, "starts": 4},
-        test=lambda: tallmcmc.austere_adaptive(0.002, batch_sizes=(50, 100, 200)), slow=True,
+        test=lambda: tallmcmc.austere_adaptive(0.002, batch_sizes=(50, 100, 200)),
+        slow=True,
     ),
     "langevin+exact_metropolis": Case(
-        **GRADIENT, proposal=lambda target: tallmcmc.langevin(mala_step(target)), test=tallmcmc.exact_metropolis,
+        **GRADIENT,
+        proposal=lambda target: tallmcmc.langevin(mala_step(target)),
+        test=tallmcmc.exact_metropolis,
         acceptance=(0.3, 1.0),
         data_used=every_step_uses(3),  # θ′ on all N points, and the two full gradients of the proposal
     ),
     "laplace_random_walk+exact_metropolis": Case(
-        **SHAPED, proposal=lambda t: tallmcmc.laplace_random_walk(covariance=laplace(t)), test=tallmcmc.exact_metropolis,
+        **SHAPED,
+        proposal=lambda t: tallmcmc.laplace_random_walk(covariance=laplace(t)),
+        test=tallmcmc.exact_metropolis,
         acceptance=(0.2, 0.6),
     ),
     "laplace_random_walk+minibatch_barker_cv": Case(
-        **SHAPED, proposal=lambda t: tallmcmc.laplace_random_walk(covariance=laplace(t)), test=cv_barker,
+        **SHAPED,
+        proposal=lambda t: tallmcmc.laplace_random_walk(covariance=laplace(t)),
+        test=cv_barker,
         data_used=every_step_uses_points(50),
     ),
     "laplace_independence_t+minibatch_barker_cv": Case(
-        **SHAPED, proposal=lambda t: tallmcmc.laplace_independence(
-            mean=t.mean, covariance=laplace(t), degrees_of_freedom=5), test=cv_barker,
+        **SHAPED,
+        proposal=lambda t: tallmcmc.laplace_independence(mean=t.mean, covariance=laplace(t), degrees_of_freedom=5),
+        test=cv_barker,
     ),
     "proxy_langevin+minibatch_barker_cv": Case(
-        **SHAPED, proposal=lambda t: tallmcmc.proxy_langevin(control_variate(t), 0.8, preconditioner=laplace(t)),
+        **SHAPED,
+        proposal=lambda t: tallmcmc.proxy_langevin(control_variate(t), 0.8, preconditioner=laplace(t)),
         test=cv_barker,
     ),
     "proxy_hamiltonian+exact_metropolis": Case(
-        **SHAPED, proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
-        test=tallmcmc.exact_metropolis, acceptance=(0.8, 1.0),
+        **SHAPED,
+        proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
+        test=tallmcmc.exact_metropolis,
+        acceptance=(0.8, 1.0),
     ),
     "proxy_hamiltonian+minibatch_barker_cv": Case(
-        **SHAPED, proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
+        **SHAPED,
+        proposal=lambda t: tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t)),
         test=cv_barker,
     ),
     # minibatch gradients drawn independently of θ: exact with every test (4·200 or 6·200 points per proposal)
     "minibatch_hamiltonian+exact_metropolis": Case(
-        **SHAPED, proposal=minibatch_hmc, test=tallmcmc.exact_metropolis, acceptance=(0.5, 0.9),
+        **SHAPED,
+        proposal=minibatch_hmc,
+        test=tallmcmc.exact_metropolis,
+        acceptance=(0.5, 0.9),
         data_used=every_step_uses_points(10_000 + 6 * 200),
     ),
     "minibatch_hamiltonian_trajectory+exact_metropolis": Case(
-        **SHAPED, proposal=lambda t: minibatch_hmc(t, "trajectory"), test=tallmcmc.exact_metropolis,
-        acceptance=(0.4, 0.8), data_used=every_step_uses_points(10_000 + 4 * 200),
+        **SHAPED,
+        proposal=lambda t: minibatch_hmc(t, "trajectory"),
+        test=tallmcmc.exact_metropolis,
+        acceptance=(0.4, 0.8),
+        data_used=every_step_uses_points(10_000 + 4 * 200),
     ),
     "minibatch_hamiltonian+minibatch_barker": Case(
-        **SHAPED, proposal=minibatch_hmc, test=lambda: tallmcmc.minibatch_barker(50), acceptance=(0.3, 0.5),
+        **SHAPED,
+        proposal=minibatch_hmc,
+        test=lambda: tallmcmc.minibatch_barker(50),
+        acceptance=(0.3, 0.5),
         data_used=on_average_below(0.2),
     ),
     "minibatch_hamiltonian+tuna": Case(  # TunaMH evaluates ~2,000 points per step here: half the steps
-        **{**SHAPED, "num_samples": 1000}, proposal=minibatch_hmc, test=lambda: tuna_on(TEMPERED_2D),
-        acceptance=(0.5, 0.9), data_used=on_average_below(0.4),
+        **{**SHAPED, "num_samples": 1000},
+        proposal=minibatch_hmc,
+        test=lambda: tuna_on(TEMPERED_2D),
+        acceptance=(0.5, 0.9),
+        data_used=on_average_below(0.4),
     ),
     # generalised HMC: the momentum persists and is partially refreshed (ρ = 0.8), flipped on a rejection
     "minibatch_hamiltonian_persistent+exact_metropolis": Case(
-        **SHAPED, proposal=lambda t: minibatch_hmc(t, persistence=0.8), test=tallmcmc.exact_metropolis,
+        **SHAPED,
+        proposal=lambda t: minibatch_hmc(t, persistence=0.8),
+        test=tallmcmc.exact_metropolis,
         acceptance=(0.5, 0.9),
     ),
     "minibatch_hamiltonian_persistent+minibatch_barker": Case(
-        **SHAPED, proposal=lambda t: minibatch_hmc(t, persistence=0.8), test=lambda: tallmcmc.minibatch_barker(50),
+        **SHAPED,
+        proposal=lambda t: minibatch_hmc(t, persistence=0.8),
+        test=lambda: tallmcmc.minibatch_barker(50),
         acceptance=(0.3, 0.5),
     ),
     # plain SGHMC is not exact, but at ηλ = 0.05 (λ the posterior precision) its bias is below the check's resolution
@@ -238,37 +280,53 @@ REGISTRY: dict[str, Case] = {
     # SGHMC under an MH test as Chen et al. (2016) ran it (ratio taken as 0): the test treats the gradient drift as
     # a symmetric move and halves the variance, where plain SGHMC at the same step is right
     "wrong:sghmc+minibatch_barker_as_printed": Case(
-        **SHAPED, proposal=lambda t: sghmc_at(t, 0.2), test=lambda: tallmcmc.minibatch_barker(50), wrong="variance",
+        **SHAPED,
+        proposal=lambda t: sghmc_at(t, 0.2),
+        test=lambda: tallmcmc.minibatch_barker(50),
+        wrong="variance",
         allow_inexact_proposal=True,
     ),
     "wrong:minibatch_hamiltonian_without_kinetic+exact_metropolis": Case(
-        **SHAPED, proposal=lambda t: without_ratio(minibatch_hmc(t)), test=tallmcmc.exact_metropolis,
+        **SHAPED,
+        proposal=lambda t: without_ratio(minibatch_hmc(t)),
+        test=tallmcmc.exact_metropolis,
         wrong="variance",
     ),
     "wrong:minibatch_hamiltonian_without_kinetic+minibatch_barker": Case(
-        **SHAPED, proposal=lambda t: without_ratio(minibatch_hmc(t)), test=lambda: tallmcmc.minibatch_barker(50),
+        **SHAPED,
+        proposal=lambda t: without_ratio(minibatch_hmc(t)),
+        test=lambda: tallmcmc.minibatch_barker(50),
         wrong="variance",
     ),
     "wrong:proxy_hamiltonian_without_ratio+exact_metropolis": Case(
-        **SHAPED, proposal=lambda t: without_ratio(
-            tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t))),
-        test=tallmcmc.exact_metropolis, wrong="variance",
+        **SHAPED,
+        proposal=lambda t: without_ratio(
+            tallmcmc.proxy_hamiltonian(control_variate(t), 0.4, 3, preconditioner=laplace(t))
+        ),
+        test=tallmcmc.exact_metropolis,
+        wrong="variance",
     ),
     "wrong:drifting_walk+exact_metropolis": Case(
-        **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)}, test=tallmcmc.exact_metropolis,
+        **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)},
+        test=tallmcmc.exact_metropolis,
         wrong="mean",
     ),
     "wrong:drifting_walk+minibatch_barker": Case(
         **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)},
-        test=lambda: tallmcmc.minibatch_barker(50), wrong="mean",
+        test=lambda: tallmcmc.minibatch_barker(50),
+        wrong="mean",
     ),
     "wrong:langevin_without_ratio+exact_metropolis": Case(
-        **GRADIENT, proposal=lambda target: without_ratio(tallmcmc.langevin(mala_step(target))),
-        test=tallmcmc.exact_metropolis, wrong="variance",
+        **GRADIENT,
+        proposal=lambda target: without_ratio(tallmcmc.langevin(mala_step(target))),
+        test=tallmcmc.exact_metropolis,
+        wrong="variance",
     ),
     "wrong:random_walk+austere_adaptive_loose": Case(
         **{**BASELINE, "seed": 12, "starts": 4, "acceptance": None},
-        test=lambda: tallmcmc.austere_adaptive(0.05, batch_sizes=(50, 100, 200)), wrong="variance", slow=True,
+        test=lambda: tallmcmc.austere_adaptive(0.05, batch_sizes=(50, 100, 200)),
+        wrong="variance",
+        slow=True,
     ),
 }
 
@@ -280,8 +338,14 @@ def test_posterior_check(name):
     case = REGISTRY[name]
     target = case.model
     result, check = run_and_check(
-        target.model, case.proposal(target), case.test(), target.mean, target.variance,
-        initial_positions=target.starts(case.starts, case.num_chains), num_samples=case.num_samples, seed=case.seed,
+        target.model,
+        case.proposal(target),
+        case.test(),
+        target.mean,
+        target.variance,
+        initial_positions=target.starts(case.starts, case.num_chains),
+        num_samples=case.num_samples,
+        seed=case.seed,
         **({"allow_inexact_proposal": True} if case.allow_inexact_proposal else {}),
     )
     if case.wrong is not None:
@@ -302,8 +366,14 @@ def test_same_seed_same_draws():
 
     def draws():
         return tallmcmc.sample(
-            TEMPERED_2D.model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(50), initial_positions=starts,
-            num_samples=40, num_chains=8, progress=False, num_chunks=1,
+            TEMPERED_2D.model,
+            tallmcmc.random_walk(0.1),
+            tallmcmc.minibatch_barker(50),
+            initial_positions=starts,
+            num_samples=40,
+            num_chains=8,
+            progress=False,
+            num_chunks=1,
         ).positions
 
     np.testing.assert_array_equal(draws(), draws())

@@ -33,8 +33,9 @@ def test_spread_is_recovered_from_the_reported_variance_and_minibatch_size():
 
 def test_tail_weight_is_named_when_the_guard_asks_for_more_than_the_spread():
     # kurtosis ≈ 900, as on the 26-parameter regression; typical first-stage Var(Δ*) 1 ≥ 0.1: the guard acts
-    pool = TailPool(fourth=np.array([9000.0, 9200.0]), count=np.array([10.0, 10.0]), first_variance=np.ones(2),
-                    steps=np.ones(2))
+    pool = TailPool(
+        fourth=np.array([9000.0, 9200.0]), count=np.array([10.0, 10.0]), first_variance=np.ones(2), steps=np.ones(2)
+    )
     info = _info(10, 800, 0.35 * (1 - 800 / 1000) / 800)  # N²Var(r) = 0.35: tiny spread
     with pytest.warns(RuntimeWarning, match=r"80% of the N = 1,000.*kurtosis of the lᵢ ≈ 910.*heavy-tailed") as caught:
         use = warn_if_subsampling_does_not_pay("minibatch_barker", info, 1000, pool, uses_control_variate=True)
@@ -71,8 +72,15 @@ def test_the_plain_minibatch_test_on_an_untempered_posterior_points_at_sample_ta
     # the case: no control variate, steps at the posterior's scale; it used ~90% of N without a word
     model, mode = untempered_logistic
     with pytest.warns(RuntimeWarning, match=r"minibatch_barker used [0-9]+% .*widely spread.*sample_tall") as caught:
-        result = tallmcmc.sample(model, tallmcmc.laplace_random_walk(mode), tallmcmc.minibatch_barker(100),
-                                 initial_position=mode.position, num_samples=200, num_chains=2, progress=False)
+        result = tallmcmc.sample(
+            model,
+            tallmcmc.laplace_random_walk(mode),
+            tallmcmc.minibatch_barker(100),
+            initial_position=mode.position,
+            num_samples=200,
+            num_chains=2,
+            progress=False,
+        )
     assert result.data_used_by_test.mean() / model.num_data > MOST_OF_THE_DATA
     assert len([w for w in caught if "used" in str(w.message)]) == 1
 
@@ -81,5 +89,11 @@ def test_the_exact_test_never_warns_about_its_full_passes(untempered_logistic):
     model, mode = untempered_logistic
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        tallmcmc.sample(model, tallmcmc.laplace_random_walk(mode), tallmcmc.exact_metropolis(),
-                        initial_position=mode.position, num_samples=20, progress=False)
+        tallmcmc.sample(
+            model,
+            tallmcmc.laplace_random_walk(mode),
+            tallmcmc.exact_metropolis(),
+            initial_position=mode.position,
+            num_samples=20,
+            progress=False,
+        )

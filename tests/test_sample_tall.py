@@ -10,7 +10,6 @@ grows towards half an oscillation of the proxy and the proposals mirror the curr
 """
 
 import json
-import math
 import pathlib
 
 import jax
@@ -104,8 +103,10 @@ def steered_by_the_test(control_variate, step_size, num_steps, covariance):
     return tunable(make, "proxy_hamiltonian (steered by the test)", setup=(control_variate,), metropolis_target=0.65)
 
 
-STARTS = {"regression": {"beta": jnp.zeros(9), "log_sigma": jnp.zeros(())},
-          "mixture": jnp.array([-1.0, 0.9, 0.0, -0.3, -0.4])}
+STARTS = {
+    "regression": {"beta": jnp.zeros(9), "log_sigma": jnp.zeros(())},
+    "mixture": jnp.array([-1.0, 0.9, 0.0, -0.3, -0.4]),
+}
 
 
 def run_recipe(model, start, *, wrong=False):
@@ -116,8 +117,17 @@ def run_recipe(model, start, *, wrong=False):
     else:
         proposal = tallmcmc.proxy_hamiltonian(control_variate, 0.5, 3, preconditioner=covariance)
     test = tallmcmc.minibatch_barker(100, control_variate=control_variate)
-    return tallmcmc.sample(model, proposal, test, initial_position=start, num_chains=4, num_samples=2000,
-                           num_warmup=500, seed=3, progress=False)
+    return tallmcmc.sample(
+        model,
+        proposal,
+        test,
+        initial_position=start,
+        num_chains=4,
+        num_samples=2000,
+        num_warmup=500,
+        seed=3,
+        progress=False,
+    )
 
 
 @pytest.mark.parametrize("name", ["regression", "mixture"])
@@ -157,13 +167,17 @@ def test_sample_tall_defaults_reproduce_the_reference(name, request):
     assert diagnosis.r_hat_max <= 1.01 and diagnosis.data_fraction < 0.25
     # every one-off pass is counted, the mode's included (it reaches the run through its Laplace covariance),
     # the starts checked once (the kept draws continue from the warm-up's states)
-    assert result.setup_data_used == {"start check": 4 * model.num_data, "find_mode": diagnosis.mode.data_used,
-                                      "taylor control variate (order 2)": model.num_data}
+    assert result.setup_data_used == {
+        "start check": 4 * model.num_data,
+        "find_mode": diagnosis.mode.data_used,
+        "taylor control variate (order 2)": model.num_data,
+    }
     assert diagnosis.setup_passes == pytest.approx({k: v / model.num_data for k, v in result.setup_data_used.items()})
     # the kept draws continue the warm-up (tallmcmc.warmup, then sample): its steps are counted
     assert result.warmup_info["accepted"].shape == (4, 200)
-    assert result.total_data_used == (sum(result.setup_data_used.values()) + result.warmup_info["data_used"].sum()
-                                      + result.data_used.sum())
+    assert result.total_data_used == (
+        sum(result.setup_data_used.values()) + result.warmup_info["data_used"].sum() + result.data_used.sum()
+    )
     assert "decision: minibatch" in str(diagnosis) and diagnosis.choice.minibatch
 
 
@@ -174,7 +188,10 @@ def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why()
     result = tallmcmc.sample_tall(model, num_samples=400, num_warmup=100, seed=1, progress=False)
     diagnosis = result.diagnosis
     assert diagnosis.decision == "exact", str(diagnosis)
-    assert "cannot pay (N is small against the first minibatch)" in diagnosis.reason and "exact Metropolis test runs" in diagnosis.reason
+    assert (
+        "cannot pay (N is small against the first minibatch)" in diagnosis.reason
+        and "exact Metropolis test runs" in diagnosis.reason
+    )
     assert diagnosis.choice.use.fraction > 0.25 and not diagnosis.choice.minibatch
     assert result.test_name == "exact_metropolis" and np.all(result.data_used == model.num_data)
     assert result.warmup_info["accepted"].shape == (4, 100)
@@ -182,10 +199,14 @@ def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why()
 
 def _window(accepted, used, statistic, num_data=1000):
     shape = (4, 100)
-    return {"accepted": np.broadcast_to(accepted, shape), "data_used": np.full(shape, used),
-            "data_used_by_test": np.full(shape, used), "statistic": np.full(shape, statistic),
-            "variance": np.full(shape, 0.5 / used * (1 - used / num_data)),  # N²Var(r) = 0.5
-            "non_finite": np.zeros(shape, bool)}
+    return {
+        "accepted": np.broadcast_to(accepted, shape),
+        "data_used": np.full(shape, used),
+        "data_used_by_test": np.full(shape, used),
+        "statistic": np.full(shape, statistic),
+        "variance": np.full(shape, 0.5 / used * (1 - used / num_data)),  # N²Var(r) = 0.5
+        "non_finite": np.zeros(shape, bool),
+    }
 
 
 def test_the_choice_weighs_points_per_effective_draw_and_the_quarter_rule():
@@ -196,7 +217,9 @@ def test_the_choice_weighs_points_per_effective_draw_and_the_quarter_rule():
     # 300 points: cheaper per effective draw (900 < 1,000) but more than a quarter of N
     assert not choose_test(_window(accepted, 300, 0.0), 1000).minibatch
     # the exact test's acceptance falls with Δ*: at Δ* = −1, e^{−1}, so exact costs 1,000/(0.368/1.632) ≈ 4,400
-    assert choose_test(_window(accepted, 240, -1.0), 1000).exact_cost == pytest.approx(1000 / (np.exp(-1) / (2 - np.exp(-1))))
+    assert choose_test(_window(accepted, 240, -1.0), 1000).exact_cost == pytest.approx(
+        1000 / (np.exp(-1) / (2 - np.exp(-1)))
+    )
 
 
 def test_heavy_tailed_residuals_are_named_as_tail_weight():
@@ -204,8 +227,9 @@ def test_heavy_tailed_residuals_are_named_as_tail_weight():
 
     accepted = np.arange(400).reshape(4, 100) % 2 == 0
     # typical first-stage Var(Δ*) 0.5 ≥ 0.1: the guard acts; N²Var(r) ≈ 0.5 (median), but kurtosis ≈ 900
-    pool = TailPool(fourth=np.full(4, 9000.0), count=np.full(4, 10.0), first_variance=np.full(4, 5.0),
-                    steps=np.full(4, 10.0))
+    pool = TailPool(
+        fourth=np.full(4, 9000.0), count=np.full(4, 10.0), first_variance=np.full(4, 5.0), steps=np.full(4, 10.0)
+    )
     window = _window(accepted, 2000, 0.0, num_data=5000)
     choice = choose_test(window, 5000, pool)
     assert not choice.minibatch and choice.cause == "tail weight" and choice.use.kurtosis == pytest.approx(900)
@@ -248,8 +272,17 @@ def test_a_sample_tall_run_continues_to_one_longer_run():
     assert np.array_equal(np.asarray(more.positions), np.asarray(whole.positions))
     assert more.setup_data_used == first.setup_data_used  # nothing paid again
     with pytest.raises(ValueError, match="resume"):
-        tallmcmc.sample_tall(model, resume=tallmcmc.sample(model, more.diagnosis.proposal, more.diagnosis.test,
-                                                           resume=first.last_state, num_samples=5, progress=False))
+        tallmcmc.sample_tall(
+            model,
+            resume=tallmcmc.sample(
+                model,
+                more.diagnosis.proposal,
+                more.diagnosis.test,
+                resume=first.last_state,
+                num_samples=5,
+                progress=False,
+            ),
+        )
 
 
 @pytest.mark.slow  # 45 s (three compiled runs and a mode search); a path a user opts into with bound=
@@ -267,8 +300,9 @@ def test_with_a_bound_tuna_is_measured_and_kept_where_it_costs_fewer_points_per_
     mode = tallmcmc.find_mode(model, jnp.zeros(2))
     control_variate = tallmcmc.taylor_control_variate(model, mode.position)
     bound = logistic_regression.tuna_bound(model, control_variate)
-    result = tallmcmc.sample_tall(model, mode=mode, control_variate=control_variate, bound=bound, num_samples=500,
-                                  seed=1, progress=False)
+    result = tallmcmc.sample_tall(
+        model, mode=mode, control_variate=control_variate, bound=bound, num_samples=500, seed=1, progress=False
+    )
     diagnosis = result.diagnosis
     assert diagnosis.decision == "tuna", diagnosis.reason
     assert diagnosis.choice.tuna_cost < diagnosis.choice.minibatch_cost

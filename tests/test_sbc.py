@@ -55,8 +55,12 @@ class _ZeroCorrection:
 
 def calibrate(test, settings, problem=PROBLEM):
     return simulation_based_calibration(
-        **problem.arguments(), proposal=tallmcmc.random_walk(2.0 * problem.posterior_sd), test=test, level=LEVEL,
-        seed=SEED, **settings,
+        **problem.arguments(),
+        proposal=tallmcmc.random_walk(2.0 * problem.posterior_sd),
+        test=test,
+        level=LEVEL,
+        seed=SEED,
+        **settings,
     )
 
 
@@ -206,8 +210,15 @@ def test_autocorrelated_draws_warn():
     sd = problem.posterior_sd
     with pytest.warns(RuntimeWarning, match="autocorrelated"):
         result = simulation_based_calibration(
-            **problem.arguments(), proposal=tallmcmc.random_walk(0.2 * sd), test=tallmcmc.exact_metropolis(),
-            num_replications=50, num_draws=19, thin=1, num_warmup=10, num_bins=5, seed=SEED,
+            **problem.arguments(),
+            proposal=tallmcmc.random_walk(0.2 * sd),
+            test=tallmcmc.exact_metropolis(),
+            num_replications=50,
+            num_draws=19,
+            thin=1,
+            num_warmup=10,
+            num_bins=5,
+            seed=SEED,
         )
     assert result.autocorrelation[0] > 0.5
 
@@ -220,10 +231,23 @@ def test_plot_draws_the_ecdf_difference(tmp_path):
     ranks = rng.integers(0, 20, (200, 1))
     ranks.setflags(write=False)  # as the device's arrays come back
     result = CalibrationResult(
-        ranks=ranks, num_draws=19, num_bins=10, level=0.01, bin_counts=np.zeros((1, 10)),
-        expected_counts=np.full(10, 20.0), statistics=np.zeros(1), p_values=np.ones(1), power={},
-        autocorrelation=np.zeros(1), acceptance_rate=0.5, data_used_per_step=1.0, true_values=np.zeros((200, 1)),
-        draws=np.zeros((200, 19, 1)), names=["theta[0]"], compile_seconds=0.0, sampling_seconds=0.0,
+        ranks=ranks,
+        num_draws=19,
+        num_bins=10,
+        level=0.01,
+        bin_counts=np.zeros((1, 10)),
+        expected_counts=np.full(10, 20.0),
+        statistics=np.zeros(1),
+        p_values=np.ones(1),
+        power={},
+        autocorrelation=np.zeros(1),
+        acceptance_rate=0.5,
+        data_used_per_step=1.0,
+        true_values=np.zeros((200, 1)),
+        draws=np.zeros((200, 19, 1)),
+        names=["theta[0]"],
+        compile_seconds=0.0,
+        sampling_seconds=0.0,
     )
     ax = result.plot()
     ax.figure.savefig(tmp_path / "sbc.png")

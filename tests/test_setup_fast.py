@@ -69,8 +69,11 @@ def regression_terms(covariates, response):
         error = y - x @ center[:-1]
         along, across = x @ delta[:-1], x @ u_bar[:-1]
         gradient = error * precision * along + (error**2 * precision - 1.0) * delta[-1]
-        curvature = (-precision * across * along - 2.0 * error * precision * (across * delta[-1] + u_bar[-1] * along)
-                     - 2.0 * error**2 * precision * u_bar[-1] * delta[-1])
+        curvature = (
+            -precision * across * along
+            - 2.0 * error * precision * (across * delta[-1] + u_bar[-1] * along)
+            - 2.0 * error**2 * precision * u_bar[-1] * delta[-1]
+        )
         return gradient + curvature
 
     return value, expansion
@@ -201,13 +204,30 @@ def test_the_objects_stand_in_for_find_mode_laplace_and_taylor(logistic):
     np.testing.assert_allclose(cv.hessian_sum, built.hessian_sum, rtol=1e-4, atol=1e-4 * hessian_scale)
     # a run with them counts every pass once: the start check, fast_setup's share, the control variate's pass
     proposal = tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=setup.covariance)
-    result = tallmcmc.sample(model, proposal, tallmcmc.minibatch_barker(100, control_variate=cv),
-                             initial_position=setup.mode.position, num_samples=50, seed=0, progress=False)
-    assert result.setup_data_used == {"start check": model.num_data, "fast_setup": setup.mode.data_used,
-                                      "taylor control variate (order 2)": model.num_data}
+    result = tallmcmc.sample(
+        model,
+        proposal,
+        tallmcmc.minibatch_barker(100, control_variate=cv),
+        initial_position=setup.mode.position,
+        num_samples=50,
+        seed=0,
+        progress=False,
+    )
+    assert result.setup_data_used == {
+        "start check": model.num_data,
+        "fast_setup": setup.mode.data_used,
+        "taylor control variate (order 2)": model.num_data,
+    }
     for proposal in (tallmcmc.laplace_random_walk(setup.mode), tallmcmc.laplace_independence(setup.mode)):
-        result = tallmcmc.sample(model, proposal, tallmcmc.exact_metropolis(), initial_position=setup.mode.position,
-                                 num_samples=5, seed=0, progress=False)
+        result = tallmcmc.sample(
+            model,
+            proposal,
+            tallmcmc.exact_metropolis(),
+            initial_position=setup.mode.position,
+            num_samples=5,
+            seed=0,
+            progress=False,
+        )
         assert result.setup_data_used["fast_setup"] == setup.mode.data_used
 
 
@@ -262,8 +282,11 @@ def test_sample_tall_default_uses_the_fast_setup_and_reproduces_the_exact_poster
     diagnosis = result.diagnosis
     assert isinstance(diagnosis.mode, SetupMode) and diagnosis.decision == "minibatch"
     num_data = model.num_data
-    assert result.setup_data_used == {"start check": 4 * num_data, "fast_setup": diagnosis.mode.data_used,
-                                      "taylor control variate (order 2)": num_data}
+    assert result.setup_data_used == {
+        "start check": 4 * num_data,
+        "fast_setup": diagnosis.mode.data_used,
+        "taylor control variate (order 2)": num_data,
+    }
     setup_passes = (diagnosis.mode.data_used + num_data) / num_data
     assert setup_passes <= 3.0 and diagnosis.setup_passes["fast_setup"] == pytest.approx(setup_passes - 1)
 
@@ -276,8 +299,9 @@ def test_a_control_variate_re_centred_without_the_algebra_fails_the_same_check(t
     wrong = dataclasses.replace(setup.control_variate, gradient_sum=at_subsample.gradient_sum)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        result = tallmcmc.sample_tall(model, num_samples=1000, seed=5, progress=False, mode=setup.mode,
-                                      control_variate=wrong)
+        result = tallmcmc.sample_tall(
+            model, num_samples=1000, seed=5, progress=False, mode=setup.mode, control_variate=wrong
+        )
     passed, report = moments_within_4_mcse(result, mean, sd)
     assert not passed, report
 

@@ -85,15 +85,31 @@ def test_bad_meshes_are_refused():
     model, start = _model(), jnp.array([0.5, 0.5])
     devices = np.array(jax.devices()[:1])
     with pytest.raises(ValueError, match="mesh axis names must be 'data' and/or 'chains'"):
-        tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
-                        progress=False, mesh=jax.sharding.Mesh(devices, ("batch",)))
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.1),
+            tallmcmc.exact_barker(),
+            start,
+            num_samples=2,
+            progress=False,
+            mesh=jax.sharding.Mesh(devices, ("batch",)),
+        )
     with pytest.raises(TypeError, match="mesh must be a jax.sharding.Mesh"):
-        tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
-                        progress=False, mesh="data")
+        tallmcmc.sample(
+            model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2, progress=False, mesh="data"
+        )
     with pytest.raises(ValueError, match="num_chains = 3 is not a multiple"):  # the asynchronous driver checks it too
-        tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2, num_chains=3,
-                        progress=False, mesh=jax.sharding.Mesh(np.array(jax.devices()[:1] * 2), ("chains",)),
-                        driver="asynchronous")
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.1),
+            tallmcmc.exact_barker(),
+            start,
+            num_samples=2,
+            num_chains=3,
+            progress=False,
+            mesh=jax.sharding.Mesh(np.array(jax.devices()[:1] * 2), ("chains",)),
+            driver="asynchronous",
+        )
 
 
 def test_out_of_memory_estimate_before_sampling(monkeypatch):
@@ -103,31 +119,78 @@ def test_out_of_memory_estimate_before_sampling(monkeypatch):
     # what the device has on top of the data already resident in host memory
     monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 1000)
     with pytest.raises(sharding.DeviceMemoryError, match=r"needs about .* GB on one device \(data .* GB, chain states"):
-        tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
-                        num_chains=8, progress=False)
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.1),
+            tallmcmc.exact_barker(),
+            start,
+            num_samples=2,
+            num_chains=8,
+            progress=False,
+        )
     with pytest.raises(ValueError, match=r"mesh=jax.make_mesh"):  # a ValueError too, naming the fix
-        tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
-                        num_chains=8, progress=False)
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.1),
+            tallmcmc.exact_barker(),
+            start,
+            num_samples=2,
+            num_chains=8,
+            progress=False,
+        )
     # enough memory: the run goes ahead (the estimate counts data + 2 x num_chains x N values + small states)
     monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 2 * (data_bytes + cache_bytes))
-    result = tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
-                             num_chains=8, progress=False)
+    result = tallmcmc.sample(
+        model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2, num_chains=8, progress=False
+    )
     assert result.num_draws == 2
     # a minibatch test keeps no per-datum cache: it fits where the exact test did not
     monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 1000)
-    tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start, num_samples=2,
-                    num_chains=8, progress=False)
+    tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.1),
+        tallmcmc.minibatch_barker(batch_size=20),
+        start,
+        num_samples=2,
+        num_chains=8,
+        progress=False,
+    )
     # the asynchronous driver keeps every draw on the device until the end: 8 chains x 100 draws x (2 + 8) x 4 bytes
     # (position and step statistics) = 32 kB, counted; the vmapped driver brings draws home chunk by chunk
     monkeypatch.setattr(sharding.memory, "device_memory_bytes", lambda device: 20_000)
-    with pytest.raises(sharding.DeviceMemoryError, match=r"draws held on the device \(asynchronous driver\) 3\.52e-05 GB"):
-        tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start,
-                        num_samples=100, num_chains=8, progress=False, driver="asynchronous")
-    tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start, num_samples=100,
-                    num_chains=8, progress=False)
+    with pytest.raises(
+        sharding.DeviceMemoryError, match=r"draws held on the device \(asynchronous driver\) 3\.52e-05 GB"
+    ):
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.1),
+            tallmcmc.minibatch_barker(batch_size=20),
+            start,
+            num_samples=100,
+            num_chains=8,
+            progress=False,
+            driver="asynchronous",
+        )
+    tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.1),
+        tallmcmc.minibatch_barker(batch_size=20),
+        start,
+        num_samples=100,
+        num_chains=8,
+        progress=False,
+    )
     # driver="auto" would pick the asynchronous driver for 8 chains; where its draws do not fit it runs vmapped
-    result = tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.minibatch_barker(batch_size=20), start,
-                             num_samples=100, num_chains=8, progress=False, driver="auto")
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.1),
+        tallmcmc.minibatch_barker(batch_size=20),
+        start,
+        num_samples=100,
+        num_chains=8,
+        progress=False,
+        driver="auto",
+    )
     assert result.driver == "vmap"
 
 

@@ -11,8 +11,17 @@ from tallmcmc.testing import check_posterior_moments
 
 
 def run(proposal, test, **kwargs):
-    return tallmcmc.sample(TEMPERED_2D.model, proposal, test, initial_position=jnp.asarray(TEMPERED_2D.mean, jnp.float32),
-                           num_samples=1500, num_chains=4, progress=False, seed=2, **kwargs)
+    return tallmcmc.sample(
+        TEMPERED_2D.model,
+        proposal,
+        test,
+        initial_position=jnp.asarray(TEMPERED_2D.mean, jnp.float32),
+        num_samples=1500,
+        num_chains=4,
+        progress=False,
+        seed=2,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("test, target", [(tallmcmc.exact_metropolis(), 0.234), (tallmcmc.exact_barker(), 0.158)])
@@ -51,17 +60,27 @@ def _correlated_model(correlation=0.99, num_data=1000):
         r = x - theta
         return -0.5 * r @ (jnp.asarray(precision, r.dtype) @ r)
 
-    model = tallmcmc.Model(log_likelihood, lambda t: jnp.zeros((), t.dtype), jnp.asarray(data), 1.0, position_shape=(2,))
+    model = tallmcmc.Model(
+        log_likelihood, lambda t: jnp.zeros((), t.dtype), jnp.asarray(data), 1.0, position_shape=(2,)
+    )
     return model, data.astype(np.float64).mean(0), covariance / num_data
 
 
 def test_covariance_adaptation_learns_the_posterior_shape_and_pays():
     model, mean, covariance = _correlated_model()
-    common = dict(initial_position=jnp.asarray(mean, jnp.float32), num_samples=2000, num_chains=4, progress=False,
-                  num_warmup=1000, seed=5)
+    common = dict(
+        initial_position=jnp.asarray(mean, jnp.float32),
+        num_samples=2000,
+        num_chains=4,
+        progress=False,
+        num_warmup=1000,
+        seed=5,
+    )
     sd = float(np.sqrt(covariance[0, 0]))
     plain = tallmcmc.sample(model, tallmcmc.random_walk(sd), tallmcmc.exact_metropolis(), **common)
-    shaped = tallmcmc.sample(model, tallmcmc.random_walk(sd), tallmcmc.exact_metropolis(), adapt_covariance=True, **common)
+    shaped = tallmcmc.sample(
+        model, tallmcmc.random_walk(sd), tallmcmc.exact_metropolis(), adapt_covariance=True, **common
+    )
     np.testing.assert_allclose(shaped.adapted_covariance, covariance, rtol=0.35, atol=0.1 * covariance[0, 0])
     check_posterior_moments(np.asarray(shaped.positions), mean, np.diag(covariance))
     ess = [float(arviz_ess(np.asarray(r.positions)).min()) for r in (plain, shaped)]
@@ -73,26 +92,56 @@ def test_covariance_adaptation_refuses_what_it_cannot_shape():
     model, mean, _ = _correlated_model()
     start = jnp.asarray(mean, jnp.float32)
     with pytest.raises(ValueError, match="adapt_covariance=True needs a proposal"):
-        tallmcmc.sample(model, tallmcmc.langevin(0.01), tallmcmc.exact_metropolis(), initial_position=start,
-                        num_samples=10, num_warmup=100, adapt_covariance=True, progress=False)
+        tallmcmc.sample(
+            model,
+            tallmcmc.langevin(0.01),
+            tallmcmc.exact_metropolis(),
+            initial_position=start,
+            num_samples=10,
+            num_warmup=100,
+            adapt_covariance=True,
+            progress=False,
+        )
     with pytest.raises(ValueError, match="num_warmup >= 40"):
-        tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.exact_metropolis(), initial_position=start,
-                        num_samples=10, num_warmup=10, adapt_covariance=True, progress=False)
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.01),
+            tallmcmc.exact_metropolis(),
+            initial_position=start,
+            num_samples=10,
+            num_warmup=10,
+            adapt_covariance=True,
+            progress=False,
+        )
 
 
-@pytest.mark.parametrize(("driver", "adapt_covariance"), [
-    ("vmap", True), ("asynchronous", False),
-    pytest.param("vmap", False, marks=pytest.mark.slow), pytest.param("asynchronous", True, marks=pytest.mark.slow),
-])  # each driver and each warm-up kind once in the default suite (its time is counted)
+@pytest.mark.parametrize(
+    ("driver", "adapt_covariance"),
+    [
+        ("vmap", True),
+        ("asynchronous", False),
+        pytest.param("vmap", False, marks=pytest.mark.slow),
+        pytest.param("asynchronous", True, marks=pytest.mark.slow),
+    ],
+)  # each driver and each warm-up kind once in the default suite (its time is counted)
 def test_warmup_as_its_own_step_then_sample_equals_the_shorthand(driver, adapt_covariance):
     # sample(num_warmup=W) is tallmcmc.warmup(...) then sample(..., warmed): the same draws, bit for bit
     proposal, test = tallmcmc.random_walk(0.05), tallmcmc.minibatch_barker(50)
     options = dict(num_chains=4, seed=3, progress=False, driver=driver)
     start = jnp.asarray(TEMPERED_2D.mean, jnp.float32)
-    shorthand = tallmcmc.sample(TEMPERED_2D.model, proposal, test, start, num_samples=200, num_warmup=60,
-                                adapt_covariance=adapt_covariance, **options)
-    warmed = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, num_warmup=60,
-                             adapt_covariance=adapt_covariance, **options)
+    shorthand = tallmcmc.sample(
+        TEMPERED_2D.model,
+        proposal,
+        test,
+        start,
+        num_samples=200,
+        num_warmup=60,
+        adapt_covariance=adapt_covariance,
+        **options,
+    )
+    warmed = tallmcmc.warmup(
+        TEMPERED_2D.model, proposal, test, start, num_warmup=60, adapt_covariance=adapt_covariance, **options
+    )
     assert isinstance(warmed, tallmcmc.WarmupResult) and warmed.num_warmup == 60
     assert warmed.data_used == int(warmed.info["data_used"].sum())
     continued = tallmcmc.sample(TEMPERED_2D.model, proposal, test, warmed, num_samples=200, **options)

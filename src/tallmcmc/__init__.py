@@ -17,6 +17,7 @@ from tallmcmc import compilation_cache
 compilation_cache.configure()  # JAX's persistent compilation cache, on unless TALLMCMC_COMPILATION_CACHE=0
 
 from tallmcmc import acceptance, correction, distributed, proposals, stein  # noqa: E402
+from tallmcmc._version import __version__ as __version__
 from tallmcmc.acceptance.austere import austere, austere_adaptive, austere_conservative
 from tallmcmc.acceptance.austere_design import choose_austere_parameters
 from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
@@ -41,8 +42,6 @@ from tallmcmc.proposals.sghmc import sghmc
 from tallmcmc.run_warnings import InexactProposalWarning
 from tallmcmc.sampling import RunState, SamplingResult, WarmupResult, load_result, sample, warmup
 from tallmcmc.setup_fast import FastSetup, fast_setup
-
-from tallmcmc._version import __version__
 
 __all__ = [
     "AcceptanceInfo",

@@ -153,9 +153,7 @@ class CalibrationResult:
                 f"{name}: chi-square {statistic:.1f}, p = {p_value:.3g}, lag-1 autocorrelation {autocorrelation:.2f}, "
                 f"bins {counts.tolist()}"
             )
-        lines.append(
-            "power per quantity: " + ", ".join(f"{name}: {value:.2f}" for name, value in self.power.items())
-        )
+        lines.append("power per quantity: " + ", ".join(f"{name}: {value:.2f}" for name, value in self.power.items()))
         return "\n".join(lines)
 
     def plot(self, quantity: int = 0, ax=None, **kwargs):
@@ -374,8 +372,10 @@ def simulation_based_calibration(
             f"num_replications = {num_replications} gives fewer than 5 expected ranks per bin with "
             f"num_bins = {num_bins}, where the chi-square test is not trustworthy; use at least {5 * num_bins}"
         )
-    batch = DEFAULT_REPLICATIONS_PER_BATCH if replications_per_batch is None else integer_at_least(
-        replications_per_batch, "replications_per_batch"
+    batch = (
+        DEFAULT_REPLICATIONS_PER_BATCH
+        if replications_per_batch is None
+        else integer_at_least(replications_per_batch, "replications_per_batch")
     )
     if not isinstance(proposal, Proposal):
         raise TypeError("proposal must be a tallmcmc proposal, e.g. tallmcmc.random_walk(0.1)")
@@ -452,9 +452,7 @@ def simulation_based_calibration(
     began = time.perf_counter()
     outputs = jax.device_get(run(replications))
     sampling_seconds = time.perf_counter() - began
-    ranks, true_values, draws, accepted, used, non_finite = (
-        np.asarray(array)[:num_replications] for array in outputs
-    )
+    ranks, true_values, draws, accepted, used, non_finite = (np.asarray(array)[:num_replications] for array in outputs)
     if non_finite.sum():
         warnings.warn(
             f"{int(non_finite.sum())} step(s) in {int(np.sum(non_finite > 0))} replication(s) met a non-finite log "
@@ -484,9 +482,11 @@ def simulation_based_calibration(
             RuntimeWarning,
             stacklevel=2,
         )
-    names = [f"theta[{j}]" for j in range(num_quantities)] if quantities is None else [
-        f"quantity[{j}]" for j in range(num_quantities)
-    ]
+    names = (
+        [f"theta[{j}]" for j in range(num_quantities)]
+        if quantities is None
+        else [f"quantity[{j}]" for j in range(num_quantities)]
+    )
     return CalibrationResult(
         ranks=np.asarray(ranks),
         num_draws=num_draws,

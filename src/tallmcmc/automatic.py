@@ -164,13 +164,16 @@ class TestChoice:
         """This choice with TunaMH's measured acceptance, points per step and points per effective draw."""
         acceptance = float(np.mean(info["accepted"]))
         points = float(np.mean(info["data_used"]))
-        return dataclasses.replace(self, tuna_acceptance=acceptance, tuna_points=points,
-                                   tuna_cost=points / _ess_per_draw(acceptance))
+        return dataclasses.replace(
+            self, tuna_acceptance=acceptance, tuna_points=points, tuna_cost=points / _ess_per_draw(acceptance)
+        )
 
     def describe_tuna(self) -> str:
         """TunaMH's measured figures, in words."""
-        return (f"TunaMH measured {self.tuna_points:,.1f} points per step at acceptance "
-                f"{100 * self.tuna_acceptance:.2g}%: ≈ {self.tuna_cost:,.0f} points per effective draw")
+        return (
+            f"TunaMH measured {self.tuna_points:,.1f} points per step at acceptance "
+            f"{100 * self.tuna_acceptance:.2g}%: ≈ {self.tuna_cost:,.0f} points per effective draw"
+        )
 
     def describe(self, num_data: int) -> str:
         """The numbers behind the choice, in words."""
@@ -409,8 +412,10 @@ def sample_tall(
     say = print if progress else (lambda *_, **__: None)
 
     if mode is None and control_variate is None and _fast_setup_pays(setup, model, start):
-        say("sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
-            flush=True)
+        say(
+            "sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
+            flush=True,
+        )
         built = fast_setup(model, start)
         mode, control_variate = built.mode, built.control_variate
     elif mode is None:
@@ -439,9 +444,15 @@ def sample_tall(
         )
         say(f"sample_tall: {reason}", flush=True)
         result = sample(
-            model, random_walk(0.1 / math.sqrt(dimension)), exact_metropolis(),
+            model,
+            random_walk(0.1 / math.sqrt(dimension)),
+            exact_metropolis(),
             initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, num_chains, key),
-            num_samples=num_samples, num_warmup=max(num_warmup, 200), adapt_covariance=True, seed=seed, **options,
+            num_samples=num_samples,
+            num_warmup=max(num_warmup, 200),
+            adapt_covariance=True,
+            seed=seed,
+            **options,
         )
         result.setup_data_used.setdefault(mode.name, int(mode.data_used))
         proposal = None
@@ -451,14 +462,21 @@ def sample_tall(
             say("sample_tall: building the control variate (one pass) ...", flush=True)
             control_variate = taylor_control_variate(model, mode.position)
         proposal = proxy_hamiltonian(
-            control_variate, INTEGRATION_TIME / NUM_LEAPFROG_STEPS, NUM_LEAPFROG_STEPS, preconditioner=covariance,
+            control_variate,
+            INTEGRATION_TIME / NUM_LEAPFROG_STEPS,
+            NUM_LEAPFROG_STEPS,
+            preconditioner=covariance,
             step_size_jitter=STEP_SIZE_JITTER,
         )
         minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
         warmed = warmup(
-            model, proposal, minibatch, initial_positions=_starts(mode.position, covariance, num_chains, key),
-            num_warmup=num_warmup, seed=seed,
+            model,
+            proposal,
+            minibatch,
+            initial_positions=_starts(mode.position, covariance, num_chains, key),
+            num_warmup=num_warmup,
+            seed=seed,
             **{k: v for k, v in options.items() if k not in ("num_chunks", "checkpoint", "checkpoint_every")},
         )
         pool = warmed.states.cache
@@ -477,22 +495,37 @@ def sample_tall(
         tuned = proposal.tune(jnp.asarray(factor, jnp.float32))
         pilot = None
         if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs fewer points per ESS
-            say(f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
-                flush=True)
+            say(
+                f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
+                flush=True,
+            )
             tuna_test = tuna(chi, bound, control_variate=control_variate)
-            pilot = sample(model, tuned, tuna_test, initial_positions=_positions(warmed),
-                           num_samples=min(TUNA_PILOT_STEPS, num_samples), seed=seed, check_starts=False, **options)
+            pilot = sample(
+                model,
+                tuned,
+                tuna_test,
+                initial_positions=_positions(warmed),
+                num_samples=min(TUNA_PILOT_STEPS, num_samples),
+                seed=seed,
+                check_starts=False,
+                **options,
+            )
             choice = choice.with_tuna(pilot.info)
             rival = "minibatch" if choice.minibatch else "exact"
             if choice.tuna_cost < (choice.minibatch_cost if choice.minibatch else choice.exact_cost):
                 decision = "tuna"
-                reason = (f"TunaMH on the residuals costs the fewest points per effective draw: "
-                          f"{choice.describe_tuna()}; {measured}")
+                reason = (
+                    f"TunaMH on the residuals costs the fewest points per effective draw: "
+                    f"{choice.describe_tuna()}; {measured}"
+                )
             else:
                 decision = rival
-                reason = (f"the control variate pays: {measured}" if choice.minibatch else
-                          f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact "
-                          "Metropolis test runs") + f"; {choice.describe_tuna()}"
+                reason = (
+                    f"the control variate pays: {measured}"
+                    if choice.minibatch
+                    else f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact "
+                    "Metropolis test runs"
+                ) + f"; {choice.describe_tuna()}"
         say(f"sample_tall: {decision} — {reason}", flush=True)
         if decision == "minibatch":  # the warm-up continues exactly: each chain's step and the tail guard's pool
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
@@ -503,15 +536,24 @@ def sample_tall(
             result = _joined(warmed, kept)
             kept_proposal, kept_test = tuned, tuna_test
         else:
-            kept = sample(model, tuned, exact_metropolis(), initial_positions=_positions(warmed),
-                          num_samples=num_samples, seed=seed, check_starts=False, **options)
+            kept = sample(
+                model,
+                tuned,
+                exact_metropolis(),
+                initial_positions=_positions(warmed),
+                num_samples=num_samples,
+                seed=seed,
+                check_starts=False,
+                **options,
+            )
             result = _joined(warmed, kept)
             kept_proposal, kept_test = tuned, exact_metropolis()
         if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
             result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
-        proposal=kept_proposal, test=kept_test,
+        proposal=kept_proposal,
+        test=kept_test,
     )
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
@@ -527,12 +569,23 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
             "proposal and test); for a loaded result, call tallmcmc.sample(model, proposal, test, resume=result) with "
             "the proposal and test that made it"
         )
-    result = sample(model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples,
-                    progress=progress, **options)
+    result = sample(
+        model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples, progress=progress, **options
+    )
     result.diagnosis = dataclasses.replace(
-        _diagnose(result, diagnosis.decision, diagnosis.reason, diagnosis.mode, diagnosis.control_variate,
-                  diagnosis.choice, diagnosis.proposal, [], num_warmup),
-        proposal=diagnosis.proposal, test=diagnosis.test,
+        _diagnose(
+            result,
+            diagnosis.decision,
+            diagnosis.reason,
+            diagnosis.mode,
+            diagnosis.control_variate,
+            diagnosis.choice,
+            diagnosis.proposal,
+            [],
+            num_warmup,
+        ),
+        proposal=diagnosis.proposal,
+        test=diagnosis.test,
     )
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=3)
@@ -594,9 +647,7 @@ def _starts(center: Position, covariance: np.ndarray, num_chains: int, key: jax.
     return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
 
 
-def _diagnose(
-    result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup
-) -> TallDiagnosis:
+def _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup) -> TallDiagnosis:
     num_data = result.num_data
     info = result.info
     setup = {name: used / num_data for name, used in result.setup_data_used.items()}

@@ -57,8 +57,8 @@ import numpy as np
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc import sharding  # sharding.gather_partials is looked up at call time (tests replace it)
+from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc.model import Model, Position, check_model
 from tallmcmc.sharding import row_sharding
 
@@ -393,12 +393,14 @@ def taylor_control_variate(
         scale = float(np.abs(hessian_diagonal).max())
     else:
         gradient_sum, diagonal, hessian_basis, hessian_eigenvalues = _randomized_eigenpairs(passes, rank)
-        hessian_diagonal = np.minimum(diagonal - np.einsum("jk,k,jk->j", hessian_basis, hessian_eigenvalues,
-                                                           hessian_basis), 0.0)
+        hessian_diagonal = np.minimum(
+            diagonal - np.einsum("jk,k,jk->j", hessian_basis, hessian_eigenvalues, hessian_basis), 0.0
+        )
         largest = float(max(diagonal.max(), hessian_eigenvalues.max()))
         scale = float(max(np.abs(diagonal).max(), np.abs(hessian_eigenvalues).max()))
-    curvature_parts = [part for part in (hessian_sum, hessian_diagonal, hessian_basis, hessian_eigenvalues)
-                       if part is not None]
+    curvature_parts = [
+        part for part in (hessian_sum, hessian_diagonal, hessian_basis, hessian_eigenvalues) if part is not None
+    ]
     if not np.all(np.isfinite(gradient_sum)) or not all(np.all(np.isfinite(part)) for part in curvature_parts):
         raise ValueError("the gradient or Hessian sum at center is not finite; pick a center inside the support")
     if order == 2 and largest > 1e-6 * max(1.0, scale):
@@ -489,7 +491,7 @@ class _SetupPasses:
         data, size = self.data, self.size
         for start in range(0, self.block, size):
             if self.rows is None:
-                yield jax.tree_util.tree_map(lambda leaf: leaf[start : start + size], data)
+                yield jax.tree_util.tree_map(lambda leaf: leaf[start : start + size], data)  # noqa: B023 (used within this iteration)
             else:
                 yield start, min(size, self.block - start)
 

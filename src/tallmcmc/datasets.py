@@ -274,7 +274,9 @@ def _write_cache(path: Path, key: str, description: str, images: np.ndarray, sou
     handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False)
     try:
         with handle:
-            np.savez_compressed(handle, key=np.asarray(key), description=np.asarray(description), images=images, sources=sources)
+            np.savez_compressed(
+                handle, key=np.asarray(key), description=np.asarray(description), images=images, sources=sources
+            )
         os.chmod(handle.name, 0o644)  # a temporary file starts private
         os.replace(handle.name, path)
     except BaseException:

@@ -249,9 +249,7 @@ def generate_deformations(
             stop = min(start + BLOCK_SIZE, num_deformed)
             fields, affine = _block(seed, start // BLOCK_SIZE, shape, params)
             count = stop - start
-            out[start:stop] = _to_bytes(
-                _deform(originals[sources[start:stop]], fields[:count], affine[:count], params)
-            )
+            out[start:stop] = _to_bytes(_deform(originals[sources[start:stop]], fields[:count], affine[:count], params))
             if bar is not None:
                 bar.update(count)
     finally:

@@ -380,7 +380,9 @@ def _describe(data: Any) -> tuple[int, str]:
         raise ValueError("local_data: every leaf needs a leading axis of rows (a scalar leaf has none)")
     lengths = {shape[0] for shape in shapes}
     if len(lengths) != 1:
-        raise ValueError(f"local_data: every leaf must have the same number of rows, got leading axes {sorted(lengths)}")
+        raise ValueError(
+            f"local_data: every leaf must have the same number of rows, got leading axes {sorted(lengths)}"
+        )
     layout = f"{treedef}|" + ";".join(f"{shape[1:]}:{np.result_type(leaf)}" for shape, leaf in zip(shapes, leaves))
     return lengths.pop(), layout
 
@@ -430,7 +432,9 @@ def shard_rows(local_data: Any, mesh: Mesh) -> Any:
         )
     local_blocks = {
         index
-        for device, index in zip(mesh.devices.flat, np.indices(mesh.devices.shape)[mesh.axis_names.index(DATA_AXIS)].flat)
+        for device, index in zip(
+            mesh.devices.flat, np.indices(mesh.devices.shape)[mesh.axis_names.index(DATA_AXIS)].flat
+        )
         if device.process_index == jax.process_index()
     }
     if rows % len(local_blocks):
@@ -439,7 +443,9 @@ def shard_rows(local_data: Any, mesh: Mesh) -> Any:
             f"devices along {DATA_AXIS!r}: use a multiple of {len(local_blocks)} rows per process"
         )
     sharding = NamedSharding(mesh, PartitionSpec(DATA_AXIS))
-    return jax.tree_util.tree_map(lambda leaf: jax.make_array_from_process_local_data(sharding, np.asarray(leaf)), local_data)
+    return jax.tree_util.tree_map(
+        lambda leaf: jax.make_array_from_process_local_data(sharding, np.asarray(leaf)), local_data
+    )
 
 
 def gather(tree: Any) -> Any:

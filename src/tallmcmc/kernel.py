@@ -64,7 +64,9 @@ class ProposedStep(NamedTuple):
     rejected_state: Any = ()  # ... and if it is rejected
 
 
-def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MHState) -> tuple[jax.Array, ProposedStep]:
+def propose_step(
+    model: Model, proposal: Proposal, rng_key: jax.Array, state: MHState
+) -> tuple[jax.Array, ProposedStep]:
     """The part of a step before the acceptance test: ``(test_key, ProposedStep)``.
 
     Shared by :func:`build_kernel`'s ``step`` and the chain-asynchronous
@@ -90,8 +92,14 @@ def propose_step(model: Model, proposal: Proposal, rng_key: jax.Array, state: MH
         proxy_ratio = jnp.asarray(proposed.proxy_log_ratio, dtype)
         proxy_acceptance = jnp.where(jnp.isnan(proxy_ratio), 0.0, jnp.exp(jnp.minimum(proxy_ratio, 0.0)))
     return test_key, ProposedStep(
-        proposed.position, log_prior, offset, nan_offset, jnp.asarray(proposed.data_used), proxy_acceptance,
-        accepted_state, rejected_state,
+        proposed.position,
+        log_prior,
+        offset,
+        nan_offset,
+        jnp.asarray(proposed.data_used),
+        proxy_acceptance,
+        accepted_state,
+        rejected_state,
     )
 
 

@@ -280,15 +280,15 @@ def find_mode(
     (``docs/sharding.md``).
     """
     if method != "auto" and method not in METHODS:
-        raise ValueError(
-            f"method must be one of 'auto', {', '.join(repr(m) for m in METHODS)}; got {method!r}"
-        )
+        raise ValueError(f"method must be one of 'auto', {', '.join(repr(m) for m in METHODS)}; got {method!r}")
     batch_size = optional_integer_at_least(batch_size, "batch_size")
     max_iterations = integer_at_least(max_iterations, "max_iterations")
     tolerance = positive_finite(tolerance, "tolerance", "the SciPy optimiser's gradient tolerance")
     decrement_tolerance = positive_finite(
-        decrement_tolerance, "decrement_tolerance", "the largest Newton decrement, in posterior standard "
-        "deviations, at which the result counts as the mode; e.g. 1e-2"
+        decrement_tolerance,
+        "decrement_tolerance",
+        "the largest Newton decrement, in posterior standard "
+        "deviations, at which the result counts as the mode; e.g. 1e-2",
     )
     adam_steps = integer_at_least(adam_steps, "adam_steps", 0)
     adam_batch_size = optional_integer_at_least(adam_batch_size, "adam_batch_size")
@@ -520,8 +520,7 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=Non
             return jnp.sum(terms), (value, error, jnp.sum(jnp.abs(fixed)))
 
         def first(theta, part, fresh):
-            (_, (value, error, size)), gradient = jax.value_and_grad(value_and_size, has_aux=True)(
-                theta, part, fresh)
+            (_, (value, error, size)), gradient = jax.value_and_grad(value_and_size, has_aux=True)(theta, part, fresh)
             return value, error, size, gradient
 
         if not with_hessian:
@@ -599,8 +598,10 @@ def _accurate_sum(terms: jax.Array) -> tuple[jax.Array, jax.Array]:
     high = (sigma + terms) - sigma
     low = terms - high
     finite = jnp.isfinite(largest)
-    return (jnp.where(finite, jnp.sum(high), jnp.sum(terms)),
-            jnp.where(finite, jnp.sum(low), jnp.zeros((), terms.dtype)))
+    return (
+        jnp.where(finite, jnp.sum(high), jnp.sum(terms)),
+        jnp.where(finite, jnp.sum(low), jnp.zeros((), terms.dtype)),
+    )
 
 
 def _neumaier(total, compensation, term):
@@ -664,7 +665,7 @@ def _trust_region_newton(evaluate: _FullData, theta: np.ndarray, point: _Point, 
             metric = np.maximum(metric, 1e-12 * max(float(np.max(np.abs(metric))), 1e-300))
 
             def size(g):
-                return float(np.sum((eigenvectors.T @ (g / scale)) ** 2 / metric))
+                return float(np.sum((eigenvectors.T @ (g / scale)) ** 2 / metric))  # noqa: B023 (used within this iteration)
 
             accept = decrease > -rounding and size(trial.gradient) < size(gradient)
             ratio = 1.0 if accept else 0.0
@@ -748,8 +749,7 @@ def _newton_decrement(gradient: np.ndarray, hessian: np.ndarray) -> float:
 # ------------------------------------------------------------------------------------------ Adam
 
 
-def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, batch: int, rng_key: jax.Array,
-          rows=None):
+def _adam(model: Model, unravel, optimizer, flat: jax.Array, num_steps: int, batch: int, rng_key: jax.Array, rows=None):
     """``num_steps`` Adam steps on −log π/(N/K) estimated from ``batch`` points drawn without replacement.
 
     With ``rows`` (data split over a mesh) every device runs the same steps and

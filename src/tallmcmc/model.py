@@ -43,8 +43,9 @@ class AllRows:
         """``N``, the length of ``model.data``'s leading axis."""
         return num_data_of(model.data)
 
-    def log_likelihood_ratios_at(self, model: Model, position: Position, proposed: Position,
-                                 indices: jax.Array) -> jax.Array:
+    def log_likelihood_ratios_at(
+        self, model: Model, position: Position, proposed: Position, indices: jax.Array
+    ) -> jax.Array:
         """``model.log_likelihood_ratios`` of the rows at ``indices``."""
         batch = jax.tree_util.tree_map(lambda leaf: leaf[indices], model.data)
         return model.log_likelihood_ratios(position, proposed, batch)
@@ -149,7 +150,9 @@ class Model:
             raise TypeError("constrain must be a function constrain(position) -> the draws to report, or None")
         temperature = float(self.temperature)
         if not np.isfinite(temperature) or temperature <= 0:
-            raise ValueError(f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}")
+            raise ValueError(
+                f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}"
+            )
         object.__setattr__(self, "data", as_data(self.data))
         num_data_of(self.data)  # validates the data's shape
         object.__setattr__(self, "data", jax.tree_util.tree_map(jnp.asarray, self.data))
@@ -331,9 +334,7 @@ def num_data_of(data: Data) -> int:
 
 def is_shape(value: Any) -> bool:
     """Whether ``value`` is a shape: a tuple of ints (``()`` included)."""
-    return isinstance(value, tuple) and all(
-        isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in value
-    )
+    return isinstance(value, tuple) and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in value)
 
 
 def expected_position_shapes(position_shape: Any) -> Any:
@@ -475,8 +476,7 @@ def check_model(
         raise ValueError(f"log_prior must return a scalar; it returned shape {log_prior.shape}")
     if not np.isfinite(log_prior):
         raise ValueError(
-            f"log_prior({name}) = {float(log_prior)}: start inside the prior's support "
-            "where the log-prior is finite"
+            f"log_prior({name}) = {float(log_prior)}: start inside the prior's support where the log-prior is finite"
         )
     if evaluate_data is not None:
         one = evaluate(jax.eval_shape, model.log_likelihood, position, datum_shape)

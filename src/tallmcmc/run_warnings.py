@@ -33,6 +33,7 @@ import numpy as np
 class InexactProposalWarning(UserWarning):
     """A proposal without its true log ratio (SGHMC) runs under a real test: the chain's target is not the posterior."""
 
+
 #: A per-step bound on |P(accept) − Barker| at or above this guarantees next to nothing (``sample``
 #: warns when most subsampled steps report one; the medians measured on our targets: docs/minibatch_error.md).
 VACUOUS_ERROR_BOUND = 0.25
@@ -126,7 +127,11 @@ def warn_if_error_bounds_vacuous(info: dict[str, np.ndarray], stacklevel: int = 
 
 
 def warn_if_subsampling_does_not_pay(
-    test_name: str, info: dict[str, np.ndarray], num_data: int, cache: Any, uses_control_variate: bool,
+    test_name: str,
+    info: dict[str, np.ndarray],
+    num_data: int,
+    cache: Any,
+    uses_control_variate: bool,
     stacklevel: int = 3,
 ) -> DataUse:
     """Warn when a subsampling test used more than :data:`MOST_OF_THE_DATA` of N per step, naming the cause."""

@@ -284,8 +284,9 @@ def fast_setup(
     )
     if decrement_limit is not None:
         decrement_limit = positive_finite(
-            decrement_limit, "decrement_limit", "the largest Newton decrement, in posterior sd, accepted at the "
-            "control variate's expansion point"
+            decrement_limit,
+            "decrement_limit",
+            "the largest Newton decrement, in posterior sd, accepted at the control variate's expansion point",
         )
     first_subsample = optional_integer_at_least(first_subsample, "first_subsample", 2)
     seed = integer_at_least(seed, "seed", 0)
@@ -321,22 +322,28 @@ def fast_setup(
         spent = attempt.spent
         passes = dict(mode.passes_by_kind or {})
         passes["fast_setup attempt"] = spent / num_data
-        mode = mode._replace(data_used=mode.data_used + spent, data_passes=(mode.data_used + spent) / num_data,
-                             passes_by_kind=passes)
+        mode = mode._replace(
+            data_used=mode.data_used + spent, data_passes=(mode.data_used + spent) / num_data, passes_by_kind=passes
+        )
         try:
             covariance = laplace_covariance(mode)
         except ValueError:
             covariance = control_variate = None
         else:
-            control_variate = taylor_control_variate(model, mode.position,
-                                                     batch_size=batch_size or DEFAULT_CHUNK_ROWS)
+            control_variate = taylor_control_variate(model, mode.position, batch_size=batch_size or DEFAULT_CHUNK_ROWS)
         used = mode.data_used + (0 if control_variate is None else control_variate.data_used)
         return FastSetup(
-            mode=mode, covariance=covariance, control_variate=control_variate, data_used=used,
-            data_passes=used / num_data, subsample_passes=attempt.subsample_used / num_data,
-            full_passes=attempt.full_passes, levels=tuple(attempt.levels),
+            mode=mode,
+            covariance=covariance,
+            control_variate=control_variate,
+            data_used=used,
+            data_passes=used / num_data,
+            subsample_passes=attempt.subsample_used / num_data,
+            full_passes=attempt.full_passes,
+            levels=tuple(attempt.levels),
             subsample_point=None if attempt.subsample_point is None else unravel(attempt.subsample_point),
-            decrement_limit=decrement_limit, fallback=why,
+            decrement_limit=decrement_limit,
+            fallback=why,
         )
 
 
@@ -386,8 +393,9 @@ class _Attempt:
         budget_points = self.budget * num_data
         sizes = _level_sizes(self.first, self.chunk, num_data)
         order = np.random.default_rng(self.seed).permutation(num_data)[: sizes[-1]].astype(np.int32)
-        first_rows = jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, jnp.asarray(order[: self.first]), axis=0),
-                                            model.data)
+        first_rows = jax.tree_util.tree_map(
+            lambda leaf: jnp.take(leaf, jnp.asarray(order[: self.first]), axis=0), model.data
+        )
         check_model(model.with_data(first_rows), self.unravel(jnp.asarray(self.flat)), "initial_position")
         self._count(self.first, subsample=True)  # the start check, on the first subsample
         evaluate = self.passes = _Passes(model, self.unravel, self.dtype, order, self.chunk, self)
@@ -399,7 +407,8 @@ class _Attempt:
                 raise _Fallback(
                     f"the subsample phase did not settle within subsample_budget = {self.budget:g} passes (it had "
                     f"spent {self.spent / num_data:.3g} and a level of {rows:,} rows needs two evaluations more); "
-                    + self._last_prediction(), start=theta,
+                    + self._last_prediction(),
+                    start=theta,
                 )
             evaluate.level(rows)
             sampling_error = math.sqrt(dimension * (num_data / rows - 1.0))
@@ -436,7 +445,8 @@ class _Attempt:
             previous = rows
         raise _Fallback(
             f"the subsample phase did not settle on subsamples of up to N/2 = {sizes[-1]:,} rows; "
-            + self._last_prediction(), start=theta,
+            + self._last_prediction(),
+            start=theta,
         )
 
     def _last_prediction(self) -> str:
@@ -455,7 +465,8 @@ class _Attempt:
         if not (np.all(np.isfinite(first.gradient)) and _positive_definite(first.hessian)):
             raise _Fallback(
                 "the full-data curvature at the subsample iterate is not positive definite (or not finite): no "
-                "Newton step to take", start=theta,
+                "Newton step to take",
+                start=theta,
             )
         newton = passes.cast(theta - scipy.linalg.solve(first.hessian, first.gradient, assume_a="pos"))
         second = self._full(passes, newton)
@@ -466,7 +477,8 @@ class _Attempt:
             raise _Fallback(
                 f"pass 2's point is {decrement:.3g} posterior sd from the mode (Newton decrement), above "
                 f"decrement_limit = {self.limit:.3g}: the control variate expanded there would have residuals "
-                "too large", start=best,
+                "too large",
+                start=best,
             )
         step = scipy.linalg.solve(second.hessian, second.gradient, assume_a="pos")
         position = passes.cast(newton - step)
@@ -499,9 +511,15 @@ class _Attempt:
             log_likelihood=model.log_likelihood,
         )
         return FastSetup(
-            mode=mode, covariance=laplace_covariance(mode), control_variate=control_variate, data_used=int(self.spent),
-            data_passes=self.spent / num_data, subsample_passes=self.subsample_used / num_data,
-            full_passes=self.full_passes, levels=tuple(self.levels), subsample_point=self.unravel(jnp.asarray(theta)),
+            mode=mode,
+            covariance=laplace_covariance(mode),
+            control_variate=control_variate,
+            data_used=int(self.spent),
+            data_passes=self.spent / num_data,
+            subsample_passes=self.subsample_used / num_data,
+            full_passes=self.full_passes,
+            levels=tuple(self.levels),
+            subsample_point=self.unravel(jnp.asarray(theta)),
             decrement_limit=self.limit,
         )
 
@@ -622,8 +640,9 @@ class _Passes:
 
         self._add = jax.jit(add_chunks)
         self._prior = jax.jit(prior_terms)
-        self._shapes = jax.eval_shape(chunk_sums, jnp.zeros(self.attempt.flat.shape, dtype), model.data, self.order,
-                                      0, 0, True)
+        self._shapes = jax.eval_shape(
+            chunk_sums, jnp.zeros(self.attempt.flat.shape, dtype), model.data, self.order, 0, 0, True
+        )
 
     def level(self, rows: int | None) -> None:
         self.rows = rows
@@ -647,8 +666,16 @@ class _Passes:
         zeros = tuple(jnp.zeros(shape.shape, shape.dtype) for shape in self._shapes)
         carry = (zeros, zeros)
         for begin, count, last, contiguous in self._calls():
-            carry = self._add(carry, device_theta, self.model.data, self.order, np.int32(begin), np.int32(count),
-                              np.int32(last), contiguous)
+            carry = self._add(
+                carry,
+                device_theta,
+                self.model.data,
+                self.order,
+                np.int32(begin),
+                np.int32(count),
+                np.int32(last),
+                contiguous,
+            )
         totals = [np.asarray(t, np.float64) + np.asarray(c, np.float64) for t, c in zip(*carry)]
         rows = self.model.num_data if self.rows is None else self.rows
         self.attempt._count(rows, subsample=self.rows is not None)

@@ -25,16 +25,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.acceptance.base import AcceptanceTest
-from tallmcmc.interop.arviz import ess as arviz_ess
-from tallmcmc.model import Model
-from tallmcmc.proposals.base import Proposal
 from tallmcmc._sbc import (
     CalibrationProblem,
     CalibrationResult,
     calibration_power,
     simulation_based_calibration,
 )
+from tallmcmc.acceptance.base import AcceptanceTest
+from tallmcmc.interop.arviz import ess as arviz_ess
+from tallmcmc.model import Model
+from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling import SamplingResult, sample
 
 __all__ = [

@@ -104,7 +104,9 @@ def test_austere_agrees_as_often_as_predicted(case, standardized_gap):
 
 def test_austere_conservative_holds_its_worst_case_bound(case):
     gaps = np.concatenate([[0.0], np.geomspace(1e-2, 5.0, 20)])
-    design = tallmcmc.choose_austere_parameters(0.1, NUM_DATA, (100, 200, 400), (0.005, 0.01, 0.05), standardized_gaps=gaps)
+    design = tallmcmc.choose_austere_parameters(
+        0.1, NUM_DATA, (100, 200, 400), (0.005, 0.01, 0.05), standardized_gaps=gaps
+    )
     test = tallmcmc.austere_conservative(
         0.1, (100, 200, 400), (0.005, 0.01, 0.05), num_data=NUM_DATA, standardized_gaps=gaps
     )

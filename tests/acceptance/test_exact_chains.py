@@ -26,7 +26,9 @@ def test_vmapped_evaluation_matches_the_model(model, chains):
 
 def test_unbatched_evaluation_is_the_model(model):
     position = jnp.asarray([0.1, -0.2, 0.3])
-    np.testing.assert_array_equal(exact.per_datum_log_likelihood(model, position), model.per_datum_log_likelihood(position))
+    np.testing.assert_array_equal(
+        exact.per_datum_log_likelihood(model, position), model.per_datum_log_likelihood(position)
+    )
 
 
 def test_batched_data_falls_back_to_vmap(model):
@@ -41,8 +43,16 @@ def test_batched_data_falls_back_to_vmap(model):
 @pytest.mark.parametrize("chains", [4, exact.CHAIN_BY_CHAIN_MAX + 1])
 def test_chains_draw_as_alone(model, chains):
     # every chain of a vmapped exact-Barker run makes the draws it makes alone (same per-chain keys)
-    run = tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.exact_barker(), initial_position=jnp.zeros(3),
-                          num_samples=30, num_chains=chains, seed=2, progress=False)
+    run = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.05),
+        tallmcmc.exact_barker(),
+        initial_position=jnp.zeros(3),
+        num_samples=30,
+        num_chains=chains,
+        seed=2,
+        progress=False,
+    )
     kernel = tallmcmc.build_kernel(model, tallmcmc.random_walk(0.05), tallmcmc.exact_barker())
     step = jax.jit(kernel.step)
     for chain in (0, chains - 1):

@@ -4,7 +4,6 @@ Every statistical assertion has a tolerance derived from a standard error,
 fixed seeds, and a deliberately wrong variant that must fail the same check.
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,7 +38,9 @@ def acceptance_frequencies(model, test, pairs):
     keys = jax.random.split(jax.random.key(7), REPETITIONS)
     frequencies, infos = [], []
     decide = jax.jit(
-        jax.vmap(lambda key, theta, proposed: test.decide(key, model, theta, proposed, jnp.float32(0.0), ()), (0, None, None))
+        jax.vmap(
+            lambda key, theta, proposed: test.decide(key, model, theta, proposed, jnp.float32(0.0), ()), (0, None, None)
+        )
     )
     for theta, proposed in pairs:
         decision = decide(keys, jnp.float32(theta), jnp.float32(proposed))
@@ -81,7 +82,9 @@ class _LogisticCorrection:
         return jax.random.logistic(key, shape, dtype)
 
 
-@pytest.mark.parametrize("wrong", [_ZeroCorrection(), _LogisticCorrection()], ids=["no-correction", "logistic-correction"])
+@pytest.mark.parametrize(
+    "wrong", [_ZeroCorrection(), _LogisticCorrection()], ids=["no-correction", "logistic-correction"]
+)
 def test_wrong_correction_fails_the_same_check(location_model, wrong):
     data, model = location_model
     deltas = [exact_delta(data, t, p) for t, p in PAIRS]
@@ -93,7 +96,9 @@ def test_info_fields_are_consistent(location_model):
     _, model = location_model
     test = tallmcmc.minibatch_barker(50)
     keys = jax.random.split(jax.random.key(1), 2000)
-    decision = jax.jit(jax.vmap(lambda k: test.decide(k, model, jnp.float32(0.3), jnp.float32(0.6), jnp.float32(0.0), ())))(keys)
+    decision = jax.jit(
+        jax.vmap(lambda k: test.decide(k, model, jnp.float32(0.3), jnp.float32(0.6), jnp.float32(0.0), ()))
+    )(keys)
     info = decision.info
     used = np.asarray(info.data_used)
     assert np.all(used % 50 == 0) and np.all(used >= 50)
@@ -107,7 +112,9 @@ def test_delta_bound_makes_the_minibatch_grow(location_model):
     keys = jax.random.split(jax.random.key(2), 500)
 
     def mean_size(test):
-        decision = jax.jit(jax.vmap(lambda k: test.decide(k, model, jnp.float32(0.3), jnp.float32(0.6), jnp.float32(0.0), ())))(keys)
+        decision = jax.jit(
+            jax.vmap(lambda k: test.decide(k, model, jnp.float32(0.3), jnp.float32(0.6), jnp.float32(0.0), ()))
+        )(keys)
         return float(jnp.mean(decision.info.data_used)), np.asarray(decision.info.error_bound)
 
     plain, plain_errors = mean_size(tallmcmc.minibatch_barker(50))
@@ -128,7 +135,9 @@ def test_falls_back_to_exact_barker_when_variance_never_drops():
     x = data.astype(np.float64)
     delta = float(np.sum(-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2) / 0.01)
     keys = jax.random.split(jax.random.key(4), REPETITIONS)
-    decision = jax.jit(jax.vmap(lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ())))(keys)
+    decision = jax.jit(
+        jax.vmap(lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ()))
+    )(keys)
     assert bool(jnp.all(decision.info.used_full_data))
     assert bool(jnp.all(decision.info.data_used == 200))
     np.testing.assert_allclose(np.asarray(decision.info.statistic), delta, rtol=1e-3, atol=1e-3)
@@ -145,8 +154,12 @@ def test_non_finite_delta_rejects_and_is_counted():
     model = tallmcmc.Model(log_likelihood, lambda t: -0.5 * t**2, jnp.asarray(data), 100.0)
     with pytest.warns(RuntimeWarning, match="non-finite"):
         result = tallmcmc.sample(
-            model, tallmcmc.random_walk(0.3), tallmcmc.minibatch_barker(10), initial_position=jnp.float32(0.4),
-            num_samples=300, progress=False,
+            model,
+            tallmcmc.random_walk(0.3),
+            tallmcmc.minibatch_barker(10),
+            initial_position=jnp.float32(0.4),
+            num_samples=300,
+            progress=False,
         )
     assert result.info["non_finite"].sum() > 0
     assert np.all(result.positions <= 0.5)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import tallmcmc
-from tallmcmc.testing import repeated_decisions
 from tallmcmc.examples import gaussian_mean, weighted_mean
+from tallmcmc.testing import repeated_decisions
 
 REPETITIONS = 20_000
 TEMPERATURE = 20.0
@@ -40,8 +40,9 @@ def heavy():
 
 def decisions(model, test, theta, proposed):
     """20,000 decisions at (θ, θ′), from the cache a chain would have after 300 steps there."""
-    return repeated_decisions(model, test, jnp.float32(theta), jnp.float32(proposed), REPETITIONS,
-                              warmup_decisions=WARMUP_DECISIONS)
+    return repeated_decisions(
+        model, test, jnp.float32(theta), jnp.float32(proposed), REPETITIONS, warmup_decisions=WARMUP_DECISIONS
+    )
 
 
 def mismatch(model, test, pairs):
@@ -61,9 +62,9 @@ def test_the_heavy_model_is_heavy(heavy):
     data = np.asarray(model.data, np.float64)
     theta, proposed, _ = pairs[-1]
     x, w = data.T
-    l = w * (-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2)
-    centred = l - l.mean()
-    assert np.mean(centred**4) / np.var(l) ** 2 > 50  # kurtosis
+    terms = w * (-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2)
+    centred = terms - terms.mean()
+    assert np.mean(centred**4) / np.var(terms) ** 2 > 50  # kurtosis
     assert (w > 1).mean() < 0.012
 
 
@@ -86,8 +87,15 @@ def test_tail_guard_changes_nothing_on_light_tails():
     data = np.random.default_rng(5).normal(0.0, 1.0, 50_000).astype(np.float32)
     model = gaussian_mean.model(data, prior_variance=None, temperature=1000.0)
     runs = [
-        tallmcmc.sample(model, tallmcmc.random_walk(0.05), tallmcmc.minibatch_barker(50, variance_rse=rse),
-                        initial_position=jnp.float32(0.0), num_samples=300, progress=False, seed=2)
+        tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(0.05),
+            tallmcmc.minibatch_barker(50, variance_rse=rse),
+            initial_position=jnp.float32(0.0),
+            num_samples=300,
+            progress=False,
+            seed=2,
+        )
         for rse in (None, 0.35)
     ]
     np.testing.assert_array_equal(runs[0].positions, runs[1].positions)
@@ -107,13 +115,18 @@ def test_smoothing_error_bound_holds_and_shrinks_with_s_over_sigma():
         proposed = theta + 0.5
         delta = float(np.sum(-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2) / temperature)
         keys = jax.random.split(jax.random.key(9), REPETITIONS)
-        decision = jax.jit(jax.vmap(
-            lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ())
-        ))(keys)
+        decision = jax.jit(
+            jax.vmap(lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ()))
+        )(keys)
         probability = 1.0 / (1.0 + np.exp(-delta))
         error = abs(float(jnp.mean(decision.accepted)) - probability)
         bound = float(jnp.mean(decision.info.error_bound))
-        assert error <= bound + 4 * np.sqrt(probability * (1 - probability) / REPETITIONS), (temperature, batch, error, bound)
+        assert error <= bound + 4 * np.sqrt(probability * (1 - probability) / REPETITIONS), (
+            temperature,
+            batch,
+            error,
+            bound,
+        )
         if batch == 200:  # s² ≪ σ²: the bound is informative where Novak's is not
             variance = float(jnp.mean(decision.info.variance))
             assert variance < 0.05 and bound < 0.02, (variance, bound)

@@ -19,7 +19,9 @@ def test_is_a_permutation(num_data):
 @pytest.mark.parametrize("num_data", [10, 1000])
 def test_first_draws_are_uniform(num_data):
     keys = jax.random.split(jax.random.key(1), 40_000)
-    draws = np.asarray(jax.jit(jax.vmap(lambda k: permuted_indices(permutation_keys(k), jnp.arange(2), num_data)))(keys))
+    draws = np.asarray(
+        jax.jit(jax.vmap(lambda k: permuted_indices(permutation_keys(k), jnp.arange(2), num_data)))(keys)
+    )
     for column in range(2):
         assert stats.chisquare(np.bincount(draws[:, column], minlength=num_data)).pvalue > 1e-4
     assert np.all(draws[:, 0] != draws[:, 1])

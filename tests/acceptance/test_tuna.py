@@ -56,16 +56,25 @@ def keep_everything(log_ratios, c, cm, lam, total):
 
 
 def built(bound, terms=tuna_module.step_terms, chi=CHI, max_expected_batch=None, control_variate=None):
-    return tuna_module._build(chi, bound, chunk_size=128, max_expected_batch=max_expected_batch,
-                              control_variate=control_variate, terms=terms)
+    return tuna_module._build(
+        chi, bound, chunk_size=128, max_expected_batch=max_expected_batch, control_variate=control_variate, terms=terms
+    )
 
 
 def run_gaussian(gaussian, test, num_samples=2000):
     data, model, mean, variance, _ = gaussian
     sd = math.sqrt(variance[0])
     starts = mean + sd * np.random.default_rng(1).standard_normal((4, 1))
-    result = tallmcmc.sample(model, tallmcmc.random_walk(2.4 * sd), test, initial_positions=jnp.asarray(starts, jnp.float32),
-                             num_samples=num_samples, num_chains=4, seed=1, progress=False)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(2.4 * sd),
+        test,
+        initial_positions=jnp.asarray(starts, jnp.float32),
+        num_samples=num_samples,
+        num_chains=4,
+        seed=1,
+        progress=False,
+    )
     return result, check_posterior_moments(result.positions, mean, variance)
 
 
@@ -107,7 +116,8 @@ def both_ways(model, test, theta, proposed, repetitions):
 
     decisions = run(jnp.stack([theta, proposed]), jnp.stack([proposed, theta]))
     return jax.tree_util.tree_map(lambda leaf: np.asarray(leaf[0]), decisions), jax.tree_util.tree_map(
-        lambda leaf: np.asarray(leaf[1]), decisions)
+        lambda leaf: np.asarray(leaf[1]), decisions
+    )
 
 
 def balance(model, test, theta, proposed, delta, repetitions=8000):
@@ -138,8 +148,9 @@ def test_detailed_balance_at_a_pair(gaussian):
 
 def test_keeping_every_draw_breaks_detailed_balance(gaussian):
     theta, proposed, delta = gaussian_pair(gaussian)
-    z, _ = balance(gaussian[1], built(gaussian[4], keep_everything, max_expected_batch=10 * NUM_DATA), theta, proposed,
-                   delta)
+    z, _ = balance(
+        gaussian[1], built(gaussian[4], keep_everything, max_expected_batch=10 * NUM_DATA), theta, proposed, delta
+    )
     assert abs(z) > 4, z
 
 
@@ -222,8 +233,13 @@ def test_zero_constants_are_never_drawn(gaussian):
 
 def pairs(rng, center, scale, count=20):
     center = np.asarray(center, np.float64)
-    return [(center + scale * rng.standard_normal(center.shape) * rng.choice([0.1, 1, 10]),
-             center + scale * rng.standard_normal(center.shape) * rng.choice([0.1, 1, 10])) for _ in range(count)]
+    return [
+        (
+            center + scale * rng.standard_normal(center.shape) * rng.choice([0.1, 1, 10]),
+            center + scale * rng.standard_normal(center.shape) * rng.choice([0.1, 1, 10]),
+        )
+        for _ in range(count)
+    ]
 
 
 def assert_bound_holds(model, bound, rng, center, scale, residuals=None):
@@ -295,16 +311,20 @@ def test_bad_input_names_the_argument(gaussian):
         tallmcmc.tuna(0.1, logistic_regression.tuna_bound(logistic), control_variate=cv)
     with pytest.raises(ValueError, match="curvature"):
         logistic_regression.tuna_bound(
-            logistic, control_variate=tallmcmc.taylor_control_variate(logistic, jnp.zeros(2, jnp.float32),
-                                                                      curvature="shared"))
+            logistic,
+            control_variate=tallmcmc.taylor_control_variate(logistic, jnp.zeros(2, jnp.float32), curvature="shared"),
+        )
 
 
-@pytest.mark.parametrize("old, example", [
-    ("logistic_regression_bound", logistic_regression),
-    ("gaussian_mixture_bound", gaussian_mixture),
-    ("gaussian_mean_bound", gaussian_mean),
-    ("weighted_mean_bound", weighted_mean),
-])
+@pytest.mark.parametrize(
+    "old, example",
+    [
+        ("logistic_regression_bound", logistic_regression),
+        ("gaussian_mixture_bound", gaussian_mixture),
+        ("gaussian_mean_bound", gaussian_mean),
+        ("weighted_mean_bound", weighted_mean),
+    ],
+)
 def test_the_old_names_of_the_example_bounds_still_work_and_warn(old, example):
     """``tallmcmc.acceptance.tuna.<example>_bound`` is the example's ``tuna_bound``, with a DeprecationWarning."""
     with pytest.warns(DeprecationWarning, match=f"tallmcmc.examples.{example.__name__.rsplit('.', 1)[-1]}.tuna_bound"):

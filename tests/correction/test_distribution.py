@@ -24,7 +24,7 @@ from tallmcmc.correction.solve import solve_correction
 REQUIRED = {1.0: 1e-6, 1.2: 5e-5, 1.4: 1e-3}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shipped_error(sigma: float) -> float:
     """:func:`independent_max_error` of the shipped table at ``sigma`` (computed once)."""
     return independent_max_error(correction_distribution(sigma))
@@ -213,13 +213,17 @@ def test_the_correction_modules_import_one_another_without_a_cycle():
             elif isinstance(node, ast.ImportFrom) and node.module == "tallmcmc.correction":
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.Import):
-                found.update(alias.name.rsplit(".", 1)[-1] for alias in node.names
-                             if alias.name.startswith("tallmcmc.correction."))
+                found.update(
+                    alias.name.rsplit(".", 1)[-1]
+                    for alias in node.names
+                    if alias.name.startswith("tallmcmc.correction.")
+                )
         imports[name] = found & modules
 
     def reaches(start, target, seen=()):
-        return any(step == target or (step not in seen and reaches(step, target, (*seen, step)))
-                   for step in imports[start])
+        return any(
+            step == target or (step not in seen and reaches(step, target, (*seen, step))) for step in imports[start]
+        )
 
     assert {"distribution", "solve", "base"} <= modules
     assert not [name for name in modules if reaches(name, name)], imports

@@ -110,8 +110,12 @@ def test_both_lines_agree_where_they_compute_the_same_thing(monkeypatch, normal_
     values = {}
     for line in (0, 1):
         monkeypatch.setenv(bridge.BACKEND_VARIABLE, str(line))
-        values[line] = [bridge.ess(normal_draws), bridge.ess(normal_draws, "mean"), bridge.rhat(normal_draws),
-                        bridge.mcse(normal_draws)]
+        values[line] = [
+            bridge.ess(normal_draws),
+            bridge.ess(normal_draws, "mean"),
+            bridge.rhat(normal_draws),
+            bridge.mcse(normal_draws),
+        ]
     for old, new in zip(values[0], values[1]):
         np.testing.assert_allclose(old, new, rtol=1e-10)
 
@@ -187,17 +191,29 @@ def _result(warmup: bool, positions=None) -> SamplingResult:
     if positions is None:
         positions = {"mu": rng.standard_normal((2, 6)), "beta": rng.standard_normal((2, 6, 3)).astype(np.float32)}
     return SamplingResult(
-        positions=positions, info=info(6), num_data=100, compile_seconds=0.5, sampling_seconds=1.25,
-        final_state=None, test_name="minibatch_barker", proposal_name="random_walk",
+        positions=positions,
+        info=info(6),
+        num_data=100,
+        compile_seconds=0.5,
+        sampling_seconds=1.25,
+        final_state=None,
+        test_name="minibatch_barker",
+        proposal_name="random_walk",
         setup_data_used={"start check": 100},
-        warmup_positions=({"mu": rng.standard_normal((2, 4)), "beta": rng.standard_normal((2, 4, 3))}
-                          if warmup else None),
+        warmup_positions=(
+            {"mu": rng.standard_normal((2, 4)), "beta": rng.standard_normal((2, 4, 3))} if warmup else None
+        ),
         warmup_info=info(4) if warmup else None,
     )
 
 
-RUN_ATTRS = {"test": "minibatch_barker", "proposal": "random_walk", "num_data": 100, "sampling_seconds": 1.25,
-             "setup_data_passes": 1.0}
+RUN_ATTRS = {
+    "test": "minibatch_barker",
+    "proposal": "random_walk",
+    "num_data": 100,
+    "sampling_seconds": 1.25,
+    "setup_data_passes": 1.0,
+}
 
 
 @pytest.mark.parametrize("warmup", [False, True], ids=["no_warmup", "warmup"])
@@ -214,8 +230,15 @@ def test_to_datatree_round_trips_through_netcdf(tmp_path, warmup):
     with xr.open_datatree(path, engine="h5netcdf") as back:
         assert sorted(back.children) == sorted(groups)
         for group in groups:
-            source = (result.positions if group == "posterior" else result.info if group == "sample_stats"
-                      else result.warmup_positions if group == "warmup_posterior" else result.warmup_info)
+            source = (
+                result.positions
+                if group == "posterior"
+                else result.info
+                if group == "sample_stats"
+                else result.warmup_positions
+                if group == "warmup_posterior"
+                else result.warmup_info
+            )
             assert set(back[group].data_vars) == set(source)
             for name, value in source.items():
                 read = back[group][name]

@@ -49,6 +49,7 @@ def float64_stays_off_outside_the_tests_blocks():
     yield
     assert jnp.zeros(()).dtype == jnp.float32
 
+
 # --- the models ----------------------------------------------------------------------
 
 
@@ -229,9 +230,7 @@ def test_per_datum_values_equal_numpyro_log_likelihood(name):
         model = tallmcmc.from_numpyro(model_fn, *args, **kwargs)
         (position,) = random_positions(model, 1, seed=2)
         constrained = model.constrain(position)
-        per_site = numpyro_log_likelihood(
-            whole_data(model_fn, NUM_DATA), constrained, *args, batch_ndims=0, **kwargs
-        )
+        per_site = numpyro_log_likelihood(whole_data(model_fn, NUM_DATA), constrained, *args, batch_ndims=0, **kwargs)
         expected = sum(np.asarray(values) for values in per_site.values())
         np.testing.assert_allclose(np.asarray(model.per_datum_log_likelihood(position)), expected, rtol=1e-9)
         assert expected.shape == (NUM_DATA,)

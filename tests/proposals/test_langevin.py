@@ -62,8 +62,14 @@ def test_sgld_small_step_matches_posterior_mean_and_its_own_stationary_variance(
     stationary_variance = (step + step**2 * gradient_noise / 4) / (1 - (1 - step * precision / 2) ** 2)
     # mean: unbiased for a Gaussian target; variance: the exact SGLD stationary value (O(ε) above the posterior's)
     result, check = run_and_check(
-        model, tallmcmc.stochastic_gradient_langevin(step, batch), tallmcmc.always_accept(), mean, stationary_variance,
-        initial_positions=SMALL_2D.starts("mean", 4), num_samples=6000, seed=3,
+        model,
+        tallmcmc.stochastic_gradient_langevin(step, batch),
+        tallmcmc.always_accept(),
+        mean,
+        stationary_variance,
+        initial_positions=SMALL_2D.starts("mean", 4),
+        num_samples=6000,
+        seed=3,
     )
     assert check.passed, str(check)
     assert result.acceptance_rate == 1.0
@@ -76,8 +82,15 @@ def test_sgld_under_a_real_test_never_moves_and_warns(data):
     model = SMALL_2D.model
     start = jnp.zeros(2, jnp.float32)
     with pytest.warns(RuntimeWarning, match="always_accept"):
-        result = tallmcmc.sample(model, tallmcmc.stochastic_gradient_langevin(1e-3, 5), tallmcmc.exact_metropolis(),
-                                 initial_position=start, num_samples=50, seed=0, progress=False)
+        result = tallmcmc.sample(
+            model,
+            tallmcmc.stochastic_gradient_langevin(1e-3, 5),
+            tallmcmc.exact_metropolis(),
+            initial_position=start,
+            num_samples=50,
+            seed=0,
+            progress=False,
+        )
     assert result.acceptance_rate == 0.0
     assert result.info["non_finite"].all()
     np.testing.assert_array_equal(result.positions, 0.0)
@@ -92,8 +105,10 @@ def test_langevin_on_pytree_positions(data):
 
     model = tallmcmc.Model(log_likelihood, log_prior, jnp.asarray(data))
     start = {"a": jnp.asarray(1.0), "b": jnp.asarray(1.0)}
-    for proposal, test in [(tallmcmc.langevin(5e-3), tallmcmc.exact_metropolis()),
-                           (tallmcmc.stochastic_gradient_langevin(1e-3, 7), tallmcmc.always_accept())]:
+    for proposal, test in [
+        (tallmcmc.langevin(5e-3), tallmcmc.exact_metropolis()),
+        (tallmcmc.stochastic_gradient_langevin(1e-3, 7), tallmcmc.always_accept()),
+    ]:
         result = tallmcmc.sample(model, proposal, test, initial_position=start, num_samples=100, seed=0, progress=False)
         assert set(result.positions) == {"a", "b"}
         assert result.positions["a"].shape == (1, 100)

@@ -76,8 +76,9 @@ def test_with_every_point_and_a_small_step_the_ratio_cancels_the_posterior_chang
             assert abs(float(change + proposed.log_proposal_ratio)) < 0.01 * abs(float(change)) + 1e-3
 
 
-@pytest.mark.parametrize("minibatch, evaluations", [("trajectory", lambda steps: steps + 1),
-                                                    ("step", lambda steps: 2 * steps)])
+@pytest.mark.parametrize(
+    "minibatch, evaluations", [("trajectory", lambda steps: steps + 1), ("step", lambda steps: 2 * steps)]
+)
 def test_data_used_is_b_per_gradient_evaluation(logistic, minibatch, evaluations):
     model, theta = logistic
     for steps in (1, 4):
@@ -110,6 +111,7 @@ def test_warm_up_scales_the_step_and_keeps_the_steps(logistic):
 
 def test_pytree_positions_and_a_sampling_run(logistic):
     model, _ = logistic
+
     def log_likelihood(position, datum):
         return model.log_likelihood(jnp.concatenate([position["a"], position["b"][None]]), datum)
 
@@ -118,8 +120,16 @@ def test_pytree_positions_and_a_sampling_run(logistic):
 
     split = tallmcmc.Model(log_likelihood, log_prior, model.data)
     start = {"a": jnp.zeros(2, jnp.float32), "b": jnp.zeros((), jnp.float32)}
-    result = tallmcmc.sample(split, tallmcmc.minibatch_hamiltonian(0.02, 3, BATCH), tallmcmc.exact_metropolis(),
-                             start, num_samples=50, num_chains=2, num_warmup=50, progress=False)
+    result = tallmcmc.sample(
+        split,
+        tallmcmc.minibatch_hamiltonian(0.02, 3, BATCH),
+        tallmcmc.exact_metropolis(),
+        start,
+        num_samples=50,
+        num_chains=2,
+        num_warmup=50,
+        progress=False,
+    )
     assert 0.0 < float(result.acceptance_rate) <= 1.0
     assert np.all(np.isfinite(np.asarray(result.positions["a"])))
 
@@ -138,24 +148,39 @@ def test_a_batch_larger_than_the_data_is_refused(logistic):
 
 def test_a_vector_per_datum_log_likelihood_is_refused(logistic):
     model, theta = logistic
-    vector = tallmcmc.Model(lambda position, datum: jnp.stack([model.log_likelihood(position, datum)] * 2),
-                            model.log_prior, model.data)
+    vector = tallmcmc.Model(
+        lambda position, datum: jnp.stack([model.log_likelihood(position, datum)] * 2), model.log_prior, model.data
+    )
     proposal = tallmcmc.minibatch_hamiltonian(0.1, 2, BATCH)
     with pytest.raises(ValueError, match=r"log_likelihood must return one scalar per datum.*\(2,\) per datum"):
         proposal.propose(jax.random.key(0), theta, vector)
 
 
-@pytest.mark.parametrize("arguments, name", [
-    ((0.0, 3, 10), "step_size"), ((float("nan"), 3, 10), "step_size"), ((0.1, 0, 10), "num_steps"),
-    ((0.1, 2.5, 10), "num_steps"), ((0.1, 3, 0), "batch_size"), ((0.1, 3, 10.0), "batch_size"),
-])
+@pytest.mark.parametrize(
+    "arguments, name",
+    [
+        ((0.0, 3, 10), "step_size"),
+        ((float("nan"), 3, 10), "step_size"),
+        ((0.1, 0, 10), "num_steps"),
+        ((0.1, 2.5, 10), "num_steps"),
+        ((0.1, 3, 0), "batch_size"),
+        ((0.1, 3, 10.0), "batch_size"),
+    ],
+)
 def test_bad_factory_arguments(arguments, name):
     with pytest.raises(ValueError, match=name):
         tallmcmc.minibatch_hamiltonian(*arguments)
 
 
-@pytest.mark.parametrize("preconditioner", [np.array([1.0, -1.0, 1.0]), np.array([[1.0, 2.0], [2.0, 1.0]]),
-                                            np.ones((2, 2, 2)), np.array([[1.0, np.nan], [np.nan, 1.0]])])
+@pytest.mark.parametrize(
+    "preconditioner",
+    [
+        np.array([1.0, -1.0, 1.0]),
+        np.array([[1.0, 2.0], [2.0, 1.0]]),
+        np.ones((2, 2, 2)),
+        np.array([[1.0, np.nan], [np.nan, 1.0]]),
+    ],
+)
 def test_bad_preconditioners(preconditioner):
     with pytest.raises(ValueError, match="preconditioner"):
         tallmcmc.minibatch_hamiltonian(0.1, 3, 10, preconditioner=preconditioner)

@@ -44,13 +44,19 @@ def test_a_tuned_step_keeps_the_integration_time(setup):
 
     # halving the step doubles the steps (ε·L = 1.5 kept): the move matches 6 untuned steps of 0.25
     halved = steps_taken(0.5)
-    reference = tallmcmc.proxy_hamiltonian(cv, 0.25, 6, preconditioner=covariance).propose(
-        jax.random.key(1), mode.position, model).position
+    reference = (
+        tallmcmc.proxy_hamiltonian(cv, 0.25, 6, preconditioner=covariance)
+        .propose(jax.random.key(1), mode.position, model)
+        .position
+    )
     np.testing.assert_allclose(halved, reference, rtol=1e-5, atol=1e-6)
     # a step factor beyond the integration time is capped at one step of ε·L
     capped = steps_taken(10.0)
-    one_step = tallmcmc.proxy_hamiltonian(cv, 1.5, 1, preconditioner=covariance).propose(
-        jax.random.key(1), mode.position, model).position
+    one_step = (
+        tallmcmc.proxy_hamiltonian(cv, 1.5, 1, preconditioner=covariance)
+        .propose(jax.random.key(1), mode.position, model)
+        .position
+    )
     np.testing.assert_allclose(capped, one_step, rtol=1e-5, atol=1e-6)
     assert MAX_TUNED_STEPS >= 100
 
@@ -77,20 +83,41 @@ def test_the_mode_is_counted_however_it_reaches_the_run(setup, route):
         proposal = tallmcmc.random_walk(covariance=covariance)
     else:
         proposal = tallmcmc.laplace_random_walk(covariance=0.5 * covariance)
-    result = tallmcmc.sample(model, proposal, tallmcmc.exact_barker(), initial_position=mode.position,
-                             num_samples=2, progress=False)
+    result = tallmcmc.sample(
+        model, proposal, tallmcmc.exact_barker(), initial_position=mode.position, num_samples=2, progress=False
+    )
     assert result.setup_data_used["find_mode"] == mode.data_used
     plain = tallmcmc.random_walk(covariance=np.asarray(covariance))  # a plain array carries no mode
-    assert "find_mode" not in tallmcmc.sample(model, plain, tallmcmc.exact_barker(), initial_position=mode.position,
-                                              num_samples=2, progress=False).setup_data_used
+    assert (
+        "find_mode"
+        not in tallmcmc.sample(
+            model, plain, tallmcmc.exact_barker(), initial_position=mode.position, num_samples=2, progress=False
+        ).setup_data_used
+    )
 
 
 def test_a_target_the_barker_test_cannot_reach_is_refused(setup):
     model, mode, _, covariance = setup
     walk = tallmcmc.laplace_random_walk(mode)
     with pytest.raises(ValueError, match="target_acceptance=0.6 cannot be reached under exact_barker"):
-        tallmcmc.sample(model, walk, tallmcmc.exact_barker(), initial_position=mode.position, num_samples=2,
-                        num_warmup=10, target_acceptance=0.6, progress=False)
+        tallmcmc.sample(
+            model,
+            walk,
+            tallmcmc.exact_barker(),
+            initial_position=mode.position,
+            num_samples=2,
+            num_warmup=10,
+            target_acceptance=0.6,
+            progress=False,
+        )
     with pytest.warns(UserWarning, match="close to the most exact_barker accepts"):
-        tallmcmc.sample(model, walk, tallmcmc.exact_barker(), initial_position=mode.position, num_samples=2,
-                        num_warmup=10, target_acceptance=0.45, progress=False)
+        tallmcmc.sample(
+            model,
+            walk,
+            tallmcmc.exact_barker(),
+            initial_position=mode.position,
+            num_samples=2,
+            num_warmup=10,
+            target_acceptance=0.45,
+            progress=False,
+        )

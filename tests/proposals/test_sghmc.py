@@ -58,21 +58,31 @@ def test_a_batch_above_n_and_a_vector_likelihood_are_refused():
         model.data,
     )
     with pytest.raises(ValueError, match="log_likelihood"):
-        tallmcmc.sample(vector, tallmcmc.sghmc(STEP), tallmcmc.always_accept(), TARGET.mean, num_samples=2,
-                        progress=False)
+        tallmcmc.sample(
+            vector, tallmcmc.sghmc(STEP), tallmcmc.always_accept(), TARGET.mean, num_samples=2, progress=False
+        )
 
 
 def test_a_real_test_needs_the_opt_in_and_the_result_records_it():
     model = TARGET.model
     with pytest.raises(ValueError, match="allow_inexact_proposal"):
-        tallmcmc.sample(model, tallmcmc.sghmc(STEP), tallmcmc.minibatch_barker(50), TARGET.mean, num_samples=2,
-                        progress=False)
+        tallmcmc.sample(
+            model, tallmcmc.sghmc(STEP), tallmcmc.minibatch_barker(50), TARGET.mean, num_samples=2, progress=False
+        )
     with pytest.warns(tallmcmc.InexactProposalWarning, match="not the posterior"):
-        result = tallmcmc.sample(model, tallmcmc.sghmc(STEP), tallmcmc.minibatch_barker(50), TARGET.mean,
-                                 num_samples=20, progress=False, allow_inexact_proposal=True)
+        result = tallmcmc.sample(
+            model,
+            tallmcmc.sghmc(STEP),
+            tallmcmc.minibatch_barker(50),
+            TARGET.mean,
+            num_samples=20,
+            progress=False,
+            allow_inexact_proposal=True,
+        )
     assert result.inexact_proposal
-    plain = tallmcmc.sample(model, tallmcmc.sghmc(STEP), tallmcmc.always_accept(), TARGET.mean, num_samples=20,
-                            progress=False)
+    plain = tallmcmc.sample(
+        model, tallmcmc.sghmc(STEP), tallmcmc.always_accept(), TARGET.mean, num_samples=20, progress=False
+    )
     assert not plain.inexact_proposal
     assert np.all(plain.info["data_used"] == 200)
     assert isinstance(plain.final_state.proposal_state, SGHMCState)
@@ -83,15 +93,20 @@ def test_a_negative_noise_variance_is_clipped_with_a_warning_naming_friction():
     # β̂ = ½ηV̂ with V̂ ≈ (N/K)²/b = 10⁴/b: at b = 2 and η = 2·10⁻³, β̂ ≈ 5 > α = 0.1
     proposal = tallmcmc.sghmc(2e-3, 0.1, 2)
     with pytest.warns(RuntimeWarning, match="friction"):
-        result = tallmcmc.sample(model, proposal, tallmcmc.always_accept(), TARGET.mean, num_samples=20,
-                                 progress=False)
+        result = tallmcmc.sample(model, proposal, tallmcmc.always_accept(), TARGET.mean, num_samples=20, progress=False)
     assert int(np.max(result.final_state.proposal_state.noise_clipped)) > 0
 
 
 def test_adagrad_rescaling_accumulates_squared_gradients():
     model = gaussian_mean.model(TARGET.data, TARGET.prior_variance, TARGET.temperature)
-    result = tallmcmc.sample(model, tallmcmc.sghmc(1e-3, rescale="adagrad", fisher=False), tallmcmc.always_accept(),
-                             TARGET.mean, num_samples=10, progress=False)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.sghmc(1e-3, rescale="adagrad", fisher=False),
+        tallmcmc.always_accept(),
+        TARGET.mean,
+        num_samples=10,
+        progress=False,
+    )
     squared = np.asarray(result.final_state.proposal_state.squared_gradients)
     assert squared.shape == (1, 2) and np.all(squared > 0)
     assert np.all(np.isfinite(np.asarray(result.positions)))
@@ -99,8 +114,13 @@ def test_adagrad_rescaling_accumulates_squared_gradients():
 
 @pytest.mark.parametrize(
     ("which", "driver"),
-    [("persistent", "asynchronous"), *(pytest.param(*case, marks=pytest.mark.slow) for case in
-                                       (("persistent", "vmap"), ("sghmc", "vmap"), ("sghmc", "asynchronous")))],
+    [
+        ("persistent", "asynchronous"),
+        *(
+            pytest.param(*case, marks=pytest.mark.slow)
+            for case in (("persistent", "vmap"), ("sghmc", "vmap"), ("sghmc", "asynchronous"))
+        ),
+    ],
 )
 def test_the_proposal_state_survives_a_resume_bit_for_bit(driver, which):
     """100 + 100 steps equal 200: the velocity / momentum is carried in ``last_state``; a restarted one differs."""
@@ -109,8 +129,7 @@ def test_the_proposal_state_survives_a_resume_bit_for_bit(driver, which):
         proposal = tallmcmc.sghmc(STEP, 0.1, 100)
         test, options = tallmcmc.minibatch_barker(50), {"allow_inexact_proposal": True}
     else:
-        proposal = tallmcmc.minibatch_hamiltonian(0.5, 2, 100, preconditioner=TARGET.variance,
-                                                  momentum_persistence=0.8)
+        proposal = tallmcmc.minibatch_hamiltonian(0.5, 2, 100, preconditioner=TARGET.variance, momentum_persistence=0.8)
         test, options = tallmcmc.minibatch_barker(50), {}
     run = dict(num_chains=2, seed=5, progress=False, driver=driver, num_chunks=2, **options)
     with warnings.catch_warnings():
@@ -121,8 +140,8 @@ def test_the_proposal_state_survives_a_resume_bit_for_bit(driver, which):
         # the deliberately wrong continuation: same key counter, proposal state restarted at zero
         state = first.last_state
         zeroed = state.states._replace(
-            proposal_state=jax.tree_util.tree_map(jnp.zeros_like, state.states.proposal_state))
-        restarted = tallmcmc.sample(model, proposal, test, num_samples=100,
-                                    resume=state._replace(states=zeroed), **run)
+            proposal_state=jax.tree_util.tree_map(jnp.zeros_like, state.states.proposal_state)
+        )
+        restarted = tallmcmc.sample(model, proposal, test, num_samples=100, resume=state._replace(states=zeroed), **run)
     np.testing.assert_array_equal(np.asarray(continued.positions), np.asarray(whole.positions))
     assert not np.array_equal(np.asarray(restarted.positions), np.asarray(whole.positions)[:, 100:])

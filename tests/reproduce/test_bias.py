@@ -49,10 +49,21 @@ def test_student_t_reference_density_matches_the_model():
 
 
 def test_bias_smoke(tmp_path):
-    status = main([
-        "reproduce", "bias", "--quick", "--targets", "small", "--methods", "exact_metropolis",
-        "minibatch_barker_printed", "--no-progress", "--out", str(tmp_path),
-    ])
+    status = main(
+        [
+            "reproduce",
+            "bias",
+            "--quick",
+            "--targets",
+            "small",
+            "--methods",
+            "exact_metropolis",
+            "minibatch_barker_printed",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     target = summary["targets"]["small"]

@@ -28,8 +28,18 @@ EXPERIMENTS = sorted(reproduce.experiments())
 def test_every_experiment_is_a_subcommand():
     assert sorted(_experiment_parsers()) == EXPERIMENTS
     # every paper experiment has one (the MNIST posterior study beside the paper's MNIST run may join them)
-    assert {"correction-table", "gmm", "mnist", "stein-austerity", "stein-compare", "stein-gaussian-vs-t",
-            "stein-rates", "stein-samplers", "stein-sgld", "worst-case"} <= set(EXPERIMENTS)
+    assert {
+        "correction-table",
+        "gmm",
+        "mnist",
+        "stein-austerity",
+        "stein-compare",
+        "stein-gaussian-vs-t",
+        "stein-rates",
+        "stein-samplers",
+        "stein-sgld",
+        "worst-case",
+    } <= set(EXPERIMENTS)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -123,12 +133,23 @@ def test_save_figure_writes_at_the_shared_resolution(tmp_path):
 
 
 def test_write_summary_converts_numpy_paths_and_non_finite_values(tmp_path):
-    path = _common.write_summary(tmp_path, {
-        "array": np.arange(3), "nan": math.nan, "scalar": np.float32(0.5), "flag": np.bool_(True), "where": tmp_path,
-        "nested": {1: (np.int64(2), np.inf)},
-    })
+    path = _common.write_summary(
+        tmp_path,
+        {
+            "array": np.arange(3),
+            "nan": math.nan,
+            "scalar": np.float32(0.5),
+            "flag": np.bool_(True),
+            "where": tmp_path,
+            "nested": {1: (np.int64(2), np.inf)},
+        },
+    )
     assert json.loads(path.read_text()) == {
-        "array": [0, 1, 2], "nan": None, "scalar": 0.5, "flag": True, "where": str(tmp_path),
+        "array": [0, 1, 2],
+        "nan": None,
+        "scalar": 0.5,
+        "flag": True,
+        "where": str(tmp_path),
         "nested": {"1": [2, None]},
     }
 

@@ -34,8 +34,13 @@ def test_ridge_reproduces_paper_table3_n2000(sigma, lam, paper):
 
 @pytest.mark.parametrize(
     ("arguments", "named"),
-    [((0.0, 50, 1.0), "sigma"), ((1.0, 0, 1.0), "grid_points"), ((1.0, 2.5, 1.0), "grid_points"),
-     ((1.0, 50, 0.0), "regularization"), ((1.0, 50, float("nan")), "regularization")],
+    [
+        ((0.0, 50, 1.0), "sigma"),
+        ((1.0, 0, 1.0), "grid_points"),
+        ((1.0, 2.5, 1.0), "grid_points"),
+        ((1.0, 50, 0.0), "regularization"),
+        ((1.0, 50, float("nan")), "regularization"),
+    ],
 )
 def test_ridge_rejects_bad_input_naming_the_argument(arguments, named):
     with pytest.raises(ValueError, match=named):
@@ -43,10 +48,24 @@ def test_ridge_rejects_bad_input_naming_the_argument(arguments, named):
 
 
 def test_correction_table_smoke(tmp_path):
-    status = main([
-        "reproduce", "correction-table", "--sigmas", "1.0", "--lambdas", "10", "1", "--grid-points", "100",
-        "--resolve-sigmas", "1.0", "--no-progress", "--out", str(tmp_path),
-    ])
+    status = main(
+        [
+            "reproduce",
+            "correction-table",
+            "--sigmas",
+            "1.0",
+            "--lambdas",
+            "10",
+            "1",
+            "--grid-points",
+            "100",
+            "--resolve-sigmas",
+            "1.0",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     cells = summary["table3"]

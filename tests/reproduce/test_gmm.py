@@ -10,18 +10,41 @@ from tallmcmc.reproduce import gmm
 
 
 def test_gmm_smoke(tmp_path):
-    status = main([
-        "reproduce", "gmm", "--trials", "2", "--samples", "200", "--num-data", "20000", "--temperature", "200",
-        "--methods", "minibatch_barker", "exact_barker", "--no-progress", "--out", str(tmp_path),
-    ])
+    status = main(
+        [
+            "reproduce",
+            "gmm",
+            "--trials",
+            "2",
+            "--samples",
+            "200",
+            "--num-data",
+            "20000",
+            "--temperature",
+            "200",
+            "--methods",
+            "minibatch_barker",
+            "exact_barker",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert list(summary["methods"]) == ["minibatch_barker", "exact_barker"]
     assert summary["methods"]["minibatch_barker"]["display_name"] == "MHminibatch"
     for key in ("minibatch_barker", "exact_barker"):
         stats = summary["methods"][key]
-        for field in ("mean_minibatch_size", "std_minibatch_size", "mean_data_used", "acceptance_rate",
-                      "seconds_per_step", "poisson_log_likelihood", "chi_squared"):
+        for field in (
+            "mean_minibatch_size",
+            "std_minibatch_size",
+            "mean_data_used",
+            "acceptance_rate",
+            "seconds_per_step",
+            "poisson_log_likelihood",
+            "chi_squared",
+        ):
             assert np.isfinite(stats[field]), field
     assert summary["methods"]["exact_barker"]["mean_minibatch_size"] == 20000
     assert summary["methods"]["minibatch_barker"]["mean_minibatch_size"] < 2000
@@ -47,8 +70,9 @@ def test_gmm_paper_scale_minibatch_sizes(tmp_path):
     The paper reports 182.3 ± 11.4 over 10 trials (and 172 for the trial of its Figure 2); three trials of
     ours must fall within three of its standard deviations.
     """
-    status = main(["reproduce", "gmm", "--trials", "3", "--methods", "minibatch_barker", "--no-progress",
-                   "--out", str(tmp_path)])
+    status = main(
+        ["reproduce", "gmm", "--trials", "3", "--methods", "minibatch_barker", "--no-progress", "--out", str(tmp_path)]
+    )
     assert status == 0
     stats = json.loads((tmp_path / "summary.json").read_text())["methods"]["minibatch_barker"]
     assert 182.3 - 3 * 11.4 < stats["mean_minibatch_size"] < 182.3 + 3 * 11.4

@@ -10,8 +10,14 @@ from tallmcmc.reproduce._methods import METHODS, MethodSettings
 
 
 def test_keys_are_the_public_factories_and_display_names_are_distinct():
-    assert list(METHODS) == ["minibatch_barker", "austere", "austere_conservative", "confidence_sampler",
-                             "exact_metropolis", "exact_barker"]
+    assert list(METHODS) == [
+        "minibatch_barker",
+        "austere",
+        "austere_conservative",
+        "confidence_sampler",
+        "exact_metropolis",
+        "exact_barker",
+    ]
     assert len({m.display_name for m in METHODS.values()}) == len(METHODS)
     assert _methods.display_name("confidence_sampler") == "MHSubLhd"
     assert _methods.display_name("austere_conservative") == "AustereMH(c)"
@@ -55,7 +61,9 @@ def test_methods_option_accepts_only_canonical_keys(capsys):
     parser = argparse.ArgumentParser()
     _methods.add_methods_argument(parser, gmm.METHOD_KEYS)
     assert parser.parse_args(["--methods", "confidence_sampler", "exact_barker"]).methods == [
-        "confidence_sampler", "exact_barker"]
+        "confidence_sampler",
+        "exact_barker",
+    ]
     assert parser.parse_args([]).methods is None
     with pytest.raises(SystemExit):
         parser.parse_args(["--methods", "confidence"])

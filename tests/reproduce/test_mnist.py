@@ -10,23 +10,56 @@ from tallmcmc.reproduce import mnist
 
 
 def test_mnist_smoke(tmp_path):
-    status = main([
-        "reproduce", "mnist", "--num-train", "300", "--num-test", "150", "--samples", "40", "--trials", "2",
-        "--method-trials", "confidence_sampler=1", "--anneal-after", "15", "--eval-points", "20",
-        "--sweep-step-sizes", "0.005", "0.05", "--no-progress", "--out", str(tmp_path),
-    ])
+    status = main(
+        [
+            "reproduce",
+            "mnist",
+            "--num-train",
+            "300",
+            "--num-test",
+            "150",
+            "--samples",
+            "40",
+            "--trials",
+            "2",
+            "--method-trials",
+            "confidence_sampler=1",
+            "--anneal-after",
+            "15",
+            "--eval-points",
+            "20",
+            "--sweep-step-sizes",
+            "0.005",
+            "0.05",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert list(summary["methods"]) == list(mnist.METHOD_KEYS)
     assert [m["display_name"] for m in summary["methods"].values()] == [
-        "MHminibatch", "AustereMH(nc)", "AustereMH(c)", "MHSubLhd"]
+        "MHminibatch",
+        "AustereMH(nc)",
+        "AustereMH(c)",
+        "MHSubLhd",
+    ]
     assert summary["methods"]["confidence_sampler"]["trials"] == 1
     # --driver auto: the methods measured faster asynchronously run so (the draws are the same)
     assert {key: stats["driver"] for key, stats in summary["methods"].items()} == {
-        key: mnist.AUTO_DRIVERS.get(key, "vmap") for key in mnist.METHOD_KEYS}
+        key: mnist.AUTO_DRIVERS.get(key, "vmap") for key in mnist.METHOD_KEYS
+    }
     for key, stats in summary["methods"].items():
-        for field in ("mean_minibatch_size", "std_minibatch_size", "mean_data_used", "acceptance_rate",
-                      "final_accuracy", "final_test_log_likelihood", "seconds_per_step"):
+        for field in (
+            "mean_minibatch_size",
+            "std_minibatch_size",
+            "mean_data_used",
+            "acceptance_rate",
+            "final_accuracy",
+            "final_test_log_likelihood",
+            "seconds_per_step",
+        ):
             assert np.isfinite(stats[field]), (key, field)
         assert 2 <= stats["mean_minibatch_size"] <= 300
         assert stats["mean_data_used"] >= stats["mean_minibatch_size"]
@@ -68,7 +101,9 @@ def test_curves_on_grid_and_evaluation_indices():
 
 def test_method_trials_parsing():
     assert mnist.parse_method_trials(["confidence_sampler=3"], ["minibatch_barker", "confidence_sampler"], 10) == {
-        "minibatch_barker": 10, "confidence_sampler": 3}
+        "minibatch_barker": 10,
+        "confidence_sampler": 3,
+    }
     with pytest.raises(ValueError, match="--method-trials"):
         mnist.parse_method_trials(["mh=3"], ["minibatch_barker"], 10)
 
@@ -81,8 +116,21 @@ def test_mnist_13k_minibatch_barker_mean_minibatch_size(tmp_path):
     three of its standard deviations (we measured 122.5 ± 3.5 over 10 trials, docs/REPRODUCTIONS.md), and
     the chains must reach the K = 100 plateau of test accuracy (we measured 0.977).
     """
-    status = main(["reproduce", "mnist", "--methods", "minibatch_barker", "--trials", "3", "--no-anneal",
-                   "--no-sweep", "--no-progress", "--out", str(tmp_path)])
+    status = main(
+        [
+            "reproduce",
+            "mnist",
+            "--methods",
+            "minibatch_barker",
+            "--trials",
+            "3",
+            "--no-anneal",
+            "--no-sweep",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     stats = json.loads((tmp_path / "summary.json").read_text())["methods"]["minibatch_barker"]
     assert 125.4 - 3 * 9.2 < stats["mean_minibatch_size"] < 125.4 + 3 * 9.2
@@ -96,8 +144,9 @@ def test_posterior_flag_runs_the_posterior_experiment_with_the_shared_options(tm
 
     seen = {}
     monkeypatch.setattr(mnist_posterior, "run", lambda args: seen.setdefault("args", args) and 0)
-    status = cli.main(["reproduce", "mnist", "--posterior", "--features", "raw", "--num-train", "200",
-                       "--out", str(tmp_path)])
+    status = cli.main(
+        ["reproduce", "mnist", "--posterior", "--features", "raw", "--num-train", "200", "--out", str(tmp_path)]
+    )
     assert status == 0
     args = seen["args"]
     assert (args.features, args.num_train, str(args.out)) == ("raw", 200, str(tmp_path))

@@ -36,11 +36,35 @@ def test_predictive_of_a_point_mass():
 
 
 def _run(tmp_path, *extra):
-    status = main([
-        "reproduce", "mnist-posterior", "--num-train", "300", "--num-test", "100", "--components", "4",
-        "--draws", "30", "--draws-rw", "30", "--chains", "2", "--residual-pairs", "3", "--predictive-draws", "20",
-        "--methods", "exact-rw", "cv-hmc", "--no-progress", "--out", str(tmp_path / "out"), *extra,
-    ])
+    status = main(
+        [
+            "reproduce",
+            "mnist-posterior",
+            "--num-train",
+            "300",
+            "--num-test",
+            "100",
+            "--components",
+            "4",
+            "--draws",
+            "30",
+            "--draws-rw",
+            "30",
+            "--chains",
+            "2",
+            "--residual-pairs",
+            "3",
+            "--predictive-draws",
+            "20",
+            "--methods",
+            "exact-rw",
+            "cv-hmc",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "out"),
+            *extra,
+        ]
+    )
     assert status == 0
     return json.loads((tmp_path / "out" / "summary.json").read_text())
 

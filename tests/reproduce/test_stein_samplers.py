@@ -13,8 +13,22 @@ def _summary(path):
 
 
 def test_stein_sgld_smoke(tmp_path):
-    status = main(["reproduce", "stein-sgld", "--sequences", "2", "--length", "60", "--step-sizes", "1e-2", "1e-4",
-                   "--no-progress", "--out", str(tmp_path)])
+    status = main(
+        [
+            "reproduce",
+            "stein-sgld",
+            "--sequences",
+            "2",
+            "--length",
+            "60",
+            "--step-sizes",
+            "1e-2",
+            "1e-4",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     summary = _summary(tmp_path)
     assert summary["selected"]["stein"] in (1e-2, 1e-4) and summary["selected"]["ess"] in (1e-2, 1e-4)
@@ -29,8 +43,29 @@ def test_stein_sgld_paper_grid():
 
 
 def test_stein_austerity_smoke(tmp_path):
-    status = main(["reproduce", "stein-austerity", "--epsilons", "0", "0.1", "--budget", "3000", "--burn-in", "300",
-                   "--length", "40", "--prefixes", "10", "40", "--surrogate-draws", "400", "--no-progress", "--out", str(tmp_path)])
+    status = main(
+        [
+            "reproduce",
+            "stein-austerity",
+            "--epsilons",
+            "0",
+            "0.1",
+            "--budget",
+            "3000",
+            "--burn-in",
+            "300",
+            "--length",
+            "40",
+            "--prefixes",
+            "10",
+            "40",
+            "--surrogate-draws",
+            "400",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     chains = _summary(tmp_path)["chains"]
     assert set(chains) == {"0", "0.1"}
@@ -53,9 +88,30 @@ def test_austerity_thinning_follows_the_authors_rule():
 
 
 def test_stein_samplers_smoke(tmp_path):
-    status = main(["reproduce", "stein-samplers", "--num-data", "2000", "--samples", "60", "--lengths", "3",
-                   "--shortest", "20", "--max-graph-points", "30", "--chains", "2",
-                   "--methods", "minibatch_barker", "exact_barker", "--no-progress", "--out", str(tmp_path)])
+    status = main(
+        [
+            "reproduce",
+            "stein-samplers",
+            "--num-data",
+            "2000",
+            "--samples",
+            "60",
+            "--lengths",
+            "3",
+            "--shortest",
+            "20",
+            "--max-graph-points",
+            "30",
+            "--chains",
+            "2",
+            "--methods",
+            "minibatch_barker",
+            "exact_barker",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     methods = _summary(tmp_path)["methods"]
     assert set(methods) == {"minibatch_barker", "exact_barker"}

@@ -33,8 +33,18 @@ def test_stein_gaussian_vs_t_defaults_to_the_papers_n_and_highs_agrees(tmp_path)
     module.add_arguments(parser)
     assert parser.parse_args([]).max_n == 200_000 == module.PAPER_MAX_N
     fast = _run(tmp_path / "ipm", "stein-gaussian-vs-t", "--max-n", "120", "--min-n", "30", "--grid-size", "2")
-    reference = _run(tmp_path / "highs", "stein-gaussian-vs-t", "--max-n", "120", "--min-n", "30", "--grid-size", "2",
-                     "--solver", "highs")
+    reference = _run(
+        tmp_path / "highs",
+        "stein-gaussian-vs-t",
+        "--max-n",
+        "120",
+        "--min-n",
+        "30",
+        "--grid-size",
+        "2",
+        "--solver",
+        "highs",
+    )
     for name, values in fast["discrepancy"].items():
         np.testing.assert_allclose(values, reference["discrepancy"][name], rtol=1e-6)
 
@@ -55,8 +65,9 @@ def test_stein_compare_smoke(tmp_path):
 
 
 def test_stein_rates_smoke(tmp_path):
-    summary = _run(tmp_path, "stein-rates", "--max-n", "60", "--min-n", "10", "--grid-size", "4",
-                   "--num-sequences", "3")
+    summary = _run(
+        tmp_path, "stein-rates", "--max-n", "60", "--min-n", "10", "--grid-size", "4", "--num-sequences", "3"
+    )
     assert summary["num_iid_sequences"] == 3 and summary["max_n"] == 60
     assert set(summary["fitted_slope"]) == {"iid", "sobol", "herding"}
     assert all(slope < 0 for slope in summary["fitted_slope"].values())

@@ -8,15 +8,30 @@ KEYS = {"austere", "confidence_sampler", "minibatch_barker"}
 
 
 def test_worst_case_smoke(tmp_path):
-    status = main([
-        "reproduce", "worst-case", "--sizes", "200", "1000", "--steps", "60", "--chains", "2",
-        "--no-progress", "--out", str(tmp_path),
-    ])
+    status = main(
+        [
+            "reproduce",
+            "worst-case",
+            "--sizes",
+            "200",
+            "1000",
+            "--steps",
+            "60",
+            "--chains",
+            "2",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["N"] == [200, 1000]
-    assert summary["display_names"] == {"austere": "AustereMH", "confidence_sampler": "MHSubLhd",
-                                        "minibatch_barker": "MHminibatch"}
+    assert summary["display_names"] == {
+        "austere": "AustereMH",
+        "confidence_sampler": "MHSubLhd",
+        "minibatch_barker": "MHminibatch",
+    }
     for field in ("full_fraction", "standard_errors", "near_full_fraction", "mean_size", "mean_data_used"):
         assert set(summary[field]) == KEYS, field
         assert all(len(values) == 2 for values in summary[field].values()), field

@@ -31,7 +31,18 @@ def log_prior(theta):
 
 
 model = tallmcmc.Model(plain.log_likelihood, log_prior, plain.data, position_shape=(2,))
-result = tallmcmc.sample(model, tallmcmc.random_walk(0.03), tallmcmc.minibatch_barker(50), jnp.zeros(2),
-                         num_samples=800, num_chains=2, seed=11, num_warmup=50, driver=driver, progress=False,
-                         checkpoint=path, checkpoint_every=50)
+result = tallmcmc.sample(
+    model,
+    tallmcmc.random_walk(0.03),
+    tallmcmc.minibatch_barker(50),
+    jnp.zeros(2),
+    num_samples=800,
+    num_chains=2,
+    seed=11,
+    num_warmup=50,
+    driver=driver,
+    progress=False,
+    checkpoint=path,
+    checkpoint_every=50,
+)
 print("RESULT " + json.dumps({"draws": result.num_draws}))

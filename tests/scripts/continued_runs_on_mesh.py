@@ -29,8 +29,19 @@ start = jnp.array([0.0, 1.0])
 
 
 def run(test, driver, num_samples, **options):
-    return tallmcmc.sample(model, tallmcmc.random_walk(0.05), test, num_samples=num_samples, num_chains=4, seed=3,
-                           progress=False, num_chunks=3, mesh=mesh, driver=driver, **options)
+    return tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.05),
+        test,
+        num_samples=num_samples,
+        num_chains=4,
+        seed=3,
+        progress=False,
+        num_chunks=3,
+        mesh=mesh,
+        driver=driver,
+        **options,
+    )
 
 
 def equal(a, b):

@@ -6,9 +6,16 @@ Run by ``tests/test_sharding.py`` (``run_on_host_devices``, which sets
 the sharded run compares with the unsharded one.
 """
 
-import json, sys, warnings
-import jax, jax.numpy as jnp, numpy as np
-import tallmcmc, tallmcmc.sharding as sharding
+import json
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import tallmcmc
+import tallmcmc.sharding as sharding
 from tallmcmc.examples import gaussian_mixture
 
 warnings.simplefilter("ignore")
@@ -23,30 +30,50 @@ meshes = {
 }
 every = list(meshes)
 tests = {
-    "minibatch_barker": (lambda: tallmcmc.minibatch_barker(batch_size=50),
-                         every if full else ["data x chains", "chains"]),
+    "minibatch_barker": (
+        lambda: tallmcmc.minibatch_barker(batch_size=50),
+        every if full else ["data x chains", "chains"],
+    ),
     "exact_barker": (lambda: tallmcmc.exact_barker(), every if full else ["data"]),
 }
 if full:
-    tests.update({
-        "austere_adaptive": (lambda: tallmcmc.austere_adaptive(0.05), every),
-        "confidence_sampler": (lambda: tallmcmc.confidence_sampler(50), every),
-        "tuna": (lambda: tallmcmc.tuna(1e-4, gaussian_mixture.tuna_bound(model)), every),
-    })
+    tests.update(
+        {
+            "austere_adaptive": (lambda: tallmcmc.austere_adaptive(0.05), every),
+            "confidence_sampler": (lambda: tallmcmc.confidence_sampler(50), every),
+            "tuna": (lambda: tallmcmc.tuna(1e-4, gaussian_mixture.tuna_bound(model)), every),
+        }
+    )
+
 
 def run(test, mesh=None, warmup=0):
-    return tallmcmc.sample(model, tallmcmc.random_walk(0.05), test, start, num_samples=25, num_chains=4, seed=3,
-                           progress=False, num_chunks=1, num_warmup=warmup, mesh=mesh)
+    return tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.05),
+        test,
+        start,
+        num_samples=25,
+        num_chains=4,
+        seed=3,
+        progress=False,
+        num_chunks=1,
+        num_warmup=warmup,
+        mesh=mesh,
+    )
+
 
 def compare(reference, result):
     return {
         "identical": bool(np.array_equal(reference.positions, result.positions)),
         "close": bool(np.allclose(reference.positions, result.positions, rtol=1e-5, atol=1e-5)),
         "same_decisions": bool(np.array_equal(reference.accepted, result.accepted)),
-        "same_data_used": bool(np.array_equal(reference.data_used, result.data_used)
-                               and reference.setup_data_used == result.setup_data_used),
+        "same_data_used": bool(
+            np.array_equal(reference.data_used, result.data_used)
+            and reference.setup_data_used == result.setup_data_used
+        ),
         "acceptance": reference.acceptance_rate,
     }
+
 
 out = {}
 references = {}
@@ -68,15 +95,35 @@ if full:  # the data-using proposals: full-data gradient (log_likelihood_sum's c
         ("langevin + exact_barker", tallmcmc.langevin(0.002), tallmcmc.exact_barker()),
         ("sgld", tallmcmc.stochastic_gradient_langevin(1e-4, 50), tallmcmc.always_accept()),
     ]:
-        pair = [tallmcmc.sample(model, proposal, test, start, num_samples=20, num_chains=4, seed=1,
-                                progress=False, num_chunks=1, mesh=mesh)
-                for mesh in (None, meshes["data x chains"])]
+        pair = [
+            tallmcmc.sample(
+                model,
+                proposal,
+                test,
+                start,
+                num_samples=20,
+                num_chains=4,
+                seed=1,
+                progress=False,
+                num_chunks=1,
+                mesh=mesh,
+            )
+            for mesh in (None, meshes["data x chains"])
+        ]
         out[f"close: {label} | data x chains"] = compare(*pair)
 
 # bad input: chains that the mesh's 'chains' axis does not divide; the padded layout of N = 1003 over 4
 try:
-    tallmcmc.sample(model, tallmcmc.random_walk(0.1), tallmcmc.exact_barker(), start, num_samples=2,
-                    num_chains=3, progress=False, mesh=meshes["chains"])
+    tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.1),
+        tallmcmc.exact_barker(),
+        start,
+        num_samples=2,
+        num_chains=3,
+        progress=False,
+        mesh=meshes["chains"],
+    )
     out["chains error"] = None
 except ValueError as error:
     out["chains error"] = str(error)

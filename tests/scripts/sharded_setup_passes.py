@@ -5,10 +5,18 @@ devices), no arguments; prints ``RESULT <json>``: each pass on sharded data
 compared with the unsharded one, then deliberately wrong variants.
 """
 
-import importlib.util, json, sys, time, warnings
-import jax, jax.numpy as jnp, numpy as np
+import importlib.util
+import json
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-import tallmcmc, tallmcmc.sharding as sharding
+
+import tallmcmc
+import tallmcmc.sharding as sharding
 from tallmcmc.examples import gaussian_mixture, logistic_regression
 
 warnings.simplefilter("ignore")
@@ -27,10 +35,12 @@ sharded = split(model, mesh)
 start = jnp.array([0.5, 0.5])
 center = jnp.array([0.1, 0.9])
 # the size of the sums' float32 rounding: eps times the sums of |per-datum terms| (float64, from per-datum values)
-per_datum_gradients = np.asarray(jax.vmap(jax.grad(gaussian_mixture.log_likelihood), (None, 0))(center, model.data),
-                                 np.float64)
-per_datum_hessians = np.asarray(jax.vmap(jax.hessian(gaussian_mixture.log_likelihood), (None, 0))(center, model.data),
-                                np.float64)
+per_datum_gradients = np.asarray(
+    jax.vmap(jax.grad(gaussian_mixture.log_likelihood), (None, 0))(center, model.data), np.float64
+)
+per_datum_hessians = np.asarray(
+    jax.vmap(jax.hessian(gaussian_mixture.log_likelihood), (None, 0))(center, model.data), np.float64
+)
 gradient_scale = EPS * np.abs(per_datum_gradients).sum(axis=0).max()
 hessian_scale = EPS * np.abs(per_datum_hessians).sum(axis=0).max()
 
@@ -44,8 +54,9 @@ def modes(model):
         "L-BFGS-B": tallmcmc.find_mode(model, start, tolerance=1e-4, method="L-BFGS-B"),
     }
     if importlib.util.find_spec("optax") is not None:  # optax is an optional extra (find_mode's Adam steps)
-        out["chunks + adam"] = tallmcmc.find_mode(model, start, tolerance=1e-4, batch_size=96, adam_steps=20,
-                                                  adam_batch_size=50)
+        out["chunks + adam"] = tallmcmc.find_mode(
+            model, start, tolerance=1e-4, batch_size=96, adam_steps=20, adam_batch_size=50
+        )
     return out
 
 
@@ -67,13 +78,23 @@ def compare_modes(reference, result):
 
 
 def compare_variates(reference, result):
-    out = {"gradient": float(np.max(np.abs(np.asarray(reference.gradient_sum, np.float64)
-                                           - np.asarray(result.gradient_sum, np.float64))) / gradient_scale),
-           "same_data_used": reference.data_used == result.data_used}
+    out = {
+        "gradient": float(
+            np.max(np.abs(np.asarray(reference.gradient_sum, np.float64) - np.asarray(result.gradient_sum, np.float64)))
+            / gradient_scale
+        ),
+        "same_data_used": reference.data_used == result.data_used,
+    }
     for name in ("hessian_sum", "hessian_diagonal", "hessian_eigenvalues"):
         if getattr(reference, name) is not None:
-            out[name] = float(np.max(np.abs(np.asarray(getattr(reference, name), np.float64)
-                                            - np.asarray(getattr(result, name), np.float64))) / hessian_scale)
+            out[name] = float(
+                np.max(
+                    np.abs(
+                        np.asarray(getattr(reference, name), np.float64) - np.asarray(getattr(result, name), np.float64)
+                    )
+                )
+                / hessian_scale
+            )
     return out
 
 
@@ -85,37 +106,59 @@ for name, result in variates(sharded).items():
     out[f"control variate {name}"] = compare_variates(reference_variates[name], result)
 grid = split(model, jax.make_mesh((2, 2), ("data", "chains")))  # rows over 2 devices, copied over the other 2
 out["control variate per_datum, chunks | data x chains"] = compare_variates(
-    reference_variates["per_datum, chunks"], tallmcmc.taylor_control_variate(grid, center, batch_size=96))
-out["find_mode default | data x chains"] = compare_modes(reference_modes["default"],
-                                                         tallmcmc.find_mode(grid, start, tolerance=1e-4))
+    reference_variates["per_datum, chunks"], tallmcmc.taylor_control_variate(grid, center, batch_size=96)
+)
+out["find_mode default | data x chains"] = compare_modes(
+    reference_modes["default"], tallmcmc.find_mode(grid, start, tolerance=1e-4)
+)
 
 covariates, response = logistic_regression.simulate(400, 4)
 regression = logistic_regression.model(covariates, response)
 reversed_mesh = Mesh(np.array(jax.devices()[::-1]), ("rows",))  # automatic axes, devices in reverse order
 for name, (reference, result) in {
     "gaussian_mixture.tuna_bound": (gaussian_mixture.tuna_bound(model), gaussian_mixture.tuna_bound(sharded)),
-    "logistic_regression.tuna_bound": (logistic_regression.tuna_bound(regression),
-                                       logistic_regression.tuna_bound(split(regression, reversed_mesh, "rows"))),
+    "logistic_regression.tuna_bound": (
+        logistic_regression.tuna_bound(regression),
+        logistic_regression.tuna_bound(split(regression, reversed_mesh, "rows")),
+    ),
 }.items():
-    out[name] = {"identical": bool(np.array_equal(reference.constants, result.constants)
-                                   and np.array_equal(reference.alias_index, result.alias_index)),
-                 "same_data_used": reference.data_used == result.data_used}
+    out[name] = {
+        "identical": bool(
+            np.array_equal(reference.constants, result.constants)
+            and np.array_equal(reference.alias_index, result.alias_index)
+        ),
+        "same_data_used": reference.data_used == result.data_used,
+    }
 # the route of a process that holds only some rows, taken here by shard on the reversed mesh
 leaf = split(model, reversed_mesh, "rows").data
 by_shard, whole = sharding.HostRows(leaf, by_shard=True), sharding.HostRows(leaf)
 out["HostRows by shard"] = {
     "blocks": len(by_shard.blocks),
-    "map identical": bool(np.array_equal(by_shard.map(lambda b: np.asarray(b, np.float64) ** 2),
-                                         whole.map(lambda b: np.asarray(b, np.float64) ** 2))),
-    "sum": float(abs(by_shard.sum(lambda b: np.asarray(b, np.float64).sum()) - whole.sum(
-        lambda b: np.asarray(b, np.float64).sum()))),
+    "map identical": bool(
+        np.array_equal(
+            by_shard.map(lambda b: np.asarray(b, np.float64) ** 2), whole.map(lambda b: np.asarray(b, np.float64) ** 2)
+        )
+    ),
+    "sum": float(
+        abs(
+            by_shard.sum(lambda b: np.asarray(b, np.float64).sum())
+            - whole.sum(lambda b: np.asarray(b, np.float64).sum())
+        )
+    ),
 }
 # a layout the passes do not know: split along the second axis
 try:
-    tallmcmc.find_mode(regression.with_data({
-        "covariates": jax.device_put(regression.data["covariates"],
-                                     NamedSharding(reversed_mesh, PartitionSpec(None, "rows"))),
-        "response": regression.data["response"]}), jnp.zeros(4))
+    tallmcmc.find_mode(
+        regression.with_data(
+            {
+                "covariates": jax.device_put(
+                    regression.data["covariates"], NamedSharding(reversed_mesh, PartitionSpec(None, "rows"))
+                ),
+                "response": regression.data["response"],
+            }
+        ),
+        jnp.zeros(4),
+    )
     out["bad layout"] = None
 except ValueError as error:
     out["bad layout"] = str(error)
@@ -123,10 +166,12 @@ except ValueError as error:
 # deliberately wrong: every device keeps its own partial sum (only the first block's reaches the result), and
 # the TunaMH helper reads only the first block of rows
 sharding.gather_partials = lambda value, axis: jax.tree_util.tree_map(lambda leaf: leaf[None], value)
-out["wrong: find_mode default"] = compare_modes(reference_modes["default"],
-                                                tallmcmc.find_mode(sharded, start, tolerance=1e-4))
+out["wrong: find_mode default"] = compare_modes(
+    reference_modes["default"], tallmcmc.find_mode(sharded, start, tolerance=1e-4)
+)
 out["wrong: control variate per_datum, chunks"] = compare_variates(
-    reference_variates["per_datum, chunks"], tallmcmc.taylor_control_variate(sharded, center, batch_size=96))
+    reference_variates["per_datum, chunks"], tallmcmc.taylor_control_variate(sharded, center, batch_size=96)
+)
 
 
 class FirstBlock(sharding.HostRows):
@@ -138,7 +183,10 @@ class FirstBlock(sharding.HostRows):
 sharding.HostRows = FirstBlock
 wrong = gaussian_mixture.tuna_bound(sharded)
 out["wrong: gaussian_mixture.tuna_bound"] = {
-    "identical": bool(wrong.constants.shape == (1000,)
-                      and np.array_equal(wrong.constants, gaussian_mixture.tuna_bound(model).constants))}
+    "identical": bool(
+        wrong.constants.shape == (1000,)
+        and np.array_equal(wrong.constants, gaussian_mixture.tuna_bound(model).constants)
+    )
+}
 out["seconds"] = time.perf_counter() - began
 print("RESULT " + json.dumps(out))

@@ -36,8 +36,13 @@ from tallmcmc.stein.univariate import (
 
 
 def uniform_wasserstein(points, weights=None):
-    return wasserstein_1d(points, uniform_cdf, weights, target_quantile=lambda p: np.clip(p, 0, 1),
-                          target_cdf_integral=uniform_cdf_integral)
+    return wasserstein_1d(
+        points,
+        uniform_cdf,
+        weights,
+        target_quantile=lambda p: np.clip(p, 0, 1),
+        target_cdf_integral=uniform_cdf_integral,
+    )
 
 
 def fine_grid_lower_bound(points, weights, scores, lower, upper, factors, cells=2000):
@@ -66,8 +71,10 @@ def fine_grid_lower_bound(points, weights, scores, lower, upper, factors, cells=
     k = np.arange(m - 1)
     ones = np.ones(m - 1)
     integral = sparse.csr_matrix(
-        (np.concatenate([ones, -ones, -delta / 2, -delta / 2]),
-         (np.tile(k, 4), np.concatenate([k + 1, k, m + k, m + k + 1]))),
+        (
+            np.concatenate([ones, -ones, -delta / 2, -delta / 2]),
+            (np.tile(k, 4), np.concatenate([k + 1, k, m + k, m + k + 1])),
+        ),
         shape=(m - 1, 2 * m),
     )
     pinned = [0 if lower is not None else m, m - 1 if upper is not None else 2 * m - 1]
@@ -131,8 +138,9 @@ def test_uniform_point_mass_equals_wasserstein():
 
 @pytest.mark.parametrize("points", [[0.0], [1.0], [0.2], [0.0, 1.0], [0.0, 0.3, 1.0], [0.999999]])
 def test_uniform_small_samples_with_points_on_or_next_to_the_ends(points):
-    value = classical_stein_discrepancy(points, np.zeros(len(points)), lower=0.0, upper=1.0,
-                                        stein_factors=UNIFORM_STEIN_FACTORS).value
+    value = classical_stein_discrepancy(
+        points, np.zeros(len(points)), lower=0.0, upper=1.0, stein_factors=UNIFORM_STEIN_FACTORS
+    ).value
     assert value == pytest.approx(uniform_wasserstein(np.array(points)), rel=1e-7)
 
 
@@ -140,8 +148,7 @@ def test_uniform_small_samples_with_points_on_or_next_to_the_ends(points):
 def test_uniform_target_equals_wasserstein(n):
     rng = np.random.default_rng(n)
     points = rng.uniform(size=n)
-    result = classical_stein_discrepancy(points, np.zeros(n), lower=0.0, upper=1.0,
-                                         stein_factors=UNIFORM_STEIN_FACTORS)
+    result = classical_stein_discrepancy(points, np.zeros(n), lower=0.0, upper=1.0, stein_factors=UNIFORM_STEIN_FACTORS)
     assert result.value == pytest.approx(uniform_wasserstein(points), rel=1e-6)
 
 
@@ -150,8 +157,9 @@ def test_uniform_target_equals_wasserstein_for_weighted_skewed_samples_with_clos
     points = rng.beta(2.0, 5.0, size=200)
     points = np.concatenate([points, points[:20] + 1e-11, [0.0, 1.0]])  # near-coincident points and the ends
     weights = rng.uniform(size=points.size)
-    value = classical_stein_discrepancy(points, np.zeros(points.size), weights, lower=0.0, upper=1.0,
-                                        stein_factors=UNIFORM_STEIN_FACTORS).value
+    value = classical_stein_discrepancy(
+        points, np.zeros(points.size), weights, lower=0.0, upper=1.0, stein_factors=UNIFORM_STEIN_FACTORS
+    ).value
     assert value == pytest.approx(uniform_wasserstein(points, weights), rel=1e-6)
 
 
@@ -181,7 +189,11 @@ CASES = {
         2.0 * rng.standard_normal(12)
     ),
     "uniform-random-scores": lambda rng: (
-        rng.uniform(size=12), 2.0 * rng.standard_normal(12), 0.0, 1.0, UNIFORM_STEIN_FACTORS
+        rng.uniform(size=12),
+        2.0 * rng.standard_normal(12),
+        0.0,
+        1.0,
+        UNIFORM_STEIN_FACTORS,
     ),
     "half-line": lambda rng: (0.3 * rng.uniform(size=8), -5.0 * np.ones(8), 0.0, None, (0.1, 1.0, 1.0)),
     "narrow-box": lambda rng: (rng.uniform(size=8), 3.0 * rng.standard_normal(8), 0.0, 1.0, (0.05, 2.0, 1.0)),
@@ -194,8 +206,7 @@ def test_program_is_the_supremum_over_explicit_stein_functions(case):
     points, scores, lower, upper, factors = CASES[case](rng)
     weights = rng.uniform(0.5, 1.5, size=points.size)
     weights /= weights.sum()
-    value = classical_stein_discrepancy(points, scores, weights, lower=lower, upper=upper,
-                                        stein_factors=factors).value
+    value = classical_stein_discrepancy(points, scores, weights, lower=lower, upper=upper, stein_factors=factors).value
     bound = fine_grid_lower_bound(points, weights, scores, lower, upper, factors)
     # no classical Stein function does better than the program ...
     assert value >= bound - 1e-7
@@ -229,8 +240,9 @@ def test_classical_never_exceeds_graph(seed):
         graph = graph_stein_discrepancy(x, -x, weights, stein_factors=factors).value
         assert 0 < classical <= graph * (1 + 1e-7)
     u = rng.uniform(size=n)
-    classical = classical_stein_discrepancy(u, np.zeros(n), lower=0.0, upper=1.0,
-                                            stein_factors=UNIFORM_STEIN_FACTORS).value
+    classical = classical_stein_discrepancy(
+        u, np.zeros(n), lower=0.0, upper=1.0, stein_factors=UNIFORM_STEIN_FACTORS
+    ).value
     graph = graph_stein_discrepancy(u, np.zeros(n), lower=0.0, upper=1.0, stein_factors=UNIFORM_STEIN_FACTORS).value
     assert 0 < classical <= graph * (1 + 1e-7)
 

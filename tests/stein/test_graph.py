@@ -140,9 +140,7 @@ def test_methods_agree_and_result_is_consistent():
     # objective recomputed from the optimal test function: sum_i q_i (T g_j)(x_i)
     scores = -result.points
     for j in range(2):
-        objective = np.sum(
-            result.weights * (result.function_values[:, j] * scores[:, j] + result.gradients[:, j, j])
-        )
+        objective = np.sum(result.weights * (result.function_values[:, j] * scores[:, j] + result.gradients[:, j, j]))
         np.testing.assert_allclose(objective, result.per_coordinate[j], rtol=1e-6)
     np.testing.assert_allclose(result.value, result.per_coordinate.sum())
     assert set(result.timings) >= {"spanner", "linear_programs", "total"}

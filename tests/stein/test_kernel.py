@@ -34,10 +34,7 @@ def _stein_kernel_finite_differences(x, y, bx, by, kernel, c, beta, bandwidth, s
 
     gradient_x = np.array([(k(x + e, y) - k(x - e, y)) / (2 * step) for e in unit])
     gradient_y = np.array([(k(x, y + e) - k(x, y - e)) / (2 * step) for e in unit])
-    trace = sum(
-        (k(x + e, y + e) - k(x + e, y - e) - k(x - e, y + e) + k(x - e, y - e)) / (4 * step**2)
-        for e in unit
-    )
+    trace = sum((k(x + e, y + e) - k(x + e, y - e) - k(x - e, y + e) + k(x - e, y - e)) / (4 * step**2) for e in unit)
     return bx @ by * k(x, y) + bx @ gradient_y + by @ gradient_x + trace
 
 
@@ -59,12 +56,15 @@ def _reference_squared(points, scores, weights, kernel, c, beta, bandwidth, stat
     return (total - diagonal) / (1 - np.sum(w**2))
 
 
-@pytest.mark.parametrize("kernel,c,beta,bandwidth", [
-    ("imq", 1.0, -0.5, 1.0),
-    ("imq", 1.7, -0.2, 1.0),
-    ("imq", 0.6, -0.9, 1.0),
-    ("gaussian", 1.0, -0.5, 0.7),
-])
+@pytest.mark.parametrize(
+    "kernel,c,beta,bandwidth",
+    [
+        ("imq", 1.0, -0.5, 1.0),
+        ("imq", 1.7, -0.2, 1.0),
+        ("imq", 0.6, -0.9, 1.0),
+        ("gaussian", 1.0, -0.5, 0.7),
+    ],
+)
 @pytest.mark.parametrize("statistic", ["v", "u"])
 @pytest.mark.parametrize("backend", ["numba", "jax"])
 def test_matches_finite_difference_double_sum(kernel, c, beta, bandwidth, statistic, backend):
@@ -74,8 +74,16 @@ def test_matches_finite_difference_double_sum(kernel, c, beta, bandwidth, statis
     weights = rng.uniform(0.1, 1.0, size=12)
     expected = _reference_squared(points, scores, weights, kernel, c, beta, bandwidth, statistic)
     got = kernel_stein_discrepancy_squared(
-        points, scores, weights, kernel=kernel, c=c, beta=beta, bandwidth=bandwidth,
-        statistic=statistic, block_size=5, backend=backend,
+        points,
+        scores,
+        weights,
+        kernel=kernel,
+        c=c,
+        beta=beta,
+        bandwidth=bandwidth,
+        statistic=statistic,
+        block_size=5,
+        backend=backend,
     )
     assert got == pytest.approx(expected, rel=1e-6, abs=1e-8)
 
@@ -184,27 +192,25 @@ def _dense_reference(points, scores, weights, kernel, c, beta, bandwidth):
     if kernel == "imq":
         u = c * c + squared
         matrix = u ** (beta - 1.0) * (
-            score_dot * u - 2.0 * beta * (score_difference_dot_r + d)
-            - 4.0 * beta * (beta - 1.0) * squared / u
+            score_dot * u - 2.0 * beta * (score_difference_dot_r + d) - 4.0 * beta * (beta - 1.0) * squared / u
         )
     else:
         h2 = bandwidth**2
-        matrix = np.exp(-0.5 * squared / h2) * (
-            score_dot + (score_difference_dot_r + d) / h2 - squared / h2**2
-        )
+        matrix = np.exp(-0.5 * squared / h2) * (score_dot + (score_difference_dot_r + d) / h2 - squared / h2**2)
     return w @ matrix @ w, np.sum(w**2 * np.diag(matrix)), np.sum(w**2)
 
 
 @pytest.mark.parametrize("d", [1, 2, 5])
-@pytest.mark.parametrize("kernel,c,beta,bandwidth", [
-    ("imq", 1.0, -0.5, 1.0),
-    ("imq", 0.8, -0.5, 1.0),
-    ("imq", 1.7, -0.3, 1.0),
-    ("gaussian", 1.0, -0.5, 1.3),
-])
-def test_parallel_numba_and_jax_paths_match_a_dense_float64_reference(
-    d, kernel, c, beta, bandwidth, monkeypatch
-):
+@pytest.mark.parametrize(
+    "kernel,c,beta,bandwidth",
+    [
+        ("imq", 1.0, -0.5, 1.0),
+        ("imq", 0.8, -0.5, 1.0),
+        ("imq", 1.7, -0.3, 1.0),
+        ("gaussian", 1.0, -0.5, 1.3),
+    ],
+)
+def test_parallel_numba_and_jax_paths_match_a_dense_float64_reference(d, kernel, c, beta, bandwidth, monkeypatch):
     # the threaded loop runs (serial threshold lowered); n is not a multiple of the row block
     monkeypatch.setattr(kernel_module, "_NUMBA_SERIAL_BELOW", 0)
     rng = np.random.default_rng(20 + d)
@@ -219,8 +225,15 @@ def test_parallel_numba_and_jax_paths_match_a_dense_float64_reference(
         for backend in ("numba", "jax"):
             for statistic, expected in (("v", total), ("u", u_expected)):
                 got = kernel_stein_discrepancy_squared(
-                    points, scores, weights, kernel=kernel, c=c, beta=beta,
-                    bandwidth=bandwidth, statistic=statistic, backend=backend,
+                    points,
+                    scores,
+                    weights,
+                    kernel=kernel,
+                    c=c,
+                    beta=beta,
+                    bandwidth=bandwidth,
+                    statistic=statistic,
+                    backend=backend,
                 )
                 # the bar is 1e-6 relative; float64 gives ~1e-13 even with the cancellation here
                 assert got == pytest.approx(expected, rel=1e-10), (backend, statistic)
@@ -232,8 +245,7 @@ def test_parallel_block_sizes_agree_with_the_serial_loop(monkeypatch):
     serial = kernel_stein_discrepancy_squared(points, -points, backend="numba")
     monkeypatch.setattr(kernel_module, "_NUMBA_SERIAL_BELOW", 0)
     values = [
-        kernel_stein_discrepancy_squared(points, -points, block_size=b, backend="numba")
-        for b in (1, 7, 64, 1000, 5000)
+        kernel_stein_discrepancy_squared(points, -points, block_size=b, backend="numba") for b in (1, 7, 64, 1000, 5000)
     ]
     assert np.allclose(values, serial, rtol=1e-12, atol=0)
     assert kernel_stein_discrepancy_squared(points, -points) == values[2]  # auto -> numba on a CPU
@@ -294,27 +306,30 @@ def test_nystroem_is_reproducible_and_depends_on_the_seed():
     )
 
 
-@pytest.mark.parametrize("arguments,message", [
-    (dict(scores=np.zeros((5, 3))), "shape"),
-    (dict(weights=np.ones(4)), "shape"),
-    (dict(weights=np.array([1, 1, -1, 1, 1.0])), "non-negative"),
-    (dict(weights=np.array([1, 1, np.nan, 1, 1.0])), "non-finite"),
-    (dict(weights=np.zeros(5)), "positive sum"),
-    (dict(beta=-1.0), "beta"),
-    (dict(beta=0.0), "beta"),
-    (dict(beta=0.3), "beta"),
-    (dict(c=0.0), "c must"),
-    (dict(kernel="laplace"), "kernel"),
-    (dict(kernel="gaussian", bandwidth=-1.0), "bandwidth"),
-    (dict(statistic="w"), "statistic"),
-    (dict(block_size=0), "block_size"),
-    (dict(block_size=0, backend="jax"), "block_size"),
-    (dict(method="random"), "method"),
-    (dict(backend="cuda"), "backend"),
-    (dict(landmarks=3), "landmarks applies only"),
-    (dict(method="nystroem", landmarks=0), "landmarks must"),
-    (dict(method="nystroem", landmarks=2.5), "landmarks must"),
-])
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (dict(scores=np.zeros((5, 3))), "shape"),
+        (dict(weights=np.ones(4)), "shape"),
+        (dict(weights=np.array([1, 1, -1, 1, 1.0])), "non-negative"),
+        (dict(weights=np.array([1, 1, np.nan, 1, 1.0])), "non-finite"),
+        (dict(weights=np.zeros(5)), "positive sum"),
+        (dict(beta=-1.0), "beta"),
+        (dict(beta=0.0), "beta"),
+        (dict(beta=0.3), "beta"),
+        (dict(c=0.0), "c must"),
+        (dict(kernel="laplace"), "kernel"),
+        (dict(kernel="gaussian", bandwidth=-1.0), "bandwidth"),
+        (dict(statistic="w"), "statistic"),
+        (dict(block_size=0), "block_size"),
+        (dict(block_size=0, backend="jax"), "block_size"),
+        (dict(method="random"), "method"),
+        (dict(backend="cuda"), "backend"),
+        (dict(landmarks=3), "landmarks applies only"),
+        (dict(method="nystroem", landmarks=0), "landmarks must"),
+        (dict(method="nystroem", landmarks=2.5), "landmarks must"),
+    ],
+)
 def test_bad_arguments_raise(arguments, message):
     points = np.arange(10.0).reshape(5, 2)
     call = dict(points=points, scores=-points)

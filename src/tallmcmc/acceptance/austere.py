@@ -54,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._checks import error_probability, open_unit_interval, optional_integer_at_least
 from tallmcmc.acceptance.austere_design import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_EPSILONS,
@@ -62,7 +63,6 @@ from tallmcmc.acceptance.austere_design import (
     check_grid,
     choose_austere_parameters,
 )
-from tallmcmc._checks import error_probability, open_unit_interval, optional_integer_at_least
 from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, info_for, is_bad
 from tallmcmc.acceptance.sequential import (
     LoopRule,
@@ -152,9 +152,7 @@ def _t_result(state, num_data: int, log_ratio_offset, threshold):
     return estimate, variance, jnp.where(state.count >= num_data, 0.0, tail)
 
 
-def austere(
-    batch_size: int, epsilon: float, *, chunk_size: int | None = None, control_variate=None
-) -> AcceptanceTest:
+def austere(batch_size: int, epsilon: float, *, chunk_size: int | None = None, control_variate=None) -> AcceptanceTest:
     """The AustereMH sequential t-test with fixed stage size m and threshold ε.
 
     Algorithm 1 of Korattikara et al. (2014), with the details of the module
@@ -427,8 +425,9 @@ def austere_adaptive(
             first_stage=min(min(batch_sizes), num_data),
         )
 
-    def conclude(context: AdaptiveContext, state, model: Model, position, proposed, log_ratio_offset,
-                 cache) -> Decision:
+    def conclude(
+        context: AdaptiveContext, state, model: Model, position, proposed, log_ratio_offset, cache
+    ) -> Decision:
         num_data = model.num_data
         exact = context.exact
         estimate, variance, tail = _t_result(state, num_data, log_ratio_offset, context.threshold)

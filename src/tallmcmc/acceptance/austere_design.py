@@ -71,8 +71,6 @@ _GRID_HALF_WIDTH = 6.5
 WEIGHTED_GAP_RANGE = 5.0
 
 
-
-
 def sequential_test_characteristics(
     num_data: int,
     batch_size: int,
@@ -327,7 +325,9 @@ def choose_austere_parameters(
         raise ValueError(f"num_data must be an integer >= 2; got {num_data!r}")
     num_data = int(num_data)
     batch_sizes, epsilons = check_grid(batch_sizes, epsilons)
-    gaps = default_standardized_gaps(num_data, batch_sizes, epsilons) if standardized_gaps is None else standardized_gaps
+    gaps = (
+        default_standardized_gaps(num_data, batch_sizes, epsilons) if standardized_gaps is None else standardized_gaps
+    )
     gaps = np.abs(np.atleast_1d(np.asarray(gaps, float)))
     if gap_weights is None:
         order = np.argsort(gaps)
@@ -390,7 +390,9 @@ def adaptive_design_table(
     """
     error_bound = error_probability(error_bound)
     batch_sizes, epsilons = check_grid(batch_sizes, epsilons)
-    gaps = default_standardized_gaps(num_data, batch_sizes, epsilons) if standardized_gaps is None else standardized_gaps
+    gaps = (
+        default_standardized_gaps(num_data, batch_sizes, epsilons) if standardized_gaps is None else standardized_gaps
+    )
     gaps = np.unique(np.abs(np.asarray(gaps, float)))
     if gaps[0] != 0.0:
         gaps = np.concatenate([[0.0], gaps])
@@ -403,5 +405,3 @@ def adaptive_design_table(
     chosen_sizes = np.where(admissible, np.asarray(batch_sizes)[rows], num_data).astype(np.int32)
     chosen_epsilons = np.where(admissible, np.asarray(epsilons)[cols], 0.0)
     return gaps, chosen_sizes, chosen_epsilons
-
-

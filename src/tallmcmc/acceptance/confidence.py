@@ -48,7 +48,6 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.acceptance.base import AcceptanceTest

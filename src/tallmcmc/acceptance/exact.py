@@ -34,7 +34,6 @@ from jax.custom_batching import custom_vmap
 from tallmcmc.acceptance.base import AcceptanceTest, Decision, info_for, is_bad
 from tallmcmc.model import Model, Position
 
-
 #: Up to this many chains vmapped together, the CPU evaluates θ′ of a full-data test chain by chain
 #: (one traced evaluation per chain, stacked); above it (and on accelerators) in one vmapped pass.
 #: See the module docstring.
@@ -67,12 +66,17 @@ def per_datum_log_likelihood(model: Model, position: Position) -> jax.Array:
             jax.tree_util.tree_leaves(data_batched)
         )
         if positions_only and _chain_by_chain(axis_size):
-            chains = [plain(jax.tree_util.tree_map(lambda leaf: leaf[chain], position), data) for chain in range(axis_size)]
+            chains = [plain(_chain_of(position, chain), data) for chain in range(axis_size)]
             return jnp.stack(chains), True
         in_axes = jax.tree_util.tree_map(lambda batched: 0 if batched else None, (position_batched, data_batched))
         return jax.vmap(plain, in_axes=in_axes)(position, data), True
 
     return evaluate(position, model.data)
+
+
+def _chain_of(position, chain: int):
+    """Chain ``chain``'s slice of a chain-batched position."""
+    return jax.tree_util.tree_map(lambda leaf: leaf[chain], position)
 
 
 def _full_data_test(

@@ -52,6 +52,7 @@ import jax.numpy as jnp
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.acceptance.sequential import (
     LoopRule,
+    buffered_fourth_central_sum,
     checked_batch_size,
     estimated_log_ratio,
     machine_test,
@@ -59,7 +60,6 @@ from tallmcmc.acceptance.sequential import (
     sample_variance,
     sequential_decision,
     sequential_machine,
-    buffered_fourth_central_sum,
     with_control_variate,
 )
 from tallmcmc.correction.distribution import CorrectionDistribution, correction_distribution
@@ -343,7 +343,12 @@ def minibatch_barker(
             pool.steps + learned.astype(dtype),
         )
         return sequential_decision(
-            state, num_data, estimate, estimate + noise > 0, pool, variance=variance,
+            state,
+            num_data,
+            estimate,
+            estimate + noise > 0,
+            pool,
+            variance=variance,
             error_bound=shared.clt_error(state),
         )
 

@@ -37,9 +37,9 @@ from tallmcmc.acceptance.base import (
     info_for,
     is_bad,
 )
-from tallmcmc.model import Model, Position
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.control_variate import ControlVariate
+from tallmcmc.model import Model, Position
 
 
 class SequentialState(NamedTuple):
@@ -194,8 +194,10 @@ def sequential_chunk(
     result = new._replace(next_check=next_check.astype(jnp.int32), done=stopped)
     # idle once done (so a driver may advance a batch of chains without selecting the finished ones)
     return SequentialState(
-        *(field if name == "buffer" else jnp.where(state.done, old, field)
-          for name, field, old in zip(SequentialState._fields, result, state))
+        *(
+            field if name == "buffer" else jnp.where(state.done, old, field)
+            for name, field, old in zip(SequentialState._fields, result, state)
+        )
     )
 
 

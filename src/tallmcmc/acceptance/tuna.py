@@ -381,8 +381,14 @@ def tuna(
     .. [1] Zhang, R., Cooper, A. F. and De Sa, C. (2020). Asymptotically
        optimal exact minibatch Metropolis-Hastings. NeurIPS 2020.
     """
-    return _build(chi, bound, chunk_size=chunk_size, max_expected_batch=max_expected_batch,
-                  control_variate=control_variate, terms=step_terms)
+    return _build(
+        chi,
+        bound,
+        chunk_size=chunk_size,
+        max_expected_batch=max_expected_batch,
+        control_variate=control_variate,
+        terms=step_terms,
+    )
 
 
 def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms) -> AcceptanceTest:
@@ -395,8 +401,9 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
         )
     chunk_size = integer_at_least(chunk_size, "chunk_size")
     if max_expected_batch is not None:
-        max_expected_batch = positive_finite(max_expected_batch, "max_expected_batch",
-                                             "the expected batch above which a step uses all N points")
+        max_expected_batch = positive_finite(
+            max_expected_batch, "max_expected_batch", "the expected batch above which a step uses all N points"
+        )
     if bound.control_variate is not control_variate:
         raise ValueError(
             "bound and control_variate do not match: a TunaMH bound for control-variate residuals must be built for "
@@ -442,8 +449,20 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
         horizon = jnp.where(full | skip, -1.0, expected).astype(dtype)
         zero = jnp.zeros((), dtype)
         state = TunaStepState(
-            distance, lam, full, bad_distance, uniform_key, draw_key,
-            jnp.zeros((), jnp.int32), horizon, zero, jnp.zeros((), jnp.int32), zero, zero, zero, jnp.zeros((), bool),
+            distance,
+            lam,
+            full,
+            bad_distance,
+            uniform_key,
+            draw_key,
+            jnp.zeros((), jnp.int32),
+            horizon,
+            zero,
+            jnp.zeros((), jnp.int32),
+            zero,
+            zero,
+            zero,
+            jnp.zeros((), bool),
             jnp.zeros((), bool),
         )
         return state._replace(done=~going(state, model.num_data))
@@ -485,8 +504,14 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
         left, left_error = _compensated_add(state.left, state.left_error, -arrivals[-1])
         count = state.count + jnp.sum(valid).astype(jnp.int32)
         new = state._replace(
-            index=index + 1, left=left, left_error=left_error, count=count, log_sum=log_sum,
-            compensation=compensation, worst=jnp.maximum(state.worst, jnp.max(excess)), nan_seen=nan_seen,
+            index=index + 1,
+            left=left,
+            left_error=left_error,
+            count=count,
+            log_sum=log_sum,
+            compensation=compensation,
+            worst=jnp.maximum(state.worst, jnp.max(excess)),
+            nan_seen=nan_seen,
         )
         return new._replace(done=~going(new, num_data))
 
@@ -513,7 +538,11 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
 
     # no cache: the tables are read from the bound, one copy shared by every chain
     test = AcceptanceTest(
-        init, decide_by_machine(machine), f"tuna(chi={chi:g})", setup=(bound,), keeps_cache_on_reject=True,
+        init,
+        decide_by_machine(machine),
+        f"tuna(chi={chi:g})",
+        setup=(bound,),
+        keeps_cache_on_reject=True,
         machine=machine,
     )
     return with_control_variate(test, control_variate)
@@ -543,8 +572,12 @@ def __getattr__(name: str):
     # must not import the examples; this deprecation alias is the one place it does
     from tallmcmc.examples import gaussian_mean, gaussian_mixture, logistic_regression, weighted_mean
 
-    modules = {"gaussian_mean": gaussian_mean, "gaussian_mixture": gaussian_mixture,
-               "logistic_regression": logistic_regression, "weighted_mean": weighted_mean}
+    modules = {
+        "gaussian_mean": gaussian_mean,
+        "gaussian_mixture": gaussian_mixture,
+        "logistic_regression": logistic_regression,
+        "weighted_mean": weighted_mean,
+    }
     module, new_name = _MOVED_TO_EXAMPLES[name]
     warnings.warn(
         f"tallmcmc.acceptance.tuna.{name} is deprecated: use tallmcmc.examples.{module}.{new_name} (the same function)",

@@ -47,13 +47,10 @@ import numpy as np
 
 # the law's type and its CDF error live in base (shared with solve); importable from here as before
 from tallmcmc.correction.base import (
-    ERROR_GRID_HALF_WIDTH,
-    ERROR_GRID_STEP,
     SIGMA_MAX,
     CorrectionDistribution,
     cdf_error_curve,
     check_sigma,
-    error_grid_step,
     max_cdf_error,
 )
 from tallmcmc.correction.solve import solve_correction
@@ -143,5 +140,3 @@ def correction_distribution(sigma: float = 1.0) -> CorrectionDistribution:
         )
         _CACHE[key] = solve_correction(sigma)
     return _CACHE[key]
-
-

@@ -211,5 +211,3 @@ def solve_correction(
     if verbose:
         print(f"  sigma={sigma}: {method} error {error:.3e} in {elapsed:.2f} s, {support.size} atoms")
     return CorrectionDistribution(sigma, support, probabilities / probabilities.sum(), error, method)
-
-

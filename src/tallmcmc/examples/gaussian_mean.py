@@ -31,14 +31,14 @@ def log_likelihood(theta: jax.Array, x: jax.Array) -> jax.Array:
     return -0.5 * jnp.sum((x - theta) ** 2) - 0.5 * jnp.size(x) * math.log(2 * math.pi)
 
 
-def model(
-    data: np.ndarray, prior_variance: float | None = 100.0, temperature: float = 1.0
-) -> Model:
+def model(data: np.ndarray, prior_variance: float | None = 100.0, temperature: float = 1.0) -> Model:
     """The model over ``data`` (shape (N,) or (N, d)); ``prior_variance=None`` is a flat prior."""
     if prior_variance is None:
+
         def log_prior(theta):
             return jnp.zeros((), jnp.asarray(theta).dtype)
     else:
+
         def log_prior(theta):
             return -0.5 * jnp.sum(theta**2) / prior_variance
 
@@ -69,8 +69,9 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     with a ``DeprecationWarning``).
     """
     if model.log_likelihood is not log_likelihood:
-        raise ValueError("tallmcmc.examples.gaussian_mean.tuna_bound is for tallmcmc.examples.gaussian_mean.model(...) "
-                         "only")
+        raise ValueError(
+            "tallmcmc.examples.gaussian_mean.tuna_bound is for tallmcmc.examples.gaussian_mean.model(...) only"
+        )
     scale = positive_finite(scale, "scale", "s in c_i = ‖x_i − x₀‖ + s")
     rows = host_rows(model, model.data, "gaussian_mean.tuna_bound")
 
@@ -78,8 +79,11 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
         return np.asarray(block, np.float64).reshape(block.shape[0], -1)
 
     center = rows.sum(lambda block: flat(block).sum(axis=0)) / model.num_data
-    return bound_from_constants(rows.map(lambda block: norms(flat(block) - center) + scale),
-                                centred_distance(center, scale), name="tuna bound (gaussian mean)")
+    return bound_from_constants(
+        rows.map(lambda block: norms(flat(block) - center) + scale),
+        centred_distance(center, scale),
+        name="tuna bound (gaussian mean)",
+    )
 
 
 def calibration_problem(

@@ -58,7 +58,9 @@ def log_prior(theta: jax.Array) -> jax.Array:
 
 def model(num_data: int = PAPER_NUM_DATA, temperature: float = PAPER_TEMPERATURE, seed: int = 0) -> Model:
     """The Section 6.1 model (data simulated with ``seed``)."""
-    return Model(log_likelihood, log_prior, jnp.asarray(simulate_data(num_data, seed)), temperature, position_shape=(2,))
+    return Model(
+        log_likelihood, log_prior, jnp.asarray(simulate_data(num_data, seed)), temperature, position_shape=(2,)
+    )
 
 
 def log_posterior_grid(
@@ -108,8 +110,9 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     there, with a ``DeprecationWarning``).
     """
     if model.log_likelihood is not log_likelihood:
-        raise ValueError("tallmcmc.examples.gaussian_mixture.tuna_bound is for "
-                         "tallmcmc.examples.gaussian_mixture.model(...) only")
+        raise ValueError(
+            "tallmcmc.examples.gaussian_mixture.tuna_bound is for tallmcmc.examples.gaussian_mixture.model(...) only"
+        )
     scale = positive_finite(scale, "scale", "s in c_i = (2/σ²)(|x_i − x₀| + s)")
     rows = host_rows(model, model.data, "gaussian_mixture.tuna_bound")
     center = float(rows.sum(lambda block: np.asarray(block, np.float64).sum()) / model.num_data)

@@ -68,6 +68,7 @@ def model(covariates: np.ndarray, response: np.ndarray, prior_scale: float | Non
     if response.shape != covariates.shape[:1]:
         raise ValueError(f"response must have shape ({covariates.shape[0]},); got {response.shape}")
     if prior_scale is None:
+
         def log_prior(position):
             return position["log_sigma"]  # flat on σ: the Jacobian dσ/dlog σ = σ
     else:
@@ -104,7 +105,9 @@ def posterior(covariates: np.ndarray, response: np.ndarray) -> dict[str, tuple[n
     residual_sum = float(np.sum((y - x @ estimate) ** 2))
     shape = 0.5 * (num_data - dimension - 1)  # σ² ~ Inv-Gamma(shape, residual_sum/2)
     if shape <= 1:
-        raise ValueError(f"the flat-prior posterior needs N > d + 3 for finite variances; got N = {num_data}, d = {dimension}")
+        raise ValueError(
+            f"the flat-prior posterior needs N > d + 3 for finite variances; got N = {num_data}, d = {dimension}"
+        )
     degrees = 2 * shape
     beta_sd = np.sqrt(residual_sum / (degrees - 2) * np.diag(np.linalg.inv(gram)))
     log_sigma_mean = 0.5 * (math.log(residual_sum / 2) - scipy.special.digamma(shape))

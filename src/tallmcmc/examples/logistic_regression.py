@@ -111,7 +111,9 @@ def model(covariates: np.ndarray, response: np.ndarray, prior_variance: float = 
     dimension = covariates.shape[1]
 
     def log_prior(coefficients: jax.Array) -> jax.Array:
-        return -0.5 * jnp.sum(coefficients**2) / prior_variance - 0.5 * dimension * math.log(2 * math.pi * prior_variance)
+        return -0.5 * jnp.sum(coefficients**2) / prior_variance - 0.5 * dimension * math.log(
+            2 * math.pi * prior_variance
+        )
 
     data = {"covariates": jnp.asarray(covariates), "response": jnp.asarray(response)}
     return Model(log_likelihood, log_prior, data, 1.0, position_shape=(dimension,))
@@ -154,8 +156,9 @@ def tuna_bound(model: Model, control_variate=None) -> TunaBound:
         )
     row_norms = host_rows(model, model.data["covariates"], "logistic_regression.tuna_bound").map(norms)
     if control_variate is None:
-        return bound_from_constants(row_norms, lambda a, b: jnp.linalg.norm(flat(b) - flat(a)),
-                                    name="tuna bound (logistic regression)")
+        return bound_from_constants(
+            row_norms, lambda a, b: jnp.linalg.norm(flat(b) - flat(a)), name="tuna bound (logistic regression)"
+        )
     control_variate.check_model(model)
     if control_variate.order == 2 and control_variate.curvature != "per_datum":
         raise ValueError(
@@ -173,8 +176,10 @@ def tuna_bound(model: Model, control_variate=None) -> TunaBound:
         return jnp.linalg.norm(b - a) * reach**power
 
     return bound_from_constants(
-        constants, distance, name=f"tuna bound (logistic regression, order-{control_variate.order} control-variate "
-                                  "residuals)", control_variate=control_variate,
+        constants,
+        distance,
+        name=f"tuna bound (logistic regression, order-{control_variate.order} control-variate residuals)",
+        control_variate=control_variate,
     )
 
 
@@ -202,7 +207,13 @@ def sample_tall(
     """
     target = model(covariates, response, prior_variance)
     result = automatic.sample_tall(
-        target, jnp.zeros(target.position_shape[0], jnp.float32), num_samples=num_samples, num_chains=num_chains,
-        batch_size=batch_size, seed=seed, progress=progress, **options,
+        target,
+        jnp.zeros(target.position_shape[0], jnp.float32),
+        num_samples=num_samples,
+        num_chains=num_chains,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+        **options,
     )
     return result, result.diagnosis.mode, result.diagnosis.control_variate

@@ -86,7 +86,10 @@ def model(data: np.ndarray, temperature: float = 1.0, prior_variance: float = PR
 
 
 def log_posterior_grid(
-    data: np.ndarray, grid: np.ndarray, temperature: float = 1.0, prior_variance: float = PRIOR_VARIANCE,
+    data: np.ndarray,
+    grid: np.ndarray,
+    temperature: float = 1.0,
+    prior_variance: float = PRIOR_VARIANCE,
     chunk_size: int = 256,
 ) -> np.ndarray:
     """The unnormalised log posterior of :func:`model` at the points ``grid``, in float64 (NumPy).
@@ -99,7 +102,7 @@ def log_posterior_grid(
     nu = DEGREES_OF_FREEDOM
     values = np.empty(grid.size)
     for start in range(0, grid.size, chunk_size):
-        theta = grid[start:start + chunk_size, None]
+        theta = grid[start : start + chunk_size, None]
         residual = (x[None, :] - theta) / s[None, :]
-        values[start:start + chunk_size] = -0.5 * (nu + 1.0) * np.log1p(residual**2 / nu).sum(axis=1)
+        values[start : start + chunk_size] = -0.5 * (nu + 1.0) * np.log1p(residual**2 / nu).sum(axis=1)
     return values / temperature - 0.5 * grid**2 / prior_variance

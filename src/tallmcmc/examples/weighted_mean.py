@@ -74,8 +74,9 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     with a ``DeprecationWarning``).
     """
     if model.log_likelihood is not log_likelihood:
-        raise ValueError("tallmcmc.examples.weighted_mean.tuna_bound is for tallmcmc.examples.weighted_mean.model(...) "
-                         "only")
+        raise ValueError(
+            "tallmcmc.examples.weighted_mean.tuna_bound is for tallmcmc.examples.weighted_mean.model(...) only"
+        )
     scale = positive_finite(scale, "scale", "s in c_i = w_i(|x_i − x₀| + s)")
     rows = host_rows(model, model.data, "weighted_mean.tuna_bound")
 
@@ -90,5 +91,4 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
         values, weights = np.asarray(block, np.float64).T
         return weights * (np.abs(values - center[0]) + scale)
 
-    return bound_from_constants(rows.map(constants), centred_distance(center, scale),
-                                name="tuna bound (weighted mean)")
+    return bound_from_constants(rows.map(constants), centred_distance(center, scale), name="tuna bound (weighted mean)")

@@ -155,7 +155,7 @@ def _creation_attrs() -> dict[str, str]:
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
         version = "unknown"
     return {
-        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
         "creation_library": "tallmcmc",
         "creation_library_version": version,
         "creation_library_language": "Python",
@@ -423,8 +423,20 @@ def _ecdf_band(values, eval_points, cdf, ci_prob: float, num_simulations: int, s
     return ecdf, probabilities, lower, upper
 
 
-def plot_ecdf(values, *, eval_points, cdf, rvs=None, ci_prob: float = 0.99, ax=None,
-              plot_kwargs=None, fill_kwargs=None, num_simulations: int = 1000, seed: int = 0, **kwargs):
+def plot_ecdf(
+    values,
+    *,
+    eval_points,
+    cdf,
+    rvs=None,
+    ci_prob: float = 0.99,
+    ax=None,
+    plot_kwargs=None,
+    fill_kwargs=None,
+    num_simulations: int = 1000,
+    seed: int = 0,
+    **kwargs,
+):
     """ECDF-difference plot of ``values`` against a reference law, with a simultaneous ``ci_prob`` band.
 
     Parameters
@@ -470,8 +482,16 @@ def plot_ecdf(values, *, eval_points, cdf, rvs=None, ci_prob: float = 0.99, ax=N
 
         return az.plot_ecdf(
             np.array(values),  # a copy: ArviZ sorts it in place
-            eval_points=eval_points, cdf=cdf, rvs=rvs, difference=True, confidence_bands="optimized",
-            ci_prob=ci_prob, ax=ax, plot_kwargs=plot_kwargs, fill_kwargs=fill_kwargs, **kwargs,
+            eval_points=eval_points,
+            cdf=cdf,
+            rvs=rvs,
+            difference=True,
+            confidence_bands="optimized",
+            ci_prob=ci_prob,
+            ax=ax,
+            plot_kwargs=plot_kwargs,
+            fill_kwargs=fill_kwargs,
+            **kwargs,
         )
     if kwargs:
         raise TypeError(f"plot_ecdf under ArviZ 1.x takes no further keyword arguments; got {sorted(kwargs)}")
@@ -481,7 +501,12 @@ def plot_ecdf(values, *, eval_points, cdf, rvs=None, ci_prob: float = 0.99, ax=N
     ecdf, probabilities, lower, upper = _ecdf_band(values, eval_points, cdf, ci_prob, num_simulations, seed)
     if ax is None:
         ax = plt.gca()
-    ax.fill_between(eval_points, lower - probabilities, upper - probabilities, step="post",
-                    **{"alpha": 0.2, "color": "C0", **(fill_kwargs or {})})
+    ax.fill_between(
+        eval_points,
+        lower - probabilities,
+        upper - probabilities,
+        step="post",
+        **{"alpha": 0.2, "color": "C0", **(fill_kwargs or {})},
+    )
     ax.step(eval_points, ecdf - probabilities, where="post", **{"color": "C0", **(plot_kwargs or {})})
     return ax

@@ -137,7 +137,9 @@ def from_numpyro(
         raise TypeError(f"model must be a NumPyro model function; got {type(model).__name__}")
     if model_kwargs is not None:
         if not isinstance(model_kwargs, dict):
-            raise ValueError(f"model_kwargs must be a dict of keyword arguments for the model; got {type(model_kwargs).__name__}")
+            raise ValueError(
+                f"model_kwargs must be a dict of keyword arguments for the model; got {type(model_kwargs).__name__}"
+            )
         clash = sorted(set(model_kwargs) & set(kwargs))
         if clash:
             raise ValueError(f"model_kwargs and **kwargs both give {clash}: pass each keyword argument once")
@@ -423,7 +425,8 @@ class _NumPyroModel:
     def _compare(self, point, whole, prior, sums, magnitudes, expected_total) -> None:
         rtol = 1e-5 if jnp.result_type(float) == jnp.float32 else 1e-10
         where = "at the unconstrained point " + ", ".join(
-            f"{name}={np.array2string(np.asarray(value), precision=3, threshold=6)}" for name, value in sorted(point.items())
+            f"{name}={np.array2string(np.asarray(value), precision=3, threshold=6)}"
+            for name, value in sorted(point.items())
         )
         data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
         for name in sorted(set(whole) - set(prior) - set(sums)):

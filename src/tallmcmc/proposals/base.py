@@ -33,9 +33,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from tallmcmc.model import Model, Position
 
@@ -97,8 +95,13 @@ def tunable(
         name,
         setup,
         tune=lambda factor: Proposal(
-            make(factor), name, setup, metropolis_target=metropolis_target, proxy_target=proxy_target,
-            init_state=init_state, exact_ratio=exact_ratio,
+            make(factor),
+            name,
+            setup,
+            metropolis_target=metropolis_target,
+            proxy_target=proxy_target,
+            init_state=init_state,
+            exact_ratio=exact_ratio,
         ),
         metropolis_target=metropolis_target,
         with_covariance=with_covariance,

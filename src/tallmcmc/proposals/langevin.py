@@ -37,13 +37,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, positive_finite
+from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal, Proposed, tunable
-from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
 __all__ = ["full_data_score", "langevin", "stochastic_gradient_langevin"]
 

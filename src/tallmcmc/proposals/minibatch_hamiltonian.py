@@ -85,16 +85,20 @@ class _Metric:
             try:
                 self.factor = np.linalg.cholesky(0.5 * (matrix + matrix.T))
             except np.linalg.LinAlgError as error:
-                raise ValueError("preconditioner must be symmetric positive definite (an inverse mass, "
-                                 "e.g. a posterior covariance)") from error
+                raise ValueError(
+                    "preconditioner must be symmetric positive definite (an inverse mass, e.g. a posterior covariance)"
+                ) from error
             if not np.all(np.isfinite(self.factor)):
                 raise ValueError("preconditioner must be finite")
         else:
             raise ValueError(f"preconditioner must be a (d,) diagonal or a (d, d) matrix; got shape {matrix.shape}")
 
     def check(self, dimension: int) -> None:
-        size = None if self.diagonal is None and self.factor is None else (
-            self.diagonal.shape[0] if self.diagonal is not None else self.factor.shape[0])
+        size = (
+            None
+            if self.diagonal is None and self.factor is None
+            else (self.diagonal.shape[0] if self.diagonal is not None else self.factor.shape[0])
+        )
         if size is not None and size != dimension:
             raise ValueError(f"preconditioner is for {size} coordinates but the position has {dimension}")
 
@@ -228,9 +232,7 @@ def minibatch_hamiltonian(
         def propose(rng_key: jax.Array, position: Position, model: Model, kept_momentum=None) -> Proposed:
             num_data = model.num_data
             if batch > num_data:
-                raise ValueError(
-                    f"batch_size = {batch} exceeds the number of data points N = {num_data} of the model"
-                )
+                raise ValueError(f"batch_size = {batch} exceeds the number of data points N = {num_data} of the model")
             flat, unravel = ravel_pytree(position)
             dtype = flat.dtype
             metric.check(flat.shape[0])
@@ -261,9 +263,15 @@ def minibatch_hamiltonian(
             momentum = metric.momentum(momentum_key, flat.shape[0], dtype)
             if kept_momentum is not None:  # partial refresh: N(0, M⁻¹) stays invariant
                 momentum = persistence * kept_momentum + np.sqrt(1.0 - persistence**2) * momentum
-            moved, final = leapfrog(flat, momentum, epsilon, gradient_for, jnp.arange(steps, dtype=jnp.int32) if
-                                    minibatch == "step" else jnp.zeros((steps,), jnp.int32), metric.velocity,
-                                    same_minibatch=minibatch == "trajectory")
+            moved, final = leapfrog(
+                flat,
+                momentum,
+                epsilon,
+                gradient_for,
+                jnp.arange(steps, dtype=jnp.int32) if minibatch == "step" else jnp.zeros((steps,), jnp.int32),
+                metric.velocity,
+                same_minibatch=minibatch == "trajectory",
+            )
             ratio = metric.kinetic(momentum) - metric.kinetic(final)  # the flip leaves K unchanged
             used = jnp.asarray(per_trajectory * batch, jnp.int32)
             if kept_momentum is None:
@@ -273,8 +281,10 @@ def minibatch_hamiltonian(
 
         return propose
 
-    name = (f"minibatch_hamiltonian(step_size={step:g}, num_steps={steps}, batch_size={batch}, "
-            f"minibatch={minibatch!r}" + (f", momentum_persistence={persistence:g})" if persistence else ")"))
+    name = (
+        f"minibatch_hamiltonian(step_size={step:g}, num_steps={steps}, batch_size={batch}, "
+        f"minibatch={minibatch!r}" + (f", momentum_persistence={persistence:g})" if persistence else ")")
+    )
     init_state = None
     if persistence:
         init_state = lambda position: jnp.zeros_like(ravel_pytree(position)[0])  # noqa: E731

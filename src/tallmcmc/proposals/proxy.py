@@ -140,10 +140,14 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
             ratio = log_q(flat, moved) - log_q(moved, flat)
             proxy_ratio = log_density(moved) - log_density(flat) + ratio
             return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+
         return propose
 
     return tunable(
-        make, "proxy_langevin", setup=_setup_of(control_variate, preconditioner), metropolis_target=0.574,
+        make,
+        "proxy_langevin",
+        setup=_setup_of(control_variate, preconditioner),
+        metropolis_target=0.574,
         proxy_target=LANGEVIN_PROXY_TARGET,
     )
 
@@ -259,7 +263,9 @@ def proxy_hamiltonian(
             if jitter:
                 momentum_key, jitter_key = jax.random.split(rng_key)
                 epsilon = epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter)
-            momentum = jnp.asarray(inverse_factor_transposed, dtype) @ jax.random.normal(momentum_key, flat.shape, dtype)
+            momentum = jnp.asarray(inverse_factor_transposed, dtype) @ jax.random.normal(
+                momentum_key, flat.shape, dtype
+            )
 
             def kinetic(p):
                 return 0.5 * p @ (m @ p)
@@ -275,10 +281,14 @@ def proxy_hamiltonian(
             ratio = kinetic(momentum) - kinetic(final_momentum)
             proxy_ratio = log_density(moved) - log_density(flat) + ratio  # −(energy error) on the proxy
             return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+
         return propose
 
     return tunable(
-        make, "proxy_hamiltonian", setup=_setup_of(control_variate, preconditioner), metropolis_target=0.65,
+        make,
+        "proxy_hamiltonian",
+        setup=_setup_of(control_variate, preconditioner),
+        metropolis_target=0.65,
         proxy_target=HAMILTONIAN_PROXY_TARGET,
     )
 

@@ -50,7 +50,9 @@ def random_walk(scale: Any = None, *, covariance: Any = None) -> Proposal:
     if scale is not None:
         scale_array = np.asarray(scale, dtype=float)
         if scale_array.ndim > 1:
-            raise ValueError(f"scale must be a scalar or a 1-D array (one per coordinate); got shape {scale_array.shape}")
+            raise ValueError(
+                f"scale must be a scalar or a 1-D array (one per coordinate); got shape {scale_array.shape}"
+            )
         if not np.all(np.isfinite(scale_array)) or np.any(scale_array <= 0):
             raise ValueError(f"scale must be finite and > 0; got {scale!r}")
         factor = None

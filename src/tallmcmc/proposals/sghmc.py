@@ -213,6 +213,5 @@ def sghmc(
 
         return propose
 
-    name = (f"sghmc(step_size={step:g}, friction={alpha:g}, batch_size={batch}, fisher={fisher}, "
-            f"rescale={rescale!r})")
+    name = f"sghmc(step_size={step:g}, friction={alpha:g}, batch_size={batch}, fisher={fisher}, rescale={rescale!r})"
     return tunable(make, name, init_state=init_state, exact_ratio=False)

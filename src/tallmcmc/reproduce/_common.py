@@ -120,14 +120,17 @@ def _format_lines(lines: list[str], width: int, indent: str) -> str:
         if item:
             marker = item.group(1)
             marker = marker[3:] if marker.startswith(".. ") else marker
-            entries.append((marker, stripped[item.end():].split()))
+            entries.append((marker, stripped[item.end() :].split()))
         elif entries:
             entries[-1][1].extend(stripped.split())
         else:
             entries.append(("", stripped.split()))
     return "\n".join(
         textwrap.fill(
-            " ".join(words), width, initial_indent=indent + marker, subsequent_indent=indent + " " * len(marker),
+            " ".join(words),
+            width,
+            initial_indent=indent + marker,
+            subsequent_indent=indent + " " * len(marker),
             break_on_hyphens=False,
         )
         for marker, words in entries
@@ -170,7 +173,10 @@ def add_common_arguments(
         raise ValueError(f"seed must be an integer or None, got {seed!r}")
     parser.formatter_class = HelpFormatter
     parser.add_argument(
-        "--out", type=Path, default=Path("runs") / name, metavar="DIR",
+        "--out",
+        type=Path,
+        default=Path("runs") / name,
+        metavar="DIR",
         help="folder for summary.json and the figures (created if missing)",
     )
     if seed is not None:

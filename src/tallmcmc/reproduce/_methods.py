@@ -86,34 +86,41 @@ METHODS: dict[str, Method] = {
     method.key: method
     for method in (
         Method(
-            "minibatch_barker", "MHminibatch",
+            "minibatch_barker",
+            "MHminibatch",
             "minibatch Barker test of Seita et al., minibatch size batch_size",
             lambda s: tallmcmc.minibatch_barker(s.batch_size),
         ),
         Method(
-            "austere", "AustereMH",
+            "austere",
+            "AustereMH",
             "sequential t-test of Korattikara et al., stage size batch_size, tolerance austere_epsilon",
             lambda s: tallmcmc.austere(s.batch_size, s.austere_epsilon),
         ),
         Method(
-            "austere_conservative", "AustereMH(c)",
+            "austere_conservative",
+            "AustereMH(c)",
             "AustereMH with (m, ε) chosen for a worst-case error bound austere_error_bound at N = num_data",
             lambda s: tallmcmc.austere_conservative(error_bound=s.austere_error_bound, num_data=s.num_data),
         ),
         Method(
-            "confidence_sampler", "MHSubLhd",
+            "confidence_sampler",
+            "MHSubLhd",
             f"confidence sampler of Bardenet et al., first batch batch_size, γ = {CONFIDENCE_GAMMA}, "
             f"p = {CONFIDENCE_P:g}, δ = {CONFIDENCE_DELTA}",
-            lambda s: tallmcmc.confidence_sampler(s.batch_size, gamma=CONFIDENCE_GAMMA, p=CONFIDENCE_P,
-                                                  delta=CONFIDENCE_DELTA),
+            lambda s: tallmcmc.confidence_sampler(
+                s.batch_size, gamma=CONFIDENCE_GAMMA, p=CONFIDENCE_P, delta=CONFIDENCE_DELTA
+            ),
         ),
         Method(
-            "exact_metropolis", "full-data MH",
+            "exact_metropolis",
+            "full-data MH",
             "Metropolis-Hastings test on all N points",
             lambda s: tallmcmc.exact_metropolis(),
         ),
         Method(
-            "exact_barker", "full-data Barker",
+            "exact_barker",
+            "full-data Barker",
             "Barker test on all N points",
             lambda s: tallmcmc.exact_barker(),
         ),
@@ -157,7 +164,11 @@ def add_methods_argument(parser: argparse.ArgumentParser, keys: Sequence[str]) -
     for key in keys:
         method(key)
     parser.add_argument(
-        "--methods", nargs="+", choices=keys, default=None, metavar="KEY",
+        "--methods",
+        nargs="+",
+        choices=keys,
+        default=None,
+        metavar="KEY",
         help="tests to run, in this order (default: all): "
         + ", ".join(f"{key} ({METHODS[key].display_name})" for key in keys),
     )

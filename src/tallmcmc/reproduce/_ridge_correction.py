@@ -193,7 +193,9 @@ def _ridge_residual(g: np.ndarray, n: int, u: np.ndarray, v: np.ndarray) -> np.n
     return np.convolve(g, u)[2 * n : 6 * n + 1] - v
 
 
-def _ridge_result(sigma: float, n: int, lam: float, half_width: float, u: np.ndarray, seconds: float) -> RidgeCorrection:
+def _ridge_result(
+    sigma: float, n: int, lam: float, half_width: float, u: np.ndarray, seconds: float
+) -> RidgeCorrection:
     step = half_width / n
     g = ndtr(np.arange(-3 * n, 3 * n + 1) * step / sigma)
     v = expit(np.arange(-2 * n, 2 * n + 1) * step)

@@ -127,10 +127,10 @@ class StudyMethod:
     key: str
     display_name: str
     exact: bool
-    build: Callable[[MethodSettings, "Target"], tallmcmc.AcceptanceTest]
+    build: Callable[[MethodSettings, Target], tallmcmc.AcceptanceTest]
 
 
-def _registry(key: str) -> Callable[[MethodSettings, "Target"], tallmcmc.AcceptanceTest]:
+def _registry(key: str) -> Callable[[MethodSettings, Target], tallmcmc.AcceptanceTest]:
     return lambda settings, target: method(key).build(settings)
 
 
@@ -159,15 +159,25 @@ def study_methods() -> dict[str, StudyMethod]:
         StudyMethod("minibatch_barker", "MHminibatch σ=1.0", False, _barker(1.0, None, True)),
         StudyMethod("minibatch_barker_delta", f"MHminibatch σ=1.0 δ={DELTA:g}", False, _barker(1.0, DELTA, True)),
         StudyMethod("minibatch_barker_sigma12", "MHminibatch σ=1.2", False, _barker(1.2, None, True)),
-        StudyMethod("minibatch_barker_sigma12_delta", f"MHminibatch σ=1.2 δ={DELTA:g}", False,
-                    _barker(1.2, DELTA, True)),
+        StudyMethod(
+            "minibatch_barker_sigma12_delta", f"MHminibatch σ=1.2 δ={DELTA:g}", False, _barker(1.2, DELTA, True)
+        ),
         StudyMethod("minibatch_barker_printed", "MHminibatch σ=1.0 as printed", False, _barker(1.0, None, False)),
-        StudyMethod("austere_conservative", method("austere_conservative").display_name, False,
-                    _registry("austere_conservative")),
-        StudyMethod("austere_adaptive", "AustereMH(nc)", False,
-                    lambda settings, target: tallmcmc.austere_adaptive(AUSTERE_NC_ERROR_BOUND)),
-        StudyMethod("confidence_sampler", method("confidence_sampler").display_name, False,
-                    _registry("confidence_sampler")),
+        StudyMethod(
+            "austere_conservative",
+            method("austere_conservative").display_name,
+            False,
+            _registry("austere_conservative"),
+        ),
+        StudyMethod(
+            "austere_adaptive",
+            "AustereMH(nc)",
+            False,
+            lambda settings, target: tallmcmc.austere_adaptive(AUSTERE_NC_ERROR_BOUND),
+        ),
+        StudyMethod(
+            "confidence_sampler", method("confidence_sampler").display_name, False, _registry("confidence_sampler")
+        ),
     ]
     return {entry.key: entry for entry in entries}
 
@@ -261,15 +271,28 @@ def _student_t_bound(model: Model, floor: float):
     """
     nu = student_t_location.DEGREES_OF_FREEDOM
     scales = np.asarray(model.data, np.float64)[:, 1]
-    return tuna_bound((nu + 1.0) / (2.0 * math.sqrt(nu) * scales), lambda a, b: jnp.abs(b[0] - a[0]) + floor,
-                      name="tuna bound (student-t location)")
+    return tuna_bound(
+        (nu + 1.0) / (2.0 * math.sqrt(nu) * scales),
+        lambda a, b: jnp.abs(b[0] - a[0]) + floor,
+        name="tuna bound (student-t location)",
+    )
 
 
-def heavy_target(num_data: int, step: float, num_samples: int, burn_in: int, batch_size: int, seed: int,
-                 chi: float, precise_fraction: float = 0.01, precise_scale: float = 0.1) -> Target:
+def heavy_target(
+    num_data: int,
+    step: float,
+    num_samples: int,
+    burn_in: int,
+    batch_size: int,
+    seed: int,
+    chi: float,
+    precise_fraction: float = 0.01,
+    precise_scale: float = 0.1,
+) -> Target:
     """Target (a): Student-t location with precise points and outliers, untempered, 1-d quadrature."""
-    data = student_t_location.simulate(num_data, precise_fraction=precise_fraction, precise_scale=precise_scale,
-                                       seed=seed)
+    data = student_t_location.simulate(
+        num_data, precise_fraction=precise_fraction, precise_scale=precise_scale, seed=seed
+    )
     model = student_t_location.model(data)
     values = data[:, 0].astype(float)
     coarse = np.linspace(np.median(values) - 2.0, np.median(values) + 2.0, 4001)
@@ -281,13 +304,26 @@ def heavy_target(num_data: int, step: float, num_samples: int, burn_in: int, bat
     reference = Reference.from_log_density([grid], student_t_location.log_posterior_grid(data, grid))
     step_size = step * reference.sd
     return Target(
-        "heavy", f"Student-t location, heavy lᵢ (N = {num_data:,}, K = 1)", model, reference, step_size,
-        num_samples, burn_in, lambda: _student_t_bound(model, 1e-3 * float(step_size[0])), chi,
+        "heavy",
+        f"Student-t location, heavy lᵢ (N = {num_data:,}, K = 1)",
+        model,
+        reference,
+        step_size,
+        num_samples,
+        burn_in,
+        lambda: _student_t_bound(model, 1e-3 * float(step_size[0])),
+        chi,
         MethodSettings(batch_size=batch_size, austere_error_bound=AUSTERE_C_ERROR_BOUND, num_data=num_data),
-        {"num_data": num_data, "temperature": 1.0, "step_in_posterior_sds": step, "dimension": 1,
-         "precise_fraction": precise_fraction, "precise_scale": precise_scale,
-         "model": f"x_i = θ + s_i ε_i, ε_i ~ t_4; {100 * precise_fraction:g}% s_i = {precise_scale:g}, 2% outliers "
-                  "+10 s_i; prior N(0, 100)"},
+        {
+            "num_data": num_data,
+            "temperature": 1.0,
+            "step_in_posterior_sds": step,
+            "dimension": 1,
+            "precise_fraction": precise_fraction,
+            "precise_scale": precise_scale,
+            "model": f"x_i = θ + s_i ε_i, ε_i ~ t_4; {100 * precise_fraction:g}% s_i = {precise_scale:g}, 2% outliers "
+            "+10 s_i; prior N(0, 100)",
+        },
     )
 
 
@@ -297,8 +333,9 @@ def _logistic_log_posterior(covariates, response, prior_variance, points) -> np.
     return -np.logaddexp(0.0, -signs * logits).sum(axis=1) - 0.5 * np.sum(points**2, axis=1) / prior_variance
 
 
-def small_target(num_data: int, step: float, num_samples: int, burn_in: int, batch_size: int, seed: int,
-                 chi: float) -> Target:
+def small_target(
+    num_data: int, step: float, num_samples: int, burn_in: int, batch_size: int, seed: int, chi: float
+) -> Target:
     """Target (b): logistic regression d = 2, small N, large steps, 2-d quadrature."""
     prior_variance = 10.0
     covariates, response = logistic_regression.simulate(num_data, 2, seed=seed)
@@ -313,36 +350,62 @@ def small_target(num_data: int, step: float, num_samples: int, burn_in: int, bat
     laplace_sd = np.sqrt(np.diag(np.linalg.inv(-hessian)))
     axes = [np.linspace(b - 8 * s, b + 8 * s, 321) for b, s in zip(beta, laplace_sd)]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 2)
-    log_density = np.concatenate([
-        _logistic_log_posterior(x, y, prior_variance, points[i:i + 4096]) for i in range(0, len(points), 4096)
-    ]).reshape(len(axes[0]), len(axes[1]))
+    log_density = np.concatenate(
+        [_logistic_log_posterior(x, y, prior_variance, points[i : i + 4096]) for i in range(0, len(points), 4096)]
+    ).reshape(len(axes[0]), len(axes[1]))
     reference = Reference.from_log_density(axes, log_density)
     step_size = step * reference.sd
     return Target(
-        "small", f"logistic d = 2, small N, large steps (N = {num_data:,}, K = 1)", model, reference, step_size,
-        num_samples, burn_in, lambda: logistic_regression.tuna_bound(model), chi,
+        "small",
+        f"logistic d = 2, small N, large steps (N = {num_data:,}, K = 1)",
+        model,
+        reference,
+        step_size,
+        num_samples,
+        burn_in,
+        lambda: logistic_regression.tuna_bound(model),
+        chi,
         MethodSettings(batch_size=batch_size, austere_error_bound=AUSTERE_C_ERROR_BOUND, num_data=num_data),
-        {"num_data": num_data, "temperature": 1.0, "step_in_posterior_sds": step, "dimension": 2,
-         "model": "logistic regression, x_i ~ N(0, I_2), no intercept, prior N(0, 10 I)"},
+        {
+            "num_data": num_data,
+            "temperature": 1.0,
+            "step_in_posterior_sds": step,
+            "dimension": 2,
+            "model": "logistic regression, x_i ~ N(0, I_2), no intercept, prior N(0, 10 I)",
+        },
     )
 
 
-def gmm_target(num_data: int, step: float, num_samples: int, burn_in: int, batch_size: int, seed: int,
-               chi: float) -> Target:
+def gmm_target(
+    num_data: int, step: float, num_samples: int, burn_in: int, batch_size: int, seed: int, chi: float
+) -> Target:
     """Target (c): the paper's Gaussian mixture at N/K = 100, 2-d grid reference."""
     temperature = num_data / 100.0
     data = gaussian_mixture.simulate_data(num_data, seed=seed)
-    model = tallmcmc.Model(gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), temperature,
-                           position_shape=(2,))
+    model = tallmcmc.Model(
+        gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), temperature, position_shape=(2,)
+    )
     axes = [np.arange(-1.5 + 0.01, 2.5, 0.02), np.arange(-3.0 + 0.01, 3.0, 0.02)]
     reference = Reference.from_log_density(axes, gaussian_mixture.log_posterior_grid(data, temperature, *axes))
     step_size = np.full(2, step)
     return Target(
-        "gmm", f"Gaussian mixture (N = {num_data:,}, K = {temperature:g}, N/K = 100)", model, reference,
-        step_size, num_samples, burn_in, lambda: gaussian_mixture.tuna_bound(model), chi,
+        "gmm",
+        f"Gaussian mixture (N = {num_data:,}, K = {temperature:g}, N/K = 100)",
+        model,
+        reference,
+        step_size,
+        num_samples,
+        burn_in,
+        lambda: gaussian_mixture.tuna_bound(model),
+        chi,
         MethodSettings(batch_size=batch_size, austere_error_bound=AUSTERE_C_ERROR_BOUND, num_data=num_data),
-        {"num_data": num_data, "temperature": temperature, "step": step, "dimension": 2,
-         "model": "½N(θ₁, 2) + ½N(θ₁+θ₂, 2), θ = (0, 1), prior N(0, diag(10, 1))"},
+        {
+            "num_data": num_data,
+            "temperature": temperature,
+            "step": step,
+            "dimension": 2,
+            "model": "½N(θ₁, 2) + ½N(θ₁+θ₂, 2), θ = (0, 1), prior N(0, diag(10, 1))",
+        },
     )
 
 
@@ -364,12 +427,15 @@ def moment_errors(draws: np.ndarray, reference: Reference) -> dict:
     variance_se = arviz_bridge.mcse(squares, method="mean")
     ess = arviz_bridge.ess(draws, method="bulk")
     return {
-        "mean": mean, "variance": variance,
+        "mean": mean,
+        "variance": variance,
         "mean_z": (mean - reference.mean) / mean_se,
         "variance_z": (variance - reference.variance) / variance_se,
         "mean_error_sds": (mean - reference.mean) / reference.sd,
         "sd_ratio": np.sqrt(variance / reference.variance),
-        "mean_mcse": mean_se, "variance_mcse": variance_se, "ess_bulk": ess,
+        "mean_mcse": mean_se,
+        "variance_mcse": variance_se,
+        "ess_bulk": ess,
     }
 
 
@@ -390,8 +456,10 @@ def thinned(draws: np.ndarray, count: int) -> np.ndarray:
 def reference_ksd(target: Target, count: int, seed: int) -> dict:
     """KSD of ``count`` i.i.d. draws from the reference: median and range over repeats."""
     rng = np.random.default_rng(seed)
-    values = [standardised_ksd(target.model, target.reference.draw(rng, count), target.reference)
-              for _ in range(REFERENCE_KSD_REPEATS)]
+    values = [
+        standardised_ksd(target.model, target.reference.draw(rng, count), target.reference)
+        for _ in range(REFERENCE_KSD_REPEATS)
+    ]
     return {"median": float(np.median(values)), "min": float(np.min(values)), "max": float(np.max(values))}
 
 
@@ -401,12 +469,17 @@ def run_method(target: Target, entry: StudyMethod, chains: int, ksd_points: int,
     starts = target.reference.draw(np.random.default_rng(seed), chains)
     began = time.perf_counter()
     result = tallmcmc.sample(
-        target.model, tallmcmc.random_walk(np.asarray(target.step_size, float)), test,
-        initial_positions=jnp.asarray(starts, jnp.float32), num_samples=target.num_samples + target.burn_in,
-        num_chains=chains, seed=seed, progress=progress,
+        target.model,
+        tallmcmc.random_walk(np.asarray(target.step_size, float)),
+        test,
+        initial_positions=jnp.asarray(starts, jnp.float32),
+        num_samples=target.num_samples + target.burn_in,
+        num_chains=chains,
+        seed=seed,
+        progress=progress,
     )
     seconds = time.perf_counter() - began
-    draws = np.asarray(result.positions, dtype=np.float64)[:, target.burn_in:]
+    draws = np.asarray(result.positions, dtype=np.float64)[:, target.burn_in :]
     errors = moment_errors(draws, target.reference)
     total_data = result.total_data_used
     worst_ess = float(errors["ess_bulk"].min())
@@ -437,47 +510,93 @@ def run_method(target: Target, entry: StudyMethod, chains: int, ksd_points: int,
 # ------------------------------------------------------------------------------------------------ the experiment
 
 
-QUICK = {"heavy_num_data": 2000, "small_num_data": 300, "gmm_num_data": 2000, "samples": 300, "burn_in": 50,
-         "chains": 2, "ksd_points": 200}
+QUICK = {
+    "heavy_num_data": 2000,
+    "small_num_data": 300,
+    "gmm_num_data": 2000,
+    "samples": 300,
+    "burn_in": 50,
+    "chains": 2,
+    "ksd_points": 200,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
-    parser.add_argument("--targets", nargs="+", choices=TARGET_KEYS, default=None, metavar="KEY",
-                        help=f"targets to run (default: all): {', '.join(TARGET_KEYS)}")
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=None, metavar="KEY",
-                        help="tests to run, in this order (default: all): "
-                        + ", ".join(f"{key} ({entry.display_name})" for key, entry in METHODS.items()))
+    parser.add_argument(
+        "--targets",
+        nargs="+",
+        choices=TARGET_KEYS,
+        default=None,
+        metavar="KEY",
+        help=f"targets to run (default: all): {', '.join(TARGET_KEYS)}",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=list(METHODS),
+        default=None,
+        metavar="KEY",
+        help="tests to run, in this order (default: all): "
+        + ", ".join(f"{key} ({entry.display_name})" for key, entry in METHODS.items()),
+    )
     parser.add_argument("--chains", type=int, default=8, help="chains per (target, test), started at reference draws")
-    parser.add_argument("--samples", type=int, default=None,
-                        help="kept steps per chain (default per target: heavy 6000, small 3000, gmm 10000)")
-    parser.add_argument("--burn-in", type=int, default=None,
-                        help="steps per chain discarded before the kept ones (default: 500)")
-    parser.add_argument("--batch-size", type=int, default=50,
-                        help="m of MHminibatch, the first batch of MHSubLhd (paper's GMM: 50)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="kept steps per chain (default per target: heavy 6000, small 3000, gmm 10000)",
+    )
+    parser.add_argument(
+        "--burn-in", type=int, default=None, help="steps per chain discarded before the kept ones (default: 500)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=50, help="m of MHminibatch, the first batch of MHSubLhd (paper's GMM: 50)"
+    )
     parser.add_argument("--heavy-num-data", type=int, default=10_000, help="N of the Student-t target")
-    parser.add_argument("--heavy-step", type=float, default=0.3,
-                        help="random-walk sd on the Student-t target, in posterior sds")
-    parser.add_argument("--heavy-precise-fraction", type=float, default=0.01,
-                        help="fraction of precise points (s_i = --heavy-precise-scale) in the Student-t data")
-    parser.add_argument("--heavy-precise-scale", type=float, default=0.1,
-                        help="their known scale s_i (the others have s_i = 1)")
+    parser.add_argument(
+        "--heavy-step", type=float, default=0.3, help="random-walk sd on the Student-t target, in posterior sds"
+    )
+    parser.add_argument(
+        "--heavy-precise-fraction",
+        type=float,
+        default=0.01,
+        help="fraction of precise points (s_i = --heavy-precise-scale) in the Student-t data",
+    )
+    parser.add_argument(
+        "--heavy-precise-scale", type=float, default=0.1, help="their known scale s_i (the others have s_i = 1)"
+    )
     parser.add_argument("--small-num-data", type=int, default=1000, help="N of the small logistic target")
-    parser.add_argument("--small-step", type=float, default=2.5,
-                        help="random-walk sd per coordinate on the small logistic target, in posterior sds")
-    parser.add_argument("--gmm-num-data", type=int, default=20_000,
-                        help="N of the Gaussian mixture (K = N/100, the paper's ratio; paper: 10^6)")
+    parser.add_argument(
+        "--small-step",
+        type=float,
+        default=2.5,
+        help="random-walk sd per coordinate on the small logistic target, in posterior sds",
+    )
+    parser.add_argument(
+        "--gmm-num-data",
+        type=int,
+        default=20_000,
+        help="N of the Gaussian mixture (K = N/100, the paper's ratio; paper: 10^6)",
+    )
     parser.add_argument("--gmm-step", type=float, default=0.15, help="random-walk sd per coordinate on the mixture")
-    parser.add_argument("--tuna-chi", type=float, default=1.0,
-                        help="TunaMH's χ: the log acceptance ratio's noise variance is at most about 1/χ (1: like "
-                             "MHminibatch's σ² = 1); its expected batch is χC²M² + CM, all N points when larger")
+    parser.add_argument(
+        "--tuna-chi",
+        type=float,
+        default=1.0,
+        help="TunaMH's χ: the log acceptance ratio's noise variance is at most about 1/χ (1: like "
+        "MHminibatch's σ² = 1); its expected batch is χC²M² + CM, all N points when larger",
+    )
     parser.add_argument("--ksd-points", type=int, default=2000, help="draws (thinned) the KSD is computed on")
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes for a smoke test: "
-                        + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes for a smoke test: " + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()),
+    )
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the simulated data sets")
-    add_common_arguments(parser, NAME, seed=2024, seed_help="seed of the chains and their starts (the same for "
-                         "every test on a target)")
+    add_common_arguments(
+        parser, NAME, seed=2024, seed_help="seed of the chains and their starts (the same for every test on a target)"
+    )
 
 
 def build_targets(args: argparse.Namespace, keys: list[str]) -> list[Target]:
@@ -488,13 +607,29 @@ def build_targets(args: argparse.Namespace, keys: list[str]) -> list[Target]:
     burn_in = sizes["burn_in"] if sizes.get("burn_in") is not None else 500
     lengths = {"heavy": 6000, "small": 3000, "gmm": 10000}
     builders = {
-        "heavy": lambda n: heavy_target(sizes["heavy_num_data"], args.heavy_step, n, burn_in, args.batch_size,
-                                        args.data_seed, args.tuna_chi, args.heavy_precise_fraction,
-                                        args.heavy_precise_scale),
-        "small": lambda n: small_target(sizes["small_num_data"], args.small_step, n, burn_in,
-                                        min(args.batch_size, sizes["small_num_data"] // 4), args.data_seed, args.tuna_chi),
-        "gmm": lambda n: gmm_target(sizes["gmm_num_data"], args.gmm_step, n, burn_in, args.batch_size, args.data_seed,
-                                    args.tuna_chi),
+        "heavy": lambda n: heavy_target(
+            sizes["heavy_num_data"],
+            args.heavy_step,
+            n,
+            burn_in,
+            args.batch_size,
+            args.data_seed,
+            args.tuna_chi,
+            args.heavy_precise_fraction,
+            args.heavy_precise_scale,
+        ),
+        "small": lambda n: small_target(
+            sizes["small_num_data"],
+            args.small_step,
+            n,
+            burn_in,
+            min(args.batch_size, sizes["small_num_data"] // 4),
+            args.data_seed,
+            args.tuna_chi,
+        ),
+        "gmm": lambda n: gmm_target(
+            sizes["gmm_num_data"], args.gmm_step, n, burn_in, args.batch_size, args.data_seed, args.tuna_chi
+        ),
     }
     targets = []
     for key in keys:
@@ -516,40 +651,69 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     results: dict[str, dict] = {}
     for target_index, target in enumerate(build_targets(args, target_keys)):
-        print(f"\n{target.title}: reference mean {np.round(target.reference.mean, 5)}, sd "
-              f"{np.round(target.reference.sd, 5)} (grid edge mass {target.reference.edge_mass:.1e})", flush=True)
+        print(
+            f"\n{target.title}: reference mean {np.round(target.reference.mean, 5)}, sd "
+            f"{np.round(target.reference.sd, 5)} (grid edge mass {target.reference.edge_mass:.1e})",
+            flush=True,
+        )
         floor = reference_ksd(target, ksd_points, args.seed + 17)
         per_method = {}
         for key in method_keys:
             try:
-                per_method[key] = run_method(target, METHODS[key], chains, ksd_points,
-                                             args.seed + 1000 * target_index, progress)
+                per_method[key] = run_method(
+                    target, METHODS[key], chains, ksd_points, args.seed + 1000 * target_index, progress
+                )
             except ValueError as error:  # e.g. a TunaMH bound found violated: recorded, the study goes on
-                per_method[key] = {"display_name": METHODS[key].display_name, "exact": METHODS[key].exact,
-                                   "error": str(error)}
+                per_method[key] = {
+                    "display_name": METHODS[key].display_name,
+                    "exact": METHODS[key].exact,
+                    "error": str(error),
+                }
                 print(f"  {METHODS[key].display_name:>30}: FAILED: {error}", flush=True)
                 continue
             stats = per_method[key]
-            print(f"  {stats['display_name']:>30}: {stats['data_per_step']:9.1f} points/step, max|z| "
-                  f"{stats['max_abs_z']:5.1f}, KSD {stats['ksd']:.4f}, ESS/1e6 data {stats['ess_per_million_data']:.3g}"
-                  f" ({stats['seconds']:.0f} s)", flush=True)
+            print(
+                f"  {stats['display_name']:>30}: {stats['data_per_step']:9.1f} points/step, max|z| "
+                f"{stats['max_abs_z']:5.1f}, KSD {stats['ksd']:.4f}, ESS/1e6 data {stats['ess_per_million_data']:.3g}"
+                f" ({stats['seconds']:.0f} s)",
+                flush=True,
+            )
         results[target.key] = {
             "title": target.title,
-            "settings": {**target.details, "step_size": target.step_size, "num_samples": target.num_samples,
-                         "burn_in": target.burn_in, "chains": chains, "batch_size": target.settings.batch_size,
-                         "tuna_chi": target.tuna_chi, "ksd_points": ksd_points},
-            "reference": {"mean": target.reference.mean, "variance": target.reference.variance,
-                          "grid_edge_mass": target.reference.edge_mass, "iid_ksd": floor},
+            "settings": {
+                **target.details,
+                "step_size": target.step_size,
+                "num_samples": target.num_samples,
+                "burn_in": target.burn_in,
+                "chains": chains,
+                "batch_size": target.settings.batch_size,
+                "tuna_chi": target.tuna_chi,
+                "ksd_points": ksd_points,
+            },
+            "reference": {
+                "mean": target.reference.mean,
+                "variance": target.reference.variance,
+                "grid_edge_mass": target.reference.edge_mass,
+                "iid_ksd": floor,
+            },
             "methods": per_method,
         }
         print_table(results[target.key])
     summary = {
-        "settings": {"seed": args.seed, "data_seed": args.data_seed, "quick": bool(args.quick),
-                     "z_threshold": Z_THRESHOLD, "delta": DELTA, "austere_c_error_bound": AUSTERE_C_ERROR_BOUND,
-                     "austere_nc_error_bound": AUSTERE_NC_ERROR_BOUND},
+        "settings": {
+            "seed": args.seed,
+            "data_seed": args.data_seed,
+            "quick": bool(args.quick),
+            "z_threshold": Z_THRESHOLD,
+            "delta": DELTA,
+            "austere_c_error_bound": AUSTERE_C_ERROR_BOUND,
+            "austere_nc_error_bound": AUSTERE_NC_ERROR_BOUND,
+        },
         "targets": results,
         "exact_within_threshold": all(
-            not stats.get("biased", True) for target in results.values() for stats in target["methods"].values()
+            not stats.get("biased", True)
+            for target in results.values()
+            for stats in target["methods"].values()
             if stats["exact"]
         ),
     }
@@ -569,16 +733,26 @@ def print_table(result: dict) -> None:
         if "error" in stats:
             rows.append([stats["display_name"], "failed"] + [""] * 7)
             continue
-        rows.append([
-            stats["display_name"] + (" *" if stats["biased"] else ""), f"{stats['data_per_step']:.1f}",
-            f"{stats['acceptance_rate']:.3f}", _z_text(stats["mean_z"]), _z_text(stats["variance_z"]),
-            " ".join(f"{v:.3f}" for v in np.atleast_1d(stats["sd_ratio"])), f"{stats['ksd']:.4f}",
-            f"{stats['ess_bulk'].min():.0f}", f"{stats['ess_per_million_data']:.3g}",
-        ])
+        rows.append(
+            [
+                stats["display_name"] + (" *" if stats["biased"] else ""),
+                f"{stats['data_per_step']:.1f}",
+                f"{stats['acceptance_rate']:.3f}",
+                _z_text(stats["mean_z"]),
+                _z_text(stats["variance_z"]),
+                " ".join(f"{v:.3f}" for v in np.atleast_1d(stats["sd_ratio"])),
+                f"{stats['ksd']:.4f}",
+                f"{stats['ess_bulk'].min():.0f}",
+                f"{stats['ess_per_million_data']:.3g}",
+            ]
+        )
     floor = result["reference"]["iid_ksd"]
     print(f"\n{result['title']}  (* = some |z| > {Z_THRESHOLD:g}; i.i.d. KSD at the same n: {floor['median']:.4f})")
-    print(format_table(["test", "points/step", "accept", "mean z", "var z", "sd ratio", "KSD", "ESS",
-                        "ESS/1e6 pts"], rows))
+    print(
+        format_table(
+            ["test", "points/step", "accept", "mean z", "var z", "sd ratio", "KSD", "ESS", "ESS/1e6 pts"], rows
+        )
+    )
 
 
 def plot_headline(out: Path, results: dict) -> Path:
@@ -587,18 +761,33 @@ def plot_headline(out: Path, results: dict) -> Path:
     figure, axes = new_figure(1, len(keys), figsize=(5.2 * len(keys), 4.6), squeeze=False)
     all_methods = list(dict.fromkeys(k for r in results.values() for k in r["methods"]))
     colours = {key: f"C{i % 10}" for i, key in enumerate(all_methods)}
-    markers = {key: ("o" if METHODS[key].exact else ("s" if key.startswith("minibatch") else "^"))
-               for key in all_methods}
+    markers = {
+        key: ("o" if METHODS[key].exact else ("s" if key.startswith("minibatch") else "^")) for key in all_methods
+    }
     for axis, key in zip(axes[0], keys):
         result = results[key]
         for method_key, stats in result["methods"].items():
             if "error" in stats:
                 continue
-            axis.scatter(stats["data_per_step"], stats["ksd"], color=colours[method_key], marker=markers[method_key],
-                         s=55, zorder=3, label=stats["display_name"])
+            axis.scatter(
+                stats["data_per_step"],
+                stats["ksd"],
+                color=colours[method_key],
+                marker=markers[method_key],
+                s=55,
+                zorder=3,
+                label=stats["display_name"],
+            )
             if stats["biased"]:
-                axis.scatter(stats["data_per_step"], stats["ksd"], facecolors="none", edgecolors="red", s=220,
-                             linewidths=1.6, zorder=4)
+                axis.scatter(
+                    stats["data_per_step"],
+                    stats["ksd"],
+                    facecolors="none",
+                    edgecolors="red",
+                    s=220,
+                    linewidths=1.6,
+                    zorder=4,
+                )
         floor = result["reference"]["iid_ksd"]
         axis.axhline(floor["median"], color="0.4", linestyle="--", linewidth=1)
         axis.axhspan(floor["min"], floor["max"], color="0.85", zorder=0)
@@ -618,8 +807,10 @@ def plot_headline(out: Path, results: dict) -> Path:
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
-    handles += [Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="red", linestyle="none",
-                       markersize=11), Line2D([], [], color="0.4", linestyle="--")]
+    handles += [
+        Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="red", linestyle="none", markersize=11),
+        Line2D([], [], color="0.4", linestyle="--"),
+    ]
     labels += [f"|z| > {Z_THRESHOLD:g} (moment bias)", "i.i.d. draws, same n (range shaded)"]
     figure.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
     figure.subplots_adjust(bottom=0.3)

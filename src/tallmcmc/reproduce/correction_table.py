@@ -77,15 +77,39 @@ FIGURE_SIGMAS = (0.8, 1.0, 1.2, 1.4)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
-    parser.add_argument("--sigmas", type=float, nargs="+", default=list(SIGMAS), metavar="SIGMA",
-                        help="sigma values of the ridge table (paper: 0.8 0.9 1.0 1.1)")
-    parser.add_argument("--lambdas", type=float, nargs="+", default=list(LAMBDAS), metavar="LAMBDA",
-                        help="ridge lambdas (paper: 100 10 1 0.1 0.01)")
-    parser.add_argument("--grid-points", type=int, nargs="+", default=list(GRID_POINTS), metavar="N",
-                        help="values of N: 2N + 1 atoms, 4N + 1 fit points (paper: 2000 4000)")
-    parser.add_argument("--resolve-sigmas", type=float, nargs="+", default=None, metavar="SIGMA",
-                        help="sigmas whose non-negative solve is re-run and compared with the shipped table "
-                             "(default: --sigmas and every shipped sigma; each takes a few seconds)")
+    parser.add_argument(
+        "--sigmas",
+        type=float,
+        nargs="+",
+        default=list(SIGMAS),
+        metavar="SIGMA",
+        help="sigma values of the ridge table (paper: 0.8 0.9 1.0 1.1)",
+    )
+    parser.add_argument(
+        "--lambdas",
+        type=float,
+        nargs="+",
+        default=list(LAMBDAS),
+        metavar="LAMBDA",
+        help="ridge lambdas (paper: 100 10 1 0.1 0.01)",
+    )
+    parser.add_argument(
+        "--grid-points",
+        type=int,
+        nargs="+",
+        default=list(GRID_POINTS),
+        metavar="N",
+        help="values of N: 2N + 1 atoms, 4N + 1 fit points (paper: 2000 4000)",
+    )
+    parser.add_argument(
+        "--resolve-sigmas",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="SIGMA",
+        help="sigmas whose non-negative solve is re-run and compared with the shipped table "
+        "(default: --sigmas and every shipped sigma; each takes a few seconds)",
+    )
     add_common_arguments(parser, NAME)
 
 
@@ -100,7 +124,13 @@ def _figure(out, lp: dict[float, Any], ridge_example: Any) -> Path:
         stemlines.set_color(color)
         markerline.set_label(f"sigma={sigma} ({dist.support.size} atoms)")
         x, err = cdf_error_curve(dist.support, dist.probabilities, sigma, half_width=15.0, step=0.005)
-        ax_e.semilogy(x, np.abs(err) + 1e-17, color=color, lw=0.8, label=f"{dist.method}, sigma={sigma}: sup {dist.max_cdf_error:.1e}")
+        ax_e.semilogy(
+            x,
+            np.abs(err) + 1e-17,
+            color=color,
+            lw=0.8,
+            label=f"{dist.method}, sigma={sigma}: sup {dist.max_cdf_error:.1e}",
+        )
     ax_p.set_yscale("log")
     ax_p.set_xlim(-15, 15)
     ax_p.set_xlabel("atom y_j")
@@ -229,9 +259,7 @@ def run(args: argparse.Namespace) -> int:
         )
     print("\nNon-negative solve (best of L-inf LP with HiGHS and NNLS), sup over x in [-40, 40] on a 1e-3 grid")
     print(
-        format_table(
-            ["sigma", "method", "shipped", "re-solved", "atoms", "s", "paper best", "our ridge best"], lp_rows
-        )
+        format_table(["sigma", "method", "shipped", "re-solved", "atoms", "s", "paper best", "our ridge best"], lp_rows)
     )
 
     figure = _figure(out, lp, ridge_example)

@@ -86,14 +86,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=50, help="m for MHminibatch and MHSubLhd (paper: 50)")
     parser.add_argument("--step-size", type=float, default=0.15, help="random-walk standard deviation per coordinate")
     parser.add_argument(
-        "--austere-error-bound", type=float, default=0.2,
+        "--austere-error-bound",
+        type=float,
+        default=0.2,
         help="bound on AustereMH(c)'s worst-case per-test error for its (m, ε) grid search (0.2 gives the paper's "
-             "ε = 0.005)",
+        "ε = 0.005)",
     )
     add_methods_argument(parser, METHOD_KEYS)
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the simulated data set")
-    add_common_arguments(parser, NAME, seed=CHAIN_SEED, seed_help="seed of the first trial's chain; trial i uses "
-                         "seed + i (every method sees the same seeds)")
+    add_common_arguments(
+        parser,
+        NAME,
+        seed=CHAIN_SEED,
+        seed_help="seed of the first trial's chain; trial i uses seed + i (every method sees the same seeds)",
+    )
 
 
 def bin_probabilities(data: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -143,12 +149,16 @@ def run(args: argparse.Namespace) -> int:
     out = output_folder(args.out)
     data = gaussian_mixture.simulate_data(args.num_data, seed=args.data_seed)
     model = tallmcmc.Model(
-        gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), args.temperature,
+        gaussian_mixture.log_likelihood,
+        gaussian_mixture.log_prior,
+        jnp.asarray(data),
+        args.temperature,
         position_shape=(2,),
     )
     keys = selected(args.methods, METHOD_KEYS)
-    settings = MethodSettings(batch_size=args.batch_size, austere_error_bound=args.austere_error_bound,
-                              num_data=args.num_data)
+    settings = MethodSettings(
+        batch_size=args.batch_size, austere_error_bound=args.austere_error_bound, num_data=args.num_data
+    )
     print(f"Exact posterior on {BIN_WIDTH}-wide bins (N = {args.num_data:,}, K = {args.temperature:g}) ...", flush=True)
     began = time.perf_counter()
     probabilities, axis1, axis2, log_posterior = bin_probabilities(data, args.temperature)
@@ -163,8 +173,13 @@ def run(args: argparse.Namespace) -> int:
         trials = []
         for trial in range(args.trials):
             result = tallmcmc.sample(
-                model, proposal, test, initial_position=start, num_samples=args.samples,
-                seed=args.seed + trial, progress=not args.no_progress,
+                model,
+                proposal,
+                test,
+                initial_position=start,
+                num_samples=args.samples,
+                seed=args.seed + trial,
+                progress=not args.no_progress,
             )
             samples = result.positions[0]
             counts, outside = bin_counts(samples, probabilities.shape)
@@ -196,9 +211,15 @@ def run(args: argparse.Namespace) -> int:
 
     summary = {
         "settings": {
-            "num_data": args.num_data, "temperature": args.temperature, "trials": args.trials,
-            "samples": args.samples, "batch_size": args.batch_size, "step_size": args.step_size,
-            "austere_error_bound": args.austere_error_bound, "data_seed": args.data_seed, "seed": args.seed,
+            "num_data": args.num_data,
+            "temperature": args.temperature,
+            "trials": args.trials,
+            "samples": args.samples,
+            "batch_size": args.batch_size,
+            "step_size": args.step_size,
+            "austere_error_bound": args.austere_error_bound,
+            "data_seed": args.data_seed,
+            "seed": args.seed,
             "bins": {"box": BOX, "width": BIN_WIDTH, "count": int(probabilities.size) + 1},
         },
         "methods": per_method,
@@ -212,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
 
 def summarise(trials: list[dict]) -> dict:
     """Means and standard deviations over trials of one test's per-trial statistics (the trials kept too)."""
+
     def values(name):
         return np.array([trial[name] for trial in trials], dtype=float)
 
@@ -245,20 +267,39 @@ def print_tables(per_method: dict[str, dict]) -> None:
     for key, stats in per_method.items():
         sizes = [t["minibatch_size"] for t in stats["trials"]]
         used = [t["data_used"] for t in stats["trials"]]
-        rows.append([display_name(key), _paper(PAPER_TABLE_1.get(key)), mean_pm_std(sizes), mean_pm_std(used),
-                     f"{stats['acceptance_rate']:.3f}", f"{stats['seconds_per_step'] * 1e3:.3f}"])
+        rows.append(
+            [
+                display_name(key),
+                _paper(PAPER_TABLE_1.get(key)),
+                mean_pm_std(sizes),
+                mean_pm_std(used),
+                f"{stats['acceptance_rate']:.3f}",
+                f"{stats['seconds_per_step'] * 1e3:.3f}",
+            ]
+        )
     print("\nTable 1: average minibatch size (± std over trials); 'all data used' adds full passes")
-    print(format_table(["method", "paper", "ours (test's minibatch)", "ours (all data used)", "accept", "ms/step"], rows))
+    print(
+        format_table(["method", "paper", "ours (test's minibatch)", "ours (all data used)", "accept", "ms/step"], rows)
+    )
     rows = []
     for key, stats in per_method.items():
         paper = PAPER_TABLE_4.get(key)
         ll = [t["poisson_log_likelihood"] for t in stats["trials"]]
         chi = [t["chi_squared"] for t in stats["trials"]]
-        rows.append([display_name(key), _paper(paper[0] if paper else None), mean_pm_std(ll),
-                     _paper(paper[1] if paper else None), mean_pm_std(chi)])
+        rows.append(
+            [
+                display_name(key),
+                _paper(paper[0] if paper else None),
+                mean_pm_std(ll),
+                _paper(paper[1] if paper else None),
+                mean_pm_std(chi),
+            ]
+        )
     print("\nTable 4: Eq. (39) Poisson log-likelihood and chi-squared against the exact posterior (± std over trials)")
     print(format_table(["method", "Eq. 39 paper", "Eq. 39 ours", "chi² paper", "chi² ours"], rows))
-    print("(our bins: 0.1 x 0.1 over [-1.5, 2.5] x [-3, 3]; the paper's bins are not stated, so only the ordering compares)")
+    print(
+        "(our bins: 0.1 x 0.1 over [-1.5, 2.5] x [-3, 3]; the paper's bins are not stated, so only the ordering compares)"
+    )
 
 
 def plot_figures(out, first_trial: dict[str, dict], axis1, axis2, log_posterior) -> tuple[Path, Path]:
@@ -273,7 +314,9 @@ def plot_figures(out, first_trial: dict[str, dict], axis1, axis2, log_posterior)
         axis.set_title(display_name(key))
         axis.set_xlabel("θ₁")
     axes[0].set_ylabel("θ₂")
-    shown = axes[-1].contourf(axis1, axis2, np.maximum(log_posterior.T - log_posterior.max(), -30), levels=30, cmap="viridis")
+    shown = axes[-1].contourf(
+        axis1, axis2, np.maximum(log_posterior.T - log_posterior.max(), -30), levels=30, cmap="viridis"
+    )
     axes[-1].set_title("exact log posterior")
     axes[-1].set_xlabel("θ₁")
     figure.colorbar(shown, ax=axes[-1], shrink=0.8)

@@ -126,10 +126,20 @@ AUTO_DRIVERS = {"confidence_sampler": "asynchronous", "austere_conservative": "a
 
 #: Table 5's per-data-set settings.
 PAPER_SETTINGS = {
-    "13k": {"samples": 5000, "trials": 10, "step_size": 0.05, "austere_error_bound": 0.1,
-            "austere_nc_error_bound": 0.05},
-    "100k": {"samples": 3000, "trials": 5, "step_size": 0.01, "austere_error_bound": 0.2,
-             "austere_nc_error_bound": 0.1},
+    "13k": {
+        "samples": 5000,
+        "trials": 10,
+        "step_size": 0.05,
+        "austere_error_bound": 0.1,
+        "austere_nc_error_bound": 0.05,
+    },
+    "100k": {
+        "samples": 3000,
+        "trials": 5,
+        "step_size": 0.01,
+        "austere_error_bound": 0.2,
+        "austere_nc_error_bound": 0.1,
+    },
 }
 #: Appendix C.3 / Figure 6: MHminibatch's mean minibatch size on 100k per step size.
 PAPER_FIGURE_6 = {0.005: 116.1, 0.05: 2215.6}
@@ -141,70 +151,137 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
     parser.add_argument("--data", choices=("13k", "100k"), default="13k", help="MNIST-13k or MNIST-100k")
     parser.add_argument(
-        "--posterior", action="store_true",
+        "--posterior",
+        action="store_true",
         help="instead of the paper's tempered run: the untempered posterior (K = 1, prior N(0, I), MNIST-13k) of "
-             "our samplers against a NumPyro NUTS reference, i.e. `tallmcmc reproduce mnist-posterior` with its "
-             "defaults and this command's --features, --num-train, --num-test, --batch-size (that command has "
-             "every option)",
+        "our samplers against a NumPyro NUTS reference, i.e. `tallmcmc reproduce mnist-posterior` with its "
+        "defaults and this command's --features, --num-train, --num-test, --batch-size (that command has "
+        "every option)",
     )
-    parser.add_argument("--features", choices=("pca50", "raw"), default="pca50",
-                        help="with --posterior: the first 50 principal components (default) or the 784 pixels")
-    parser.add_argument("--trials", type=int, default=None,
-                        help="independent chains per method (default: the paper's, 10 for 13k and 5 for 100k)")
-    parser.add_argument("--samples", type=int, default=None,
-                        help="samples per trial (default: the paper's, 5000 for 13k and 3000 for 100k)")
-    parser.add_argument("--step-size", type=float, default=None,
-                        help="random-walk standard deviation per coordinate (default: the paper's, 0.05 for 13k and "
-                             "0.01 for 100k; the paper's text calls it a covariance σI, its code a standard deviation)")
-    parser.add_argument("--temperature", type=float, default=100.0, help="K (paper: 100)")
-    parser.add_argument("--batch-size", type=int, default=100,
-                        help="m of MHminibatch (and its increment) and MHSubLhd's first batch (paper: 100)")
     parser.add_argument(
-        "--tail-guard", type=float, default=None, metavar="RSE",
-        help="MHminibatch's tail guard variance_rse (a tallmcmc addition, not in the paper; the library's default is "
-             "0.35). Default: off, Algorithm 1 as printed, as the paper ran it",
+        "--features",
+        choices=("pca50", "raw"),
+        default="pca50",
+        help="with --posterior: the first 50 principal components (default) or the 784 pixels",
     )
-    parser.add_argument("--austere-error-bound", type=float, default=None,
-                        help="AustereMH(c)'s worst-case error bound for its (m, ε) grid search (default: the paper's, "
-                             "0.1 for 13k and 0.2 for 100k)")
-    parser.add_argument("--austere-nc-error-bound", type=float, default=None,
-                        help="AustereMH(nc)'s error bound at each step's standardized gap (default: the paper's, 0.05 "
-                             "for 13k and 0.1 for 100k)")
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="independent chains per method (default: the paper's, 10 for 13k and 5 for 100k)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="samples per trial (default: the paper's, 5000 for 13k and 3000 for 100k)",
+    )
+    parser.add_argument(
+        "--step-size",
+        type=float,
+        default=None,
+        help="random-walk standard deviation per coordinate (default: the paper's, 0.05 for 13k and "
+        "0.01 for 100k; the paper's text calls it a covariance σI, its code a standard deviation)",
+    )
+    parser.add_argument("--temperature", type=float, default=100.0, help="K (paper: 100)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        help="m of MHminibatch (and its increment) and MHSubLhd's first batch (paper: 100)",
+    )
+    parser.add_argument(
+        "--tail-guard",
+        type=float,
+        default=None,
+        metavar="RSE",
+        help="MHminibatch's tail guard variance_rse (a tallmcmc addition, not in the paper; the library's default is "
+        "0.35). Default: off, Algorithm 1 as printed, as the paper ran it",
+    )
+    parser.add_argument(
+        "--austere-error-bound",
+        type=float,
+        default=None,
+        help="AustereMH(c)'s worst-case error bound for its (m, ε) grid search (default: the paper's, "
+        "0.1 for 13k and 0.2 for 100k)",
+    )
+    parser.add_argument(
+        "--austere-nc-error-bound",
+        type=float,
+        default=None,
+        help="AustereMH(nc)'s error bound at each step's standardized gap (default: the paper's, 0.05 "
+        "for 13k and 0.1 for 100k)",
+    )
     parser.add_argument("--confidence-gamma", type=float, default=2.0, help="MHSubLhd's growth factor γ (paper: 2)")
     parser.add_argument("--confidence-p", type=float, default=2.0, help="MHSubLhd's p (paper: 2)")
     parser.add_argument("--confidence-delta", type=float, default=0.01, help="MHSubLhd's δ (paper: 0.01)")
     parser.add_argument(
-        "--methods", nargs="+", choices=METHOD_KEYS, default=None, metavar="KEY",
+        "--methods",
+        nargs="+",
+        choices=METHOD_KEYS,
+        default=None,
+        metavar="KEY",
         help="tests to run, in this order (default: all): "
         + ", ".join(f"{key} ({DISPLAY_NAMES[key]})" for key in METHOD_KEYS),
     )
     parser.add_argument(
-        "--method-trials", nargs="+", default=None, metavar="KEY=T",
+        "--method-trials",
+        nargs="+",
+        default=None,
+        metavar="KEY=T",
         help="fewer (or more) trials for named methods, e.g. confidence_sampler=3 (the full-pass methods dominate "
-             "the run time)",
+        "the run time)",
     )
     parser.add_argument(
-        "--driver", choices=("auto", "vmap", "asynchronous"), default="auto",
+        "--driver",
+        choices=("auto", "vmap", "asynchronous"),
+        default="auto",
         help="how each method's trials (chains) run together; the draws are the same either way. auto: "
-             + ", ".join(f"{key} {driver}" for key, driver in AUTO_DRIVERS.items())
-             + ", the others vmap (measured fastest on MNIST-13k, docs/REPRODUCTIONS.md)",
+        + ", ".join(f"{key} {driver}" for key, driver in AUTO_DRIVERS.items())
+        + ", the others vmap (measured fastest on MNIST-13k, docs/REPRODUCTIONS.md)",
     )
-    parser.add_argument("--num-train", type=int, default=None,
-                        help="keep only the first NUM training points (default: all; 13000 gives the paper's count "
-                             "for 13k)")
-    parser.add_argument("--num-test", type=int, default=None, help="keep only the first NUM test points (default: all 2,163)")
-    parser.add_argument("--eval-points", type=int, default=500,
-                        help="draws per trial whose test accuracy and log-likelihood are computed (evenly spaced)")
-    parser.add_argument("--anneal-after", type=int, default=400,
-                        help="Figure 3 (right): samples at K = --temperature before the temperature drops")
+    parser.add_argument(
+        "--num-train",
+        type=int,
+        default=None,
+        help="keep only the first NUM training points (default: all; 13000 gives the paper's count for 13k)",
+    )
+    parser.add_argument(
+        "--num-test", type=int, default=None, help="keep only the first NUM test points (default: all 2,163)"
+    )
+    parser.add_argument(
+        "--eval-points",
+        type=int,
+        default=500,
+        help="draws per trial whose test accuracy and log-likelihood are computed (evenly spaced)",
+    )
+    parser.add_argument(
+        "--anneal-after",
+        type=int,
+        default=400,
+        help="Figure 3 (right): samples at K = --temperature before the temperature drops",
+    )
     parser.add_argument("--anneal-temperature", type=float, default=1.0, help="Figure 3 (right): K after the drop")
-    parser.add_argument("--anneal-step-factor", type=float, default=0.1,
-                        help="Figure 3 (right): factor on the step size after the drop (the paper does not state it)")
-    parser.add_argument("--anneal-trials", type=int, default=None,
-                        help="Figure 3 (right): trials of the annealed run (default: --trials)")
+    parser.add_argument(
+        "--anneal-step-factor",
+        type=float,
+        default=0.1,
+        help="Figure 3 (right): factor on the step size after the drop (the paper does not state it)",
+    )
+    parser.add_argument(
+        "--anneal-trials",
+        type=int,
+        default=None,
+        help="Figure 3 (right): trials of the annealed run (default: --trials)",
+    )
     parser.add_argument("--no-anneal", action="store_true", help="skip Figure 3's annealed MHminibatch run")
-    parser.add_argument("--sweep-step-sizes", type=float, nargs="+", default=[0.005, 0.01, 0.05],
-                        help="Figure 6: MHminibatch step sizes (one trial each, --samples samples)")
+    parser.add_argument(
+        "--sweep-step-sizes",
+        type=float,
+        nargs="+",
+        default=[0.005, 0.01, 0.05],
+        help="Figure 6: MHminibatch step sizes (one trial each, --samples samples)",
+    )
     parser.add_argument("--no-sweep", action="store_true", help="skip Figure 6's step-size sweep")
     add_common_arguments(parser, NAME, seed=CHAIN_SEED, seed_help="seed of every method's chains (trial i is chain i)")
 
@@ -245,8 +322,9 @@ def build_test(key: str, args: argparse.Namespace, num_data: int) -> tallmcmc.Ac
     if key == "austere_conservative":
         return tallmcmc.austere_conservative(error_bound=args.austere_error_bound, num_data=num_data)
     if key == "confidence_sampler":
-        return tallmcmc.confidence_sampler(args.batch_size, gamma=args.confidence_gamma, p=args.confidence_p,
-                                          delta=args.confidence_delta)
+        return tallmcmc.confidence_sampler(
+            args.batch_size, gamma=args.confidence_gamma, p=args.confidence_p, delta=args.confidence_delta
+        )
     raise ValueError(f"unknown method {key!r}")
 
 
@@ -266,11 +344,11 @@ def held_out_metrics(positions: np.ndarray, x_test: np.ndarray, y_test: np.ndarr
     accuracy = np.empty(thetas.shape[0])
     log_lik = np.empty(thetas.shape[0])
     for start in range(0, thetas.shape[0], block):
-        logits = (x @ thetas[start:start + block].T).astype(np.float64)  # (n_test, block)
-        accuracy[start:start + block] = np.mean((logits > 0) == (y > 0.5), axis=0)
+        logits = (x @ thetas[start : start + block].T).astype(np.float64)  # (n_test, block)
+        accuracy[start : start + block] = np.mean((logits > 0) == (y > 0.5), axis=0)
         # log σ(z) = −log(1 + e^{−z}); label 1 scores log σ(z), label 0 log σ(−z)
         signed = np.where(y > 0.5, logits, -logits)
-        log_lik[start:start + block] = np.mean(-np.logaddexp(0.0, -signed), axis=0)
+        log_lik[start : start + block] = np.mean(-np.logaddexp(0.0, -signed), axis=0)
     return accuracy.reshape(shape), log_lik.reshape(shape)
 
 
@@ -323,22 +401,40 @@ def run_annealed(model, step_size, test, start, args, samples: int, trials: int)
         temperatures = np.where(np.arange(samples) < after, model.temperature, args.anneal_temperature)
         factors = np.where(np.arange(samples) < after, 1.0, args.anneal_step_factor)
         result = tallmcmc.sample(
-            model, tallmcmc.random_walk(step_size), test, initial_position=start, num_samples=samples,
-            num_chains=trials, seed=args.seed + 1, progress=not args.no_progress,
-            temperature_schedule=temperatures, step_size_schedule=factors,
+            model,
+            tallmcmc.random_walk(step_size),
+            test,
+            initial_position=start,
+            num_samples=samples,
+            num_chains=trials,
+            seed=args.seed + 1,
+            progress=not args.no_progress,
+            temperature_schedule=temperatures,
+            step_size_schedule=factors,
         )
         return result.positions, result.data_used_by_test, "schedules"
     first = tallmcmc.sample(
-        model, tallmcmc.random_walk(step_size), test, initial_position=start, num_samples=after,
-        num_chains=trials, seed=args.seed + 1, progress=not args.no_progress,
+        model,
+        tallmcmc.random_walk(step_size),
+        test,
+        initial_position=start,
+        num_samples=after,
+        num_chains=trials,
+        seed=args.seed + 1,
+        progress=not args.no_progress,
     )
     if after == samples:
         return first.positions, first.data_used_by_test, "two calls"
     cooled = dataclasses.replace(model, temperature=args.anneal_temperature)
     second = tallmcmc.sample(
-        cooled, tallmcmc.random_walk(step_size * args.anneal_step_factor), test,
-        initial_positions=jnp.asarray(first.positions[:, -1]), num_samples=samples - after, num_chains=trials,
-        seed=args.seed + 2, progress=not args.no_progress,
+        cooled,
+        tallmcmc.random_walk(step_size * args.anneal_step_factor),
+        test,
+        initial_positions=jnp.asarray(first.positions[:, -1]),
+        num_samples=samples - after,
+        num_chains=trials,
+        seed=args.seed + 2,
+        progress=not args.no_progress,
     )
     positions = np.concatenate([first.positions, second.positions], axis=1)
     sizes = np.concatenate([first.data_used_by_test, second.data_used_by_test], axis=1)
@@ -385,8 +481,11 @@ def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     x_train, y_train, x_test, y_test = load_data(args.data, args.num_train, args.num_test, not args.no_progress)
     num_data, dimension = x_train.shape
-    print(f"MNIST-{args.data}: {num_data:,} training and {x_test.shape[0]:,} test points, d = {dimension} "
-          f"({time.perf_counter() - began:.1f} s to load)", flush=True)
+    print(
+        f"MNIST-{args.data}: {num_data:,} training and {x_test.shape[0]:,} test points, d = {dimension} "
+        f"({time.perf_counter() - began:.1f} s to load)",
+        flush=True,
+    )
     model = build_model(x_train, y_train, args.temperature)
     start = jnp.zeros(dimension, jnp.float32)
     proposal = tallmcmc.random_walk(step_size)
@@ -401,8 +500,17 @@ def run(args: argparse.Namespace) -> int:
         test = build_test(key, args, num_data)
         build_seconds = time.perf_counter() - began
         driver = AUTO_DRIVERS.get(key, "vmap") if args.driver == "auto" else args.driver
-        result = tallmcmc.sample(model, proposal, test, initial_position=start, num_samples=samples,
-                                 num_chains=trials, seed=args.seed, progress=not args.no_progress, driver=driver)
+        result = tallmcmc.sample(
+            model,
+            proposal,
+            test,
+            initial_position=start,
+            num_samples=samples,
+            num_chains=trials,
+            seed=args.seed,
+            progress=not args.no_progress,
+            driver=driver,
+        )
         wall = time.perf_counter() - began
         sizes = np.asarray(result.data_used_by_test, float)  # (trials, samples)
         used = np.asarray(result.data_used, float)
@@ -443,77 +551,127 @@ def run(args: argparse.Namespace) -> int:
             "austere_design": design,
             "per_trial": per_trial,
         }
-        curves[key] = {"cumulative": cumulative, "cumulative_all": cumulative_all, "accuracy": accuracy,
-                       "log_likelihood": log_lik}
+        curves[key] = {
+            "cumulative": cumulative,
+            "cumulative_all": cumulative_all,
+            "accuracy": accuracy,
+            "log_likelihood": log_lik,
+        }
         histograms[key] = sizes[0]
         stats = per_method[key]
-        print(f"  {DISPLAY_NAMES[key]:>14} ({test.name}), {trials} trial(s) × {samples}: mean minibatch "
-              f"{mean_pm_std([t['minibatch_size'] for t in per_trial])}, all data/step "
-              f"{stats['mean_data_used']:.0f}, accept {stats['acceptance_rate']:.3f}, final accuracy "
-              f"{stats['final_accuracy']:.4f}, {result.seconds_per_step * 1e3:.1f} ms/step, {wall:.0f} s",
-              flush=True)
+        print(
+            f"  {DISPLAY_NAMES[key]:>14} ({test.name}), {trials} trial(s) × {samples}: mean minibatch "
+            f"{mean_pm_std([t['minibatch_size'] for t in per_trial])}, all data/step "
+            f"{stats['mean_data_used']:.0f}, accept {stats['acceptance_rate']:.3f}, final accuracy "
+            f"{stats['final_accuracy']:.4f}, {result.seconds_per_step * 1e3:.1f} ms/step, {wall:.0f} s",
+            flush=True,
+        )
 
     anneal = None
     if not args.no_anneal:
         began = time.perf_counter()
         trials = args.anneal_trials or trials_default
-        positions, sizes, mechanism = run_annealed(model, step_size, build_test("minibatch_barker", args, num_data),
-                                                  start, args, samples, trials)
+        positions, sizes, mechanism = run_annealed(
+            model, step_size, build_test("minibatch_barker", args, num_data), start, args, samples, trials
+        )
         accuracy, log_lik = held_out_metrics(positions[:, evaluate], x_test, y_test)
         after = min(args.anneal_after, samples)
         before = evaluate < after
         anneal = {
-            "mechanism": mechanism, "trials": trials, "anneal_after": after,
+            "mechanism": mechanism,
+            "trials": trials,
+            "anneal_after": after,
             "temperature": [args.temperature, args.anneal_temperature],
             "step_size": [step_size, step_size * args.anneal_step_factor],
-            "evaluated_draws": evaluate, "accuracy_mean": accuracy.mean(axis=0),
+            "evaluated_draws": evaluate,
+            "accuracy_mean": accuracy.mean(axis=0),
             "accuracy_std": accuracy.std(axis=0, ddof=1) if trials > 1 else np.zeros(evaluate.size),
             "log_likelihood_mean": log_lik.mean(axis=0),
             "mean_minibatch_size_before": float(sizes[:, :after].mean()),
             "mean_minibatch_size_after": float(sizes[:, after:].mean()) if after < samples else None,
             "accuracy_at_switch": float(accuracy[:, before].mean(axis=0)[-1]) if before.any() else None,
-            "final_accuracy": float(accuracy[:, -max(1, evaluate.size // 10):].mean()),
+            "final_accuracy": float(accuracy[:, -max(1, evaluate.size // 10) :].mean()),
             "wall_seconds": time.perf_counter() - began,
         }
-        print(f"  annealed MHminibatch ({mechanism}): K {args.temperature:g} → {args.anneal_temperature:g} after "
-              f"{after} samples, step × {args.anneal_step_factor:g}: minibatch {anneal['mean_minibatch_size_before']:.1f}"
-              f" → {anneal['mean_minibatch_size_after'] or float('nan'):.1f}, accuracy at the switch "
-              f"{anneal['accuracy_at_switch'] or float('nan'):.4f}, final {anneal['final_accuracy']:.4f} "
-              f"({anneal['wall_seconds']:.0f} s)", flush=True)
+        print(
+            f"  annealed MHminibatch ({mechanism}): K {args.temperature:g} → {args.anneal_temperature:g} after "
+            f"{after} samples, step × {args.anneal_step_factor:g}: minibatch {anneal['mean_minibatch_size_before']:.1f}"
+            f" → {anneal['mean_minibatch_size_after'] or float('nan'):.1f}, accuracy at the switch "
+            f"{anneal['accuracy_at_switch'] or float('nan'):.4f}, final {anneal['final_accuracy']:.4f} "
+            f"({anneal['wall_seconds']:.0f} s)",
+            flush=True,
+        )
 
     sweep = None
     if not args.no_sweep:
         sweep = {}
         for size in args.sweep_step_sizes:
             began = time.perf_counter()
-            result = tallmcmc.sample(model, tallmcmc.random_walk(size), build_test("minibatch_barker", args, num_data),
-                                     initial_position=start, num_samples=samples, num_chains=1, seed=args.seed + 3,
-                                     progress=not args.no_progress)
+            result = tallmcmc.sample(
+                model,
+                tallmcmc.random_walk(size),
+                build_test("minibatch_barker", args, num_data),
+                initial_position=start,
+                num_samples=samples,
+                num_chains=1,
+                seed=args.seed + 3,
+                progress=not args.no_progress,
+            )
             sizes = np.asarray(result.data_used_by_test[0], float)
-            sweep[size] = {"mean_minibatch_size": float(sizes.mean()), "sizes": sizes,
-                           "acceptance_rate": result.acceptance_rate, "wall_seconds": time.perf_counter() - began}
-            print(f"  MHminibatch step {size:g}: mean minibatch {sizes.mean():.1f}, accept {result.acceptance_rate:.3f}"
-                  + (f" (paper, 100k: {PAPER_FIGURE_6[size]})" if size in PAPER_FIGURE_6 else ""), flush=True)
+            sweep[size] = {
+                "mean_minibatch_size": float(sizes.mean()),
+                "sizes": sizes,
+                "acceptance_rate": result.acceptance_rate,
+                "wall_seconds": time.perf_counter() - began,
+            }
+            print(
+                f"  MHminibatch step {size:g}: mean minibatch {sizes.mean():.1f}, accept {result.acceptance_rate:.3f}"
+                + (f" (paper, 100k: {PAPER_FIGURE_6[size]})" if size in PAPER_FIGURE_6 else ""),
+                flush=True,
+            )
 
     summary = {
         "settings": {
-            "data": args.data, "num_data": num_data, "num_test": int(x_test.shape[0]), "dimension": dimension,
-            "temperature": args.temperature, "samples": samples, "trials": trials_of, "step_size": step_size,
+            "data": args.data,
+            "num_data": num_data,
+            "num_test": int(x_test.shape[0]),
+            "dimension": dimension,
+            "temperature": args.temperature,
+            "samples": samples,
+            "trials": trials_of,
+            "step_size": step_size,
             "step_size_meaning": "standard deviation per coordinate (the paper's code; its text says covariance σI)",
-            "batch_size": args.batch_size, "tail_guard": args.tail_guard, "austere_error_bound": args.austere_error_bound,
-            "austere_nc_error_bound": args.austere_nc_error_bound, "confidence_gamma": args.confidence_gamma,
-            "confidence_p": args.confidence_p, "confidence_delta": args.confidence_delta, "prior": "flat (uniform)",
-            "start": "theta = 0", "seed": args.seed, "evaluated_draws_per_trial": int(evaluate.size),
+            "batch_size": args.batch_size,
+            "tail_guard": args.tail_guard,
+            "austere_error_bound": args.austere_error_bound,
+            "austere_nc_error_bound": args.austere_nc_error_bound,
+            "confidence_gamma": args.confidence_gamma,
+            "confidence_p": args.confidence_p,
+            "confidence_delta": args.confidence_delta,
+            "prior": "flat (uniform)",
+            "start": "theta = 0",
+            "seed": args.seed,
+            "evaluated_draws_per_trial": int(evaluate.size),
         },
         "methods": per_method,
         "anneal": anneal,
-        "step_size_sweep": None if sweep is None else {
-            str(size): {k: v for k, v in entry.items() if k != "sizes"} for size, entry in sweep.items()},
-        "paper": {"table_2": PAPER_TABLE_2[args.data], "figure_6": PAPER_FIGURE_6,
-                  "austere_conservative_design": PAPER_AUSTERE_DESIGN[args.data], "settings": paper},
-        "curves": {key: {"cumulative_test_points_mean": c["cumulative"].mean(axis=0),
-                         "accuracy_mean": c["accuracy"].mean(axis=0),
-                         "test_log_likelihood_mean": c["log_likelihood"].mean(axis=0)} for key, c in curves.items()},
+        "step_size_sweep": None
+        if sweep is None
+        else {str(size): {k: v for k, v in entry.items() if k != "sizes"} for size, entry in sweep.items()},
+        "paper": {
+            "table_2": PAPER_TABLE_2[args.data],
+            "figure_6": PAPER_FIGURE_6,
+            "austere_conservative_design": PAPER_AUSTERE_DESIGN[args.data],
+            "settings": paper,
+        },
+        "curves": {
+            key: {
+                "cumulative_test_points_mean": c["cumulative"].mean(axis=0),
+                "accuracy_mean": c["accuracy"].mean(axis=0),
+                "test_log_likelihood_mean": c["log_likelihood"].mean(axis=0),
+            }
+            for key, c in curves.items()
+        },
         "wall_seconds": time.perf_counter() - began_all,
     }
     print_table(per_method, args.data)
@@ -527,8 +685,15 @@ def run(args: argparse.Namespace) -> int:
 def summarise(per_trial: list[dict]) -> dict:
     """Means and sample standard deviations over trials of the per-trial statistics."""
     out = {}
-    for name in ("minibatch_size", "data_used", "acceptance_rate", "full_data_fraction", "final_accuracy",
-                 "final_test_log_likelihood", "median_error_bound"):
+    for name in (
+        "minibatch_size",
+        "data_used",
+        "acceptance_rate",
+        "full_data_fraction",
+        "final_accuracy",
+        "final_test_log_likelihood",
+        "median_error_bound",
+    ):
         values = np.array([t[name] for t in per_trial], float)
         out[f"mean_{name}" if name in ("minibatch_size", "data_used") else name] = float(values.mean())
         out[f"std_{name}"] = float(values.std(ddof=1)) if values.size > 1 else 0.0
@@ -541,16 +706,39 @@ def print_table(per_method: dict[str, dict], data: str) -> None:
     for key, stats in per_method.items():
         paper = PAPER_TABLE_2[data].get(key)
         trials = stats["per_trial"]
-        rows.append([
-            stats["display_name"], "—" if paper is None else f"{paper[0]:.1f} ± {paper[1]:.1f}",
-            mean_pm_std([t["minibatch_size"] for t in trials]), mean_pm_std([t["data_used"] for t in trials]),
-            f"{stats['acceptance_rate']:.3f}", f"{stats['final_accuracy']:.4f}", str(stats["trials"]),
-            f"{stats['seconds_per_step'] * 1e3:.1f}", f"{stats['wall_seconds']:.0f}",
-        ])
-    print(f"\nTable 2 (MNIST-{data}): average minibatch size per step (± std over trials); 'all data' adds the "
-          "full passes and start checks")
-    print(format_table(["method", "paper", "ours (test's minibatch)", "ours (all data)", "accept", "accuracy",
-                        "trials", "ms/step", "wall s"], rows))
+        rows.append(
+            [
+                stats["display_name"],
+                "—" if paper is None else f"{paper[0]:.1f} ± {paper[1]:.1f}",
+                mean_pm_std([t["minibatch_size"] for t in trials]),
+                mean_pm_std([t["data_used"] for t in trials]),
+                f"{stats['acceptance_rate']:.3f}",
+                f"{stats['final_accuracy']:.4f}",
+                str(stats["trials"]),
+                f"{stats['seconds_per_step'] * 1e3:.1f}",
+                f"{stats['wall_seconds']:.0f}",
+            ]
+        )
+    print(
+        f"\nTable 2 (MNIST-{data}): average minibatch size per step (± std over trials); 'all data' adds the "
+        "full passes and start checks"
+    )
+    print(
+        format_table(
+            [
+                "method",
+                "paper",
+                "ours (test's minibatch)",
+                "ours (all data)",
+                "accept",
+                "accuracy",
+                "trials",
+                "ms/step",
+                "wall s",
+            ],
+            rows,
+        )
+    )
 
 
 def _log_bins(values: list[np.ndarray]) -> np.ndarray:
@@ -586,8 +774,9 @@ def plot_figures(out: Path, data: str, curves, histograms, anneal, sweep) -> lis
         axis.set_xlabel("sample")
         axis.set_ylabel("test accuracy")
         axis.set_ylim(0.4, 1.0)
-        axis.set_title(f"K {anneal['temperature'][0]:g} → {anneal['temperature'][1]:g} after "
-                       f"{anneal['anneal_after']} samples")
+        axis.set_title(
+            f"K {anneal['temperature'][0]:g} → {anneal['temperature'][1]:g} after {anneal['anneal_after']} samples"
+        )
     paths.append(save_figure(figure, out, f"figure3_accuracy_{data}.png"))
 
     keys = list(histograms)

@@ -130,8 +130,12 @@ CACHE_VERSION = 1
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
-    parser.add_argument("--features", choices=("pca50", "raw"), default="pca50",
-                        help="standardised principal components + intercept, or the 784 raw pixels")
+    parser.add_argument(
+        "--features",
+        choices=("pca50", "raw"),
+        default="pca50",
+        help="standardised principal components + intercept, or the 784 raw pixels",
+    )
     parser.add_argument("--components", type=int, default=50, help="principal components kept (pca50)")
     parser.add_argument("--num-train", type=int, default=None, help="keep the first NUM training points (default: all)")
     parser.add_argument("--num-test", type=int, default=None, help="keep the first NUM test points (default: all)")
@@ -139,21 +143,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draws", type=int, default=4000, help="draws per chain (t5, HMC methods)")
     parser.add_argument("--draws-rw", type=int, default=20000, help="draws per chain (random-walk methods)")
     parser.add_argument("--batch-size", type=int, default=100, help="minibatch Barker's first batch and increment")
-    parser.add_argument("--methods", nargs="*", choices=tuple(METHODS), default=None, metavar="KEY",
-                        help="our methods to run (default: all but cv-rw-noguard): " + ", ".join(METHODS))
+    parser.add_argument(
+        "--methods",
+        nargs="*",
+        choices=tuple(METHODS),
+        default=None,
+        metavar="KEY",
+        help="our methods to run (default: all but cv-rw-noguard): " + ", ".join(METHODS),
+    )
     parser.add_argument("--hmc-step-size", type=float, default=HMC_STEP, help="proxy HMC's leapfrog step ε")
     parser.add_argument("--hmc-steps", type=int, default=HMC_STEPS, help="proxy HMC's leapfrog steps L")
     parser.add_argument("--skip-nuts", action="store_true", help="no NUTS reference (errors against none)")
     parser.add_argument("--nuts-draws", type=int, default=1000, help="NUTS draws per chain")
     parser.add_argument("--nuts-warmup", type=int, default=1000, help="NUTS warm-up steps per chain")
-    parser.add_argument("--nuts-mass", choices=("adapt", "laplace"), default=None,
-                        help="NUTS mass matrix: NumPyro's adapted diagonal, or the Laplace covariance fixed "
-                             "(default: adapt for pca50, laplace for raw)")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="where NUTS draws are cached (default: tallmcmc.datasets.cache_dir()/mnist_posterior)")
+    parser.add_argument(
+        "--nuts-mass",
+        choices=("adapt", "laplace"),
+        default=None,
+        help="NUTS mass matrix: NumPyro's adapted diagonal, or the Laplace covariance fixed "
+        "(default: adapt for pca50, laplace for raw)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where NUTS draws are cached (default: tallmcmc.datasets.cache_dir()/mnist_posterior)",
+    )
     parser.add_argument("--residual-pairs", type=int, default=20, help="(θ, θ′) pairs for N²·Var(rᵢ)")
-    parser.add_argument("--predictive-draws", type=int, default=2000,
-                        help="draws (all chains, evenly thinned) in the posterior predictive")
+    parser.add_argument(
+        "--predictive-draws",
+        type=int,
+        default=2000,
+        help="draws (all chains, evenly thinned) in the posterior predictive",
+    )
     add_common_arguments(parser, NAME, seed=0, seed_help="seed of the chains (NUTS uses seed + 1000)")
 
 
@@ -221,23 +243,38 @@ def predictive(draws, x_test, y_test, max_draws: int):
     return accuracy, log_loss
 
 
-def row_for(name, draws, reference, *, seconds, per_step, all_per_step, accept, x_test, y_test, max_draws,
-            extra=None):
+def row_for(name, draws, reference, *, seconds, per_step, all_per_step, accept, x_test, y_test, max_draws, extra=None):
     draws = np.asarray(draws, np.float64)
     ess, rhat, mcse = ess_and_mcse(draws)
     accuracy, log_loss = predictive(draws, x_test, y_test, max_draws)
-    row = dict(method=name, per_step=float(per_step), all_per_step=float(all_per_step), accept=float(accept),
-               draws_per_chain=int(draws.shape[1]), ess_min=float(ess.min()), ess_median=float(np.median(ess)),
-               rhat_max=float(rhat.max()), seconds=float(seconds), ess_per_s=float(ess.min() / seconds),
-               accuracy=accuracy, log_loss=log_loss)
+    row = dict(
+        method=name,
+        per_step=float(per_step),
+        all_per_step=float(all_per_step),
+        accept=float(accept),
+        draws_per_chain=int(draws.shape[1]),
+        ess_min=float(ess.min()),
+        ess_median=float(np.median(ess)),
+        rhat_max=float(rhat.max()),
+        seconds=float(seconds),
+        ess_per_s=float(ess.min() / seconds),
+        accuracy=accuracy,
+        log_loss=log_loss,
+    )
     if reference is not None:
         gap = np.abs(draws.mean((0, 1)) - reference["mean"])
         z = gap / reference["sd"]
         zm = gap / np.sqrt(mcse**2 + reference["mcse"] ** 2)
         ratio = draws.std((0, 1)) / reference["sd"]
-        row.update(err_sd_max=float(z.max()), err_sd_median=float(np.median(z)), err_mcse_max=float(zm.max()),
-                   err_mcse_median=float(np.median(zm)), sd_ratio_min=float(ratio.min()),
-                   sd_ratio_median=float(np.median(ratio)), sd_ratio_max=float(ratio.max()))
+        row.update(
+            err_sd_max=float(z.max()),
+            err_sd_median=float(np.median(z)),
+            err_mcse_max=float(zm.max()),
+            err_mcse_median=float(np.median(zm)),
+            sd_ratio_min=float(ratio.min()),
+            sd_ratio_median=float(np.median(ratio)),
+            sd_ratio_max=float(ratio.max()),
+        )
     row.update(extra or {})
     return row
 
@@ -245,14 +282,18 @@ def row_for(name, draws, reference, *, seconds, per_step, all_per_step, accept, 
 # ---------------------------------------------------------------------------------------------- NUTS
 
 
-_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                   "/jax/core/compile/backend_compile_duration")
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
 _clock = {"seconds": 0.0, "registered": False}
 
 
 def _compile_seconds() -> float:
     """Seconds JAX has spent compiling since the first call (a ``jax.monitoring`` listener)."""
     if not _clock["registered"]:
+
         def listener(event, duration, **_):
             if event in _COMPILE_EVENTS:
                 _clock["seconds"] += duration
@@ -270,12 +311,18 @@ def _numpyro_model(covariates, response):
 def run_nuts(covariates, response, *, mass, mode, covariance, chains, warmup, draws, seed):
     """NumPyro NUTS; returns the draws (chain, draw, d), timings and leapfrog counts."""
     if mass == "laplace":
-        kernel = NUTS(_numpyro_model, inverse_mass_matrix=jnp.asarray(covariance), dense_mass=True,
-                      adapt_mass_matrix=False, init_strategy=init_to_value(values={"beta": jnp.asarray(mode)}))
+        kernel = NUTS(
+            _numpyro_model,
+            inverse_mass_matrix=jnp.asarray(covariance),
+            dense_mass=True,
+            adapt_mass_matrix=False,
+            init_strategy=init_to_value(values={"beta": jnp.asarray(mode)}),
+        )
     else:
         kernel = NUTS(_numpyro_model, init_strategy=init_to_uniform)
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method="vectorized",
-                progress_bar=False)
+    mcmc = MCMC(
+        kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method="vectorized", progress_bar=False
+    )
     x, y = jnp.asarray(covariates), jnp.asarray(response)
     compiled = _compile_seconds()
     began = time.perf_counter()
@@ -293,9 +340,14 @@ def run_nuts(covariates, response, *, mass, mode, covariance, chains, warmup, dr
     run_compile = _compile_seconds() - compiled
     steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
     positions = np.asarray(mcmc.get_samples(group_by_chain=True)["beta"])
-    return dict(draws=positions, seconds=np.float64(wall - run_compile),
-                warmup_seconds=np.float64(warmup_seconds - warmup_compile),
-                compile_seconds=np.float64(warmup_compile + run_compile), num_steps=steps, warmup_num_steps=warm_steps)
+    return dict(
+        draws=positions,
+        seconds=np.float64(wall - run_compile),
+        warmup_seconds=np.float64(warmup_seconds - warmup_compile),
+        compile_seconds=np.float64(warmup_compile + run_compile),
+        num_steps=steps,
+        warmup_num_steps=warm_steps,
+    )
 
 
 def reference_posterior(args, covariates, response, mode, covariance, mass):
@@ -303,16 +355,27 @@ def reference_posterior(args, covariates, response, mode, covariance, mass):
     folder = Path(args.cache_dir) if args.cache_dir is not None else datasets.cache_dir() / "mnist_posterior"
     num_data, d = covariates.shape
     digest = hashlib.sha1(np.ascontiguousarray(covariates).tobytes() + np.ascontiguousarray(response).tobytes())
-    key = (f"nuts-v{CACHE_VERSION}-{args.features}-N{num_data}-d{d}-{mass}-seed{args.seed}-"
-           f"{args.chains}x{args.nuts_draws}-w{args.nuts_warmup}-{digest.hexdigest()[:10]}")
+    key = (
+        f"nuts-v{CACHE_VERSION}-{args.features}-N{num_data}-d{d}-{mass}-seed{args.seed}-"
+        f"{args.chains}x{args.nuts_draws}-w{args.nuts_warmup}-{digest.hexdigest()[:10]}"
+    )
     path = folder.expanduser() / f"{key}.npz"
     if path.exists():
         saved = np.load(path)
         run = {k: saved[k] for k in saved.files}
         cached = True
     else:
-        run = run_nuts(covariates, response, mass=mass, mode=mode, covariance=covariance, chains=args.chains,
-                       warmup=args.nuts_warmup, draws=args.nuts_draws, seed=args.seed + 1000)
+        run = run_nuts(
+            covariates,
+            response,
+            mass=mass,
+            mode=mode,
+            covariance=covariance,
+            chains=args.chains,
+            warmup=args.nuts_warmup,
+            draws=args.nuts_draws,
+            seed=args.seed + 1000,
+        )
         output_folder(path.parent)
         np.savez(path, **run)
         cached = False
@@ -347,9 +410,12 @@ def residual_spread(model, cv_by_order, mode, covariance, reference_draws, pairs
                 r = residuals(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32), model.data)
                 spreads.append(num_data**2 * float(jnp.var(r)))
                 ranges.append(num_data * float(jnp.max(jnp.abs(r))))
-            out[f"{label}/{move}"] = dict(median=float(np.median(spreads)), p10=float(np.percentile(spreads, 10)),
-                                          p90=float(np.percentile(spreads, 90)),
-                                          range_median=float(np.median(ranges)))
+            out[f"{label}/{move}"] = dict(
+                median=float(np.median(spreads)),
+                p10=float(np.percentile(spreads, 10)),
+                p90=float(np.percentile(spreads, 90)),
+                range_median=float(np.median(ranges)),
+            )
     return out
 
 
@@ -362,9 +428,15 @@ def run(args: argparse.Namespace) -> int:
     progress = not getattr(args, "no_progress", False)
     x_train, y_train, x_test, y_test, info = load(args)
     num_data, d = x_train.shape
-    print(f"MNIST 1s vs 7s, {args.features}: N = {num_data:,}, d = {d}, test {len(x_test):,}; K = 1, prior N(0, I)"
-          + (f"; {info['components']} PCs explain {100 * info['explained_variance']:.1f}% of the pixel variance"
-             if "components" in info else f"; {info['constant_columns']} constant columns"), flush=True)
+    print(
+        f"MNIST 1s vs 7s, {args.features}: N = {num_data:,}, d = {d}, test {len(x_test):,}; K = 1, prior N(0, I)"
+        + (
+            f"; {info['components']} PCs explain {100 * info['explained_variance']:.1f}% of the pixel variance"
+            if "components" in info
+            else f"; {info['constant_columns']} constant columns"
+        ),
+        flush=True,
+    )
     model = logistic_regression.model(x_train, y_train)
     began = time.perf_counter()
     mode = tallmcmc.find_mode(model, jnp.zeros(d, jnp.float32))
@@ -374,13 +446,25 @@ def run(args: argparse.Namespace) -> int:
     cv = tallmcmc.taylor_control_variate(model, mode.position, batch_size=4096)
     cv_seconds = time.perf_counter() - began
     cv1 = tallmcmc.taylor_control_variate(model, mode.position, order=1, batch_size=4096)
-    print(f"mode: {mode.data_passes:.0f} passes, {mode.iterations} iterations, {mode_seconds:.1f} s; "
-          f"control variate {cv_seconds:.1f} s; Laplace sd {np.sqrt(np.diag(covariance)).min():.3f}–"
-          f"{np.sqrt(np.diag(covariance)).max():.3f}", flush=True)
+    print(
+        f"mode: {mode.data_passes:.0f} passes, {mode.iterations} iterations, {mode_seconds:.1f} s; "
+        f"control variate {cv_seconds:.1f} s; Laplace sd {np.sqrt(np.diag(covariance)).min():.3f}–"
+        f"{np.sqrt(np.diag(covariance)).max():.3f}",
+        flush=True,
+    )
 
-    summary = dict(features=args.features, num_data=num_data, dimension=d, num_test=len(x_test), chains=args.chains,
-                   batch_size=args.batch_size, info=info, mode_passes=float(mode.data_passes),
-                   mode_seconds=mode_seconds, cv_seconds=cv_seconds)
+    summary = dict(
+        features=args.features,
+        num_data=num_data,
+        dimension=d,
+        num_test=len(x_test),
+        chains=args.chains,
+        batch_size=args.batch_size,
+        info=info,
+        mode_passes=float(mode.data_passes),
+        mode_seconds=mode_seconds,
+        cv_seconds=cv_seconds,
+    )
 
     # NUTS reference
     reference, rows, nuts = None, [], None
@@ -393,34 +477,76 @@ def run(args: argparse.Namespace) -> int:
         steps, warm = nuts["num_steps"], nuts["warmup_num_steps"]
         per_step = num_data * float(steps.mean())
         total = num_data * (float(steps.sum()) + float(warm.sum()) + args.chains)
-        print(f"NUTS reference ({mass} mass, {args.chains} x {args.nuts_draws} after {args.nuts_warmup} warm-up): "
-              f"max r̂ {reference['rhat'].max():.4f}, bulk ESS min {reference['ess'].min():.0f} / median "
-              f"{np.median(reference['ess']):.0f}; mean leapfrog steps {steps.mean():.1f} (warm-up {warm.mean():.1f}); "
-              f"sampling {float(nuts['seconds']):.1f} s, warm-up {float(nuts['warmup_seconds']):.1f} s, "
-              f"compilation {float(nuts['compile_seconds']):.1f} s"
-              + (f" (cached: {path})" if cached else f" (saved: {path}; {time.perf_counter() - began:.0f} s)"),
-              flush=True)
-        nuts_row = row_for(f"NumPyro NUTS ({mass} mass)", nuts["draws"], reference, seconds=float(nuts["seconds"]),
-                           per_step=per_step, all_per_step=total / steps.size, accept=float("nan"), x_test=x_test,
-                           y_test=y_test, max_draws=args.predictive_draws,
-                           extra=dict(key="nuts", leapfrog_steps=float(steps.mean()),
-                                      warmup_leapfrog_steps=float(warm.mean()),
-                                      warmup_seconds=float(nuts["warmup_seconds"]), cached=cached))
+        print(
+            f"NUTS reference ({mass} mass, {args.chains} x {args.nuts_draws} after {args.nuts_warmup} warm-up): "
+            f"max r̂ {reference['rhat'].max():.4f}, bulk ESS min {reference['ess'].min():.0f} / median "
+            f"{np.median(reference['ess']):.0f}; mean leapfrog steps {steps.mean():.1f} (warm-up {warm.mean():.1f}); "
+            f"sampling {float(nuts['seconds']):.1f} s, warm-up {float(nuts['warmup_seconds']):.1f} s, "
+            f"compilation {float(nuts['compile_seconds']):.1f} s"
+            + (f" (cached: {path})" if cached else f" (saved: {path}; {time.perf_counter() - began:.0f} s)"),
+            flush=True,
+        )
+        nuts_row = row_for(
+            f"NumPyro NUTS ({mass} mass)",
+            nuts["draws"],
+            reference,
+            seconds=float(nuts["seconds"]),
+            per_step=per_step,
+            all_per_step=total / steps.size,
+            accept=float("nan"),
+            x_test=x_test,
+            y_test=y_test,
+            max_draws=args.predictive_draws,
+            extra=dict(
+                key="nuts",
+                leapfrog_steps=float(steps.mean()),
+                warmup_leapfrog_steps=float(warm.mean()),
+                warmup_seconds=float(nuts["warmup_seconds"]),
+                cached=cached,
+            ),
+        )
         rows.append(nuts_row)
-        summary["reference"] = dict(mass=mass, path=path, rhat_max=float(reference["rhat"].max()),
-                                    ess_bulk_min=float(reference["ess"].min()),
-                                    ess_bulk_median=float(np.median(reference["ess"])))
+        summary["reference"] = dict(
+            mass=mass,
+            path=path,
+            rhat_max=float(reference["rhat"].max()),
+            ess_bulk_min=float(reference["ess"].min()),
+            ess_bulk_median=float(np.median(reference["ess"])),
+        )
 
     # residual spread of the control variates at the posterior scale
     began = time.perf_counter()
-    spread = residual_spread(model, {"order2": cv, "order1": cv1}, mode.position, covariance,
-                             None if nuts is None else nuts["draws"], args.residual_pairs, args.seed)
+    spread = residual_spread(
+        model,
+        {"order2": cv, "order1": cv1},
+        mode.position,
+        covariance,
+        None if nuts is None else nuts["draws"],
+        args.residual_pairs,
+        args.seed,
+    )
     summary["residual_spread"] = spread
-    print(f"N²·Var(rᵢ) ({args.residual_pairs} pairs, {time.perf_counter() - began:.0f} s; the minibatch test needs "
-          f"≲ b = {args.batch_size}):")
-    print(format_table(["control variate", "move", "median", "10%", "90%", "N·max|rᵢ|"],
-                       [[k.split("/")[0], k.split("/")[1], f"{v['median']:.4g}", f"{v['p10']:.3g}", f"{v['p90']:.3g}",
-                         f"{v['range_median']:.3g}"] for k, v in spread.items()]), flush=True)
+    print(
+        f"N²·Var(rᵢ) ({args.residual_pairs} pairs, {time.perf_counter() - began:.0f} s; the minibatch test needs "
+        f"≲ b = {args.batch_size}):"
+    )
+    print(
+        format_table(
+            ["control variate", "move", "median", "10%", "90%", "N·max|rᵢ|"],
+            [
+                [
+                    k.split("/")[0],
+                    k.split("/")[1],
+                    f"{v['median']:.4g}",
+                    f"{v['p10']:.3g}",
+                    f"{v['p90']:.3g}",
+                    f"{v['range_median']:.3g}",
+                ]
+                for k, v in spread.items()
+            ],
+        ),
+        flush=True,
+    )
 
     # our samplers
     setup = {mode.name: mode.data_used}
@@ -441,22 +567,45 @@ def run(args: argparse.Namespace) -> int:
         proposal, test = recipes[key]
         draws = args.draws_rw if key in RANDOM_WALK else args.draws
         began = time.perf_counter()
-        result = tallmcmc.sample(model, proposal, test, initial_position=mode.position, num_samples=draws,
-                                 num_chains=args.chains, seed=args.seed, progress=progress)
+        result = tallmcmc.sample(
+            model,
+            proposal,
+            test,
+            initial_position=mode.position,
+            num_samples=draws,
+            num_chains=args.chains,
+            seed=args.seed,
+            progress=progress,
+        )
         for name, used in setup.items():
             result.setup_data_used.setdefault(name, used)
         steps = result.num_chains * result.num_draws
-        row = row_for(METHODS[key], result.positions, reference, seconds=result.sampling_seconds,
-                      per_step=float(result.data_used.mean()), all_per_step=result.total_data_used / steps,
-                      accept=result.acceptance_rate, x_test=x_test, y_test=y_test, max_draws=args.predictive_draws,
-                      extra=dict(key=key, setup_passes=result.setup_data_passes,
-                                 compile_seconds=float(result.compile_seconds),
-                                 ms_per_step=1e3 * result.seconds_per_step,
-                                 full_steps=float(np.mean(result.data_used >= num_data))))
+        row = row_for(
+            METHODS[key],
+            result.positions,
+            reference,
+            seconds=result.sampling_seconds,
+            per_step=float(result.data_used.mean()),
+            all_per_step=result.total_data_used / steps,
+            accept=result.acceptance_rate,
+            x_test=x_test,
+            y_test=y_test,
+            max_draws=args.predictive_draws,
+            extra=dict(
+                key=key,
+                setup_passes=result.setup_data_passes,
+                compile_seconds=float(result.compile_seconds),
+                ms_per_step=1e3 * result.seconds_per_step,
+                full_steps=float(np.mean(result.data_used >= num_data)),
+            ),
+        )
         rows.append(row)
-        print(f"  {row['method']}: {row['per_step']:,.0f} points/step, ESS/s {row['ess_per_s']:.3g}, "
-              f"{row['ms_per_step']:.3g} ms/step, {time.perf_counter() - began:.0f} s"
-              + (f", max err/sd {row['err_sd_max']:.3f}" if reference is not None else ""), flush=True)
+        print(
+            f"  {row['method']}: {row['per_step']:,.0f} points/step, ESS/s {row['ess_per_s']:.3g}, "
+            f"{row['ms_per_step']:.3g} ms/step, {time.perf_counter() - began:.0f} s"
+            + (f", max err/sd {row['err_sd_max']:.3f}" if reference is not None else ""),
+            flush=True,
+        )
     summary["methods"] = rows
 
     print_results(rows, num_data, reference is not None)
@@ -468,19 +617,41 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_results(rows, num_data: int, with_reference: bool) -> None:
-    headers = ["method", "data/step", "% of N", "all data/step", "accept", "ESS min", "ESS med", "ESS/s",
-               "test acc", "log-loss"]
+    headers = [
+        "method",
+        "data/step",
+        "% of N",
+        "all data/step",
+        "accept",
+        "ESS min",
+        "ESS med",
+        "ESS/s",
+        "test acc",
+        "log-loss",
+    ]
     if with_reference:
         headers += ["max err/sd", "med err/sd", "max err/MCSE", "sd/ref (min–max)"]
     table = []
     for r in rows:
-        line = [r["method"], f"{r['per_step']:,.0f}", f"{100 * r['per_step'] / num_data:.1f}",
-                f"{r['all_per_step']:,.0f}", "" if math.isnan(r["accept"]) else f"{r['accept']:.2f}",
-                f"{r['ess_min']:.0f}", f"{r['ess_median']:.0f}", f"{r['ess_per_s']:.3g}", f"{r['accuracy']:.4f}",
-                f"{r['log_loss']:.4f}"]
+        line = [
+            r["method"],
+            f"{r['per_step']:,.0f}",
+            f"{100 * r['per_step'] / num_data:.1f}",
+            f"{r['all_per_step']:,.0f}",
+            "" if math.isnan(r["accept"]) else f"{r['accept']:.2f}",
+            f"{r['ess_min']:.0f}",
+            f"{r['ess_median']:.0f}",
+            f"{r['ess_per_s']:.3g}",
+            f"{r['accuracy']:.4f}",
+            f"{r['log_loss']:.4f}",
+        ]
         if with_reference:
-            line += [f"{r['err_sd_max']:.3f}", f"{r['err_sd_median']:.3f}", f"{r['err_mcse_max']:.2f}",
-                     f"{r['sd_ratio_min']:.3f}–{r['sd_ratio_max']:.3f}"]
+            line += [
+                f"{r['err_sd_max']:.3f}",
+                f"{r['err_sd_median']:.3f}",
+                f"{r['err_mcse_max']:.2f}",
+                f"{r['sd_ratio_min']:.3f}–{r['sd_ratio_max']:.3f}",
+            ]
         table.append(line)
     print()
     print(format_table(headers, table))

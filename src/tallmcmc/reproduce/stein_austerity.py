@@ -86,22 +86,46 @@ DEFAULT_PREFIXES = (10, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 600, 800, 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
-    parser.add_argument("--epsilons", type=float, nargs="+", default=list(PAPER_EPSILONS),
-                        help="AustereMH tolerances (0 = exact MH); paper: 0, 0.1 (figure) and 0.2 (script)")
+    parser.add_argument(
+        "--epsilons",
+        type=float,
+        nargs="+",
+        default=list(PAPER_EPSILONS),
+        help="AustereMH tolerances (0 = exact MH); paper: 0, 0.1 (figure) and 0.2 (script)",
+    )
     parser.add_argument("--batch-size", type=int, default=PAPER_BATCH_SIZE, help="AustereMH batch size (paper: 2)")
-    parser.add_argument("--budget", type=int, default=PAPER_BUDGET, help="likelihood evaluations per chain (paper: 1e5)")
+    parser.add_argument(
+        "--budget", type=int, default=PAPER_BUDGET, help="likelihood evaluations per chain (paper: 1e5)"
+    )
     parser.add_argument("--burn-in", type=int, default=PAPER_BURN_IN, help="evaluations discarded (paper: 1e3)")
     parser.add_argument("--length", type=int, default=PAPER_LENGTH, help="points kept after thinning (paper: 1000)")
-    parser.add_argument("--prefixes", type=int, nargs="+", default=list(DEFAULT_PREFIXES),
-                        help="numbers n of thinned points at which the discrepancy is computed")
-    parser.add_argument("--paper-prefixes", action="store_true",
-                        help="use the authors' 58 evaluation points (10:10:400, 420:20:600, 650:50:1000)")
+    parser.add_argument(
+        "--prefixes",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_PREFIXES),
+        help="numbers n of thinned points at which the discrepancy is computed",
+    )
+    parser.add_argument(
+        "--paper-prefixes",
+        action="store_true",
+        help="use the authors' 58 evaluation points (10:10:400, 420:20:600, 650:50:1000)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="independent chains per ε (paper: 1)")
-    parser.add_argument("--surrogate-draws", type=int, default=80_000,
-                        help="MALA draws (after burn-in, over 4 chains) for the mean and second-moment errors; 0 skips "
-                             "them (paper: 1e7)")
-    add_common_arguments(parser, NAME, seed=37, seed_help="seed of the first chain (the authors' script uses 37); "
-                         "repeat r uses seed + 1000 r, the MALA surrogate seed + 7")
+    parser.add_argument(
+        "--surrogate-draws",
+        type=int,
+        default=80_000,
+        help="MALA draws (after burn-in, over 4 chains) for the mean and second-moment errors; 0 skips "
+        "them (paper: 1e7)",
+    )
+    add_common_arguments(
+        parser,
+        NAME,
+        seed=37,
+        seed_help="seed of the first chain (the authors' script uses 37); "
+        "repeat r uses seed + 1000 r, the MALA surrogate seed + 7",
+    )
 
 
 def nodal_posterior() -> Model:
@@ -125,9 +149,15 @@ def run_chain(model: Model, epsilon: float, batch_size: int, budget: int, seed: 
     dimension = model.data["covariates"].shape[1]
     cheapest = model.num_data if epsilon == 0 else batch_size
     steps = int(np.ceil(budget / cheapest)) + 1
-    result = tallmcmc.sample(model, tallmcmc.random_walk(PAPER_PROPOSAL_STANDARD_DEVIATION), test_for(epsilon, batch_size),
-                             initial_position=jnp.zeros(dimension, jnp.float32), num_samples=steps, seed=seed,
-                             progress=progress)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(PAPER_PROPOSAL_STANDARD_DEVIATION),
+        test_for(epsilon, batch_size),
+        initial_position=jnp.zeros(dimension, jnp.float32),
+        num_samples=steps,
+        seed=seed,
+        progress=progress,
+    )
     positions = np.asarray(result.positions[0], dtype=np.float64)
     evaluations = np.cumsum(np.asarray(result.data_used[0], dtype=np.int64))
     keep = evaluations <= budget
@@ -140,9 +170,16 @@ def surrogate_moments(model: Model, draws: int, seed: int, progress: bool) -> tu
     per_chain = int(np.ceil(draws / chains))
     burn_in = max(per_chain // 4, 100)
     dimension = model.data["covariates"].shape[1]
-    result = tallmcmc.sample(model, tallmcmc.langevin(SURROGATE_STEP_SIZE), tallmcmc.exact_metropolis(),
-                             initial_position=jnp.zeros(dimension, jnp.float32), num_samples=per_chain + burn_in,
-                             num_chains=chains, seed=seed, progress=progress)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.langevin(SURROGATE_STEP_SIZE),
+        tallmcmc.exact_metropolis(),
+        initial_position=jnp.zeros(dimension, jnp.float32),
+        num_samples=per_chain + burn_in,
+        num_chains=chains,
+        seed=seed,
+        progress=progress,
+    )
     kept = np.asarray(result.positions, dtype=np.float64)[:, burn_in:].reshape(-1, dimension)
     return kept.mean(axis=0), (kept**2).mean(axis=0)
 
@@ -175,13 +212,19 @@ def run(args: argparse.Namespace) -> int:
         key = f"{epsilon:g}"
         results[key] = {"epsilon": epsilon, "repeats": []}
         for repeat in range(args.repeats):
-            positions, evaluations, acceptance = run_chain(model, epsilon, args.batch_size, args.budget,
-                                                           args.seed + 1000 * repeat, progress)
+            positions, evaluations, acceptance = run_chain(
+                model, epsilon, args.batch_size, args.budget, args.seed + 1000 * repeat, progress
+            )
             points, spent = thin(positions, evaluations, args.burn_in, args.length)
-            results[key]["repeats"].append({
-                "points": points, "evaluations": spent, "acceptance_rate": acceptance,
-                "steps": positions.shape[0], "evaluations_per_step": evaluations[-1] / positions.shape[0],
-            })
+            results[key]["repeats"].append(
+                {
+                    "points": points,
+                    "evaluations": spent,
+                    "acceptance_rate": acceptance,
+                    "steps": positions.shape[0],
+                    "evaluations_per_step": evaluations[-1] / positions.shape[0],
+                }
+            )
     surrogate = None
     if args.surrogate_draws > 0:
         surrogate = surrogate_moments(model, args.surrogate_draws, args.seed + 7, progress)
@@ -207,56 +250,102 @@ def run(args: argparse.Namespace) -> int:
                         chain["second_moment_error"].append(errors[1])
                     bar.update(1)
 
-    print(f"Logistic regression on the nodal data (N = {model.num_data}, d = 6), random walk sd "
-          f"{PAPER_PROPOSAL_STANDARD_DEVIATION}, budget {args.budget} evaluations, burn-in {args.burn_in}, "
-          f"thinned to {args.length}")
+    print(
+        f"Logistic regression on the nodal data (N = {model.num_data}, d = 6), random walk sd "
+        f"{PAPER_PROPOSAL_STANDARD_DEVIATION}, budget {args.budget} evaluations, burn-in {args.burn_in}, "
+        f"thinned to {args.length}"
+    )
     rows = []
     for key, value in results.items():
         chain = value["repeats"][0]
-        rows.append([key, chain["steps"], f"{chain['evaluations_per_step']:.1f}", f"{chain['acceptance_rate']:.2f}",
-                     chain["points"].shape[0]])
+        rows.append(
+            [
+                key,
+                chain["steps"],
+                f"{chain['evaluations_per_step']:.1f}",
+                f"{chain['acceptance_rate']:.2f}",
+                chain["points"].shape[0],
+            ]
+        )
     print(format_table(["ε", "steps", "evaluations/step", "acceptance", "thinned points"], rows))
     shown = sorted({n for v in results.values() for r in v["repeats"] for n in r["prefixes"]})
     table = []
     for n in shown:
         row = [n]
         for value in results.values():
-            pairs = [(r["prefix_evaluations"][r["prefixes"].index(n)], r["discrepancy"][r["prefixes"].index(n)])
-                     for r in value["repeats"] if n in r["prefixes"]]
-            errors = [r["mean_error"][r["prefixes"].index(n)] for r in value["repeats"]
-                      if n in r["prefixes"] and r["mean_error"]]
+            pairs = [
+                (r["prefix_evaluations"][r["prefixes"].index(n)], r["discrepancy"][r["prefixes"].index(n)])
+                for r in value["repeats"]
+                if n in r["prefixes"]
+            ]
+            errors = [
+                r["mean_error"][r["prefixes"].index(n)]
+                for r in value["repeats"]
+                if n in r["prefixes"] and r["mean_error"]
+            ]
             cell = f"{np.mean([p[0] for p in pairs]):.0f}: {np.mean([p[1] for p in pairs]):.2f}" if pairs else "-"
             if pairs and errors:
                 cell += f" ({np.mean(errors):.3f})"
             row.append(cell)
         table.append(row)
-    print("graph Stein discrepancy of the first n thinned points (evaluations spent: discrepancy (mean error vs the "
-          "MALA surrogate); mean over repeats)")
+    print(
+        "graph Stein discrepancy of the first n thinned points (evaluations spent: discrepancy (mean error vs the "
+        "MALA surrogate); mean over repeats)"
+    )
     print(format_table(["n"] + [f"ε = {key}" for key in results], table))
     crossing = _crossing(results)
-    print(f"exact (ε = 0) overtakes ε = 0.1 (mean over repeats) at about {crossing if crossing else 'no point of the grid'} evaluations "
-          "(paper, Figure 4: the approximate sample is better for small budgets and is overtaken by the exact one; "
-          "its discrepancy axis spans about 16-24 at 3e3-1e5 evaluations)")
+    print(
+        f"exact (ε = 0) overtakes ε = 0.1 (mean over repeats) at about {crossing if crossing else 'no point of the grid'} evaluations "
+        "(paper, Figure 4: the approximate sample is better for small budgets and is overtaken by the exact one; "
+        "its discrepancy axis spans about 16-24 at 3e3-1e5 evaluations)"
+    )
     mean_seconds = float(np.nanmean(seconds)) if seconds else float("nan")
-    print(f"graph Stein discrepancy: {mean_seconds:.2f} s per evaluation on average "
-          "(paper, n = 1000: 1.3 s spanner + 12 s per coordinate LP)")
+    print(
+        f"graph Stein discrepancy: {mean_seconds:.2f} s per evaluation on average "
+        "(paper, n = 1000: 1.3 s spanner + 12 s per coordinate LP)"
+    )
     figure_path = _figure(out, results)
     elapsed = time.perf_counter() - began
     summary = {
         "settings": {
-            "epsilons": args.epsilons, "batch_size": args.batch_size, "budget": args.budget, "burn_in": args.burn_in,
-            "length": args.length, "prefixes": prefixes, "repeats": args.repeats, "seed": args.seed,
+            "epsilons": args.epsilons,
+            "batch_size": args.batch_size,
+            "budget": args.budget,
+            "burn_in": args.burn_in,
+            "length": args.length,
+            "prefixes": prefixes,
+            "repeats": args.repeats,
+            "seed": args.seed,
             "proposal_standard_deviation": PAPER_PROPOSAL_STANDARD_DEVIATION,
         },
         "chains": {
-            key: [{name: chain[name] for name in ("steps", "evaluations_per_step", "acceptance_rate", "prefixes",
-                                                  "prefix_evaluations", "discrepancy", "mean_error",
-                                                  "second_moment_error")} for chain in value["repeats"]]
+            key: [
+                {
+                    name: chain[name]
+                    for name in (
+                        "steps",
+                        "evaluations_per_step",
+                        "acceptance_rate",
+                        "prefixes",
+                        "prefix_evaluations",
+                        "discrepancy",
+                        "mean_error",
+                        "second_moment_error",
+                    )
+                }
+                for chain in value["repeats"]
+            ]
             for key, value in results.items()
         },
         "exact_overtakes_approximate_at_evaluations": crossing,
-        "surrogate": None if surrogate is None else {"mean": surrogate[0], "second_moment": surrogate[1],
-                                                     "draws": args.surrogate_draws, "step_size": SURROGATE_STEP_SIZE},
+        "surrogate": None
+        if surrogate is None
+        else {
+            "mean": surrogate[0],
+            "second_moment": surrogate[1],
+            "draws": args.surrogate_draws,
+            "step_size": SURROGATE_STEP_SIZE,
+        },
         "seconds_per_discrepancy": mean_seconds,
         "seconds": elapsed,
         "figure": str(figure_path),
@@ -301,8 +390,15 @@ def _figure(out, results: dict) -> Path:
             name = f"ε = {key} ({display_name(method_key(float(key)))})"
             several = len(value["repeats"]) > 1
             for chain in value["repeats"]:
-                axis.plot(chain["prefix_evaluations"], chain[field], "-", lw=0.8, color=color,
-                          alpha=0.35 if several else 1.0, label=None if several else name)
+                axis.plot(
+                    chain["prefix_evaluations"],
+                    chain[field],
+                    "-",
+                    lw=0.8,
+                    color=color,
+                    alpha=0.35 if several else 1.0,
+                    label=None if several else name,
+                )
             if several:
                 evaluations, mean = _mean_curve(value, field)
                 axis.plot(evaluations, mean, "o-", ms=3, lw=2, color=color, label=f"{name}, mean")

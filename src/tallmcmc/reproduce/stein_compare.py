@@ -73,8 +73,9 @@ from tallmcmc.stein.univariate import (
 )
 
 NAME = "stein-compare"
-HELP = ("classical and graph Stein discrepancies vs Wasserstein distance for i.i.d. N(0,1) and Unif(0,1) samples "
-        "(Figure 2)")
+HELP = (
+    "classical and graph Stein discrepancies vs Wasserstein distance for i.i.d. N(0,1) and Unif(0,1) samples (Figure 2)"
+)
 
 PAPER_SEEDS = (7, 8, 9)
 PAPER_MAX_N = 10_000
@@ -111,8 +112,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-n", type=int, default=1000, help="largest n (paper: 10000)")
     parser.add_argument("--min-n", type=int, default=30, help="smallest n")
     parser.add_argument("--grid-size", type=int, default=8, help="number of n on the log grid")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(PAPER_SEEDS), metavar="SEED",
-                        help="seeds of the i.i.d. sequences, one sequence per target and seed (paper: 7 8 9)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=list(PAPER_SEEDS),
+        metavar="SEED",
+        help="seeds of the i.i.d. sequences, one sequence per target and seed (paper: 7 8 9)",
+    )
     add_common_arguments(parser, NAME)
 
 
@@ -124,8 +131,7 @@ def run(args: argparse.Namespace) -> int:
     sizes = log_grid(args.min_n, args.max_n, args.grid_size)
     results: dict[str, dict[str, dict[str, list]]] = {}
     failures: list[dict] = []
-    progress = tqdm(total=len(TARGETS) * len(args.seeds) * len(sizes), desc=NAME, unit="n",
-                    disable=args.no_progress)
+    progress = tqdm(total=len(TARGETS) * len(args.seeds) * len(sizes), desc=NAME, unit="n", disable=args.no_progress)
     for target_name, target in TARGETS.items():
         results[target_name] = {}
         for seed in args.seeds:
@@ -141,24 +147,39 @@ def run(args: argparse.Namespace) -> int:
                         with warnings.catch_warnings():  # recorded below, from the result's status
                             warnings.simplefilter("ignore", SteinSolverWarning)
                             result = discrepancy(
-                                points, target["score"](points), lower=lower, upper=upper,
+                                points,
+                                target["score"](points),
+                                lower=lower,
+                                upper=upper,
                                 stein_factors=target["factors"],
                             )
                         value = result.value
                         if result.status in NON_OPTIMAL_STATUSES:  # value kept: the solver's own estimate says
-                            failures.append({"target": target_name, "seed": seed, "n": int(n),  # it may be inexact
-                                             "discrepancy": key, "status": result.status})
+                            failures.append(
+                                {
+                                    "target": target_name,
+                                    "seed": seed,
+                                    "n": int(n),  # it may be inexact
+                                    "discrepancy": key,
+                                    "status": result.status,
+                                }
+                            )
                             tqdm.write(f"{target_name}, seed {seed}, n = {n}, {key}: status {result.status}")
                     except RuntimeError as error:  # solver failure: record and go on
-                        failures.append({"target": target_name, "seed": seed, "n": int(n), "discrepancy": key,
-                                         "error": str(error)})
+                        failures.append(
+                            {"target": target_name, "seed": seed, "n": int(n), "discrepancy": key, "error": str(error)}
+                        )
                         tqdm.write(f"{target_name}, seed {seed}, n = {n}, {key}: {error}")
                         value = float("nan")
                     record[f"seconds_{key}"].append(time.perf_counter() - start)
                     record[key].append(value)
                 record["wasserstein"].append(
-                    wasserstein_1d(points, target["cdf"], target_quantile=target["quantile"],
-                                   target_cdf_integral=target["cdf_integral"])
+                    wasserstein_1d(
+                        points,
+                        target["cdf"],
+                        target_quantile=target["quantile"],
+                        target_cdf_integral=target["cdf_integral"],
+                    )
                 )
                 progress.update()
             results[target_name][str(seed)] = record
@@ -176,8 +197,15 @@ def run(args: argparse.Namespace) -> int:
         classical_le_graph = classical[finite] <= graph[finite] * slack
         wasserstein_le_classical = wasserstein[finite] <= classical[finite] * slack
         for k, i in zip(*np.nonzero(finite & ~(classical <= graph * slack))):
-            violations.append({"target": target_name, "seed": args.seeds[k], "n": sizes[i],
-                               "classical": float(classical[k, i]), "graph": float(graph[k, i])})
+            violations.append(
+                {
+                    "target": target_name,
+                    "seed": args.seeds[k],
+                    "n": sizes[i],
+                    "classical": float(classical[k, i]),
+                    "graph": float(graph[k, i]),
+                }
+            )
         summary_targets[target_name] = {
             "label": target["label"],
             "stein_factors": target["factors"],
@@ -197,8 +225,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{target['label']}  (Stein factors {target['factors']}); classical / graph / Wasserstein")
         rows = []
         for i, n in enumerate(sizes):
-            rows.append([n] + [f"{classical[k, i]:.4f} / {graph[k, i]:.4f} / {wasserstein[k, i]:.4f}"
-                               for k in range(len(args.seeds))])
+            rows.append(
+                [n]
+                + [
+                    f"{classical[k, i]:.4f} / {graph[k, i]:.4f} / {wasserstein[k, i]:.4f}"
+                    for k in range(len(args.seeds))
+                ]
+            )
         print(format_table(["n"] + [f"seed {s}" for s in args.seeds], rows))
         ratio_graph = summary_targets[target_name]["ratio_graph_over_classical"]
         ratio_wasserstein = summary_targets[target_name]["ratio_classical_over_wasserstein"]
@@ -213,9 +246,12 @@ def run(args: argparse.Namespace) -> int:
             difference = summary_targets[target_name]["classical_vs_wasserstein_max_relative_difference"]
             print(f"classical = Wasserstein here: largest relative difference {difference:.1e}")
     if violations:
-        warnings.warn(f"classical > graph Stein discrepancy in {len(violations)} run(s) (the graph set contains "
-                      f"the classical one, so a solver is inaccurate there): {violations}", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"classical > graph Stein discrepancy in {len(violations)} run(s) (the graph set contains "
+            f"the classical one, so a solver is inaccurate there): {violations}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     print(
         "\nPaper: Wasserstein provably lower-bounds these non-uniform Stein discrepancies; for Unif(0, 1)"
         " the classical Stein discrepancy equals Wasserstein, and the graph Stein discrepancy closely"
@@ -225,9 +261,12 @@ def run(args: argparse.Namespace) -> int:
         key: {t: float(np.mean([results[t][str(s)][f"seconds_{key}"][-1] for s in args.seeds])) for t in TARGETS}
         for key in ("classical", "graph")
     }
-    print(f"n went up to {sizes[-1]} (paper {PAPER_MAX_N}); seconds per program at the largest n: "
-          + "; ".join(f"{key}: " + ", ".join(f"{t} {v:.2f}" for t, v in values.items())
-                      for key, values in seconds.items()))
+    print(
+        f"n went up to {sizes[-1]} (paper {PAPER_MAX_N}); seconds per program at the largest n: "
+        + "; ".join(
+            f"{key}: " + ", ".join(f"{t} {v:.2f}" for t, v in values.items()) for key, values in seconds.items()
+        )
+    )
     summary = {
         "experiment": NAME,
         "sizes": sizes,
@@ -235,8 +274,8 @@ def run(args: argparse.Namespace) -> int:
         "paper_max_n": PAPER_MAX_N,
         "seeds": list(args.seeds),
         "paper_claim": "Wasserstein <= classical Stein with factors (1,4,2) for N(0,1) and (0.5,0.5,1) for "
-                       "Unif(0,1), with equality for Unif(0,1); the graph Stein discrepancy closely tracks the "
-                       "classical one",
+        "Unif(0,1), with equality for Unif(0,1); the graph Stein discrepancy closely tracks the "
+        "classical one",
         "relative_tolerance": RELATIVE_TOLERANCE,
         "targets": summary_targets,
         "classical_above_graph": violations,
@@ -258,8 +297,9 @@ def _spread(ratio: np.ndarray) -> dict:
 
 
 def _plot(out, sizes, seeds, results) -> Path:
-    figure, axes = new_figure(len(TARGETS), len(seeds), figsize=(3.6 * len(seeds), 3.2 * len(TARGETS)),
-                                squeeze=False, sharex=True)
+    figure, axes = new_figure(
+        len(TARGETS), len(seeds), figsize=(3.6 * len(seeds), 3.2 * len(TARGETS)), squeeze=False, sharex=True
+    )
     for row, (target_name, target) in enumerate(TARGETS.items()):
         for column, seed in enumerate(seeds):
             axis = axes[row, column]

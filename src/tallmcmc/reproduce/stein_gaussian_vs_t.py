@@ -59,11 +59,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-n", type=int, default=30, help="smallest n")
     parser.add_argument("--grid-size", type=int, default=10, help="number of n on the log grid")
     parser.add_argument(
-        "--stein-factors", type=float, nargs=3, default=(1.0, 1.0, 1.0), metavar=("C1", "C2", "C3"),
+        "--stein-factors",
+        type=float,
+        nargs=3,
+        default=(1.0, 1.0, 1.0),
+        metavar=("C1", "C2", "C3"),
         help="Stein factors (1 1 1: the classical ones)",
     )
-    parser.add_argument("--solver", choices=("ipm", "clarabel", "highs"), default="ipm",
-                        help="solver of the univariate programs (ipm: banded interior point, near-linear in n)")
+    parser.add_argument(
+        "--solver",
+        choices=("ipm", "clarabel", "highs"),
+        default="ipm",
+        help="solver of the univariate programs (ipm: banded interior point, near-linear in n)",
+    )
     add_common_arguments(parser, NAME, seed=7, seed_help="seed of the two i.i.d. sequences")
 
 
@@ -99,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", RuntimeWarning)
-                    result = univariate_graph_stein_discrepancy(points, -points, stein_factors=factors,
-                                                                solver=args.solver)
+                    result = univariate_graph_stein_discrepancy(
+                        points, -points, stein_factors=factors, solver=args.solver
+                    )
                 for warning in caught:  # the solver's own error estimate says the value may be inexact
                     failures.append({"n": int(n), "sequence": name, "warning": str(warning.message)})
                     tqdm.write(f"n = {n}, {name}: {warning.message}")
@@ -124,23 +133,40 @@ def run(args: argparse.Namespace) -> int:
     slopes = {name: fitted_slope(sizes, values[name]) for name in sequences}
     rows = []
     for i, n in enumerate(sizes):
-        rows.append([n, f"{values['gaussian'][i]:.4f}", f"{values['scaled_student_t'][i]:.4f}",
-                     f"{seconds['gaussian'][i]:.2f}", f"{seconds['scaled_student_t'][i]:.2f}"])
+        rows.append(
+            [
+                n,
+                f"{values['gaussian'][i]:.4f}",
+                f"{values['scaled_student_t'][i]:.4f}",
+                f"{seconds['gaussian'][i]:.2f}",
+                f"{seconds['scaled_student_t'][i]:.2f}",
+            ]
+        )
     print(format_table(["n", "Stein (Gaussian)", "Stein (scaled t)", "s (Gaussian)", "s (t)"], rows))
     print()
-    print(format_table(
-        ["sequence", "fitted slope (ours)", "paper"],
-        [["Gaussian", f"{slopes['gaussian'][0]:.3f}", f"{PAPER_GAUSSIAN_SLOPE}"],
-         ["scaled Student t", f"{slopes['scaled_student_t'][0]:.3f}", "bounded away from 0 (no rate)"]],
-    ))
+    print(
+        format_table(
+            ["sequence", "fitted slope (ours)", "paper"],
+            [
+                ["Gaussian", f"{slopes['gaussian'][0]:.3f}", f"{PAPER_GAUSSIAN_SLOPE}"],
+                ["scaled Student t", f"{slopes['scaled_student_t'][0]:.3f}", "bounded away from 0 (no rate)"],
+            ],
+        )
+    )
     # the t sequence's discrepancy over the upper half of the grid (levelling off)
     upper = sizes >= np.sqrt(sizes[0] * sizes[-1])
-    t_upper_slope = fitted_slope(sizes[upper], np.asarray(values["scaled_student_t"])[upper])[0] if upper.sum() >= 2 else None
+    t_upper_slope = (
+        fitted_slope(sizes[upper], np.asarray(values["scaled_student_t"])[upper])[0] if upper.sum() >= 2 else None
+    )
     if t_upper_slope is not None:
-        print(f"scaled Student t over the upper half of the n grid: slope {t_upper_slope:.3f} "
-              "(near 0: the discrepancy levels off, as in the paper)")
-    print(f"n went up to {sizes[-1]} (paper {PAPER_MAX_N}); seconds per LP at largest n: "
-          f"{seconds['gaussian'][-1]:.2f} (Gaussian), {seconds['scaled_student_t'][-1]:.2f} (t)")
+        print(
+            f"scaled Student t over the upper half of the n grid: slope {t_upper_slope:.3f} "
+            "(near 0: the discrepancy levels off, as in the paper)"
+        )
+    print(
+        f"n went up to {sizes[-1]} (paper {PAPER_MAX_N}); seconds per LP at largest n: "
+        f"{seconds['gaussian'][-1]:.2f} (Gaussian), {seconds['scaled_student_t'][-1]:.2f} (t)"
+    )
 
     summary = {
         "experiment": NAME,

@@ -78,12 +78,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
     parser.add_argument("--max-n", type=int, default=PAPER_MAX_N, help="largest n (paper: 200)")
     parser.add_argument("--min-n", type=int, default=10, help="smallest n")
-    parser.add_argument("--grid-size", type=int, default=12,
-                        help="number of n on the log grid (0: every n from --min-n to --max-n)")
-    parser.add_argument("--num-sequences", type=int, default=PAPER_NUM_SEQUENCES,
-                        help="i.i.d. sequences, median taken (paper: 50)")
-    parser.add_argument("--herding-candidates", type=int, default=None,
-                        help="herding candidate grid size (default: the larger of 200 and --max-n; paper: 200)")
+    parser.add_argument(
+        "--grid-size", type=int, default=12, help="number of n on the log grid (0: every n from --min-n to --max-n)"
+    )
+    parser.add_argument(
+        "--num-sequences", type=int, default=PAPER_NUM_SEQUENCES, help="i.i.d. sequences, median taken (paper: 50)"
+    )
+    parser.add_argument(
+        "--herding-candidates",
+        type=int,
+        default=None,
+        help="herding candidate grid size (default: the larger of 200 and --max-n; paper: 200)",
+    )
     add_common_arguments(parser, NAME, seed=7, seed_help="seed of the i.i.d. sequences")
 
 
@@ -140,8 +146,9 @@ def run(args: argparse.Namespace) -> int:
     values = {name: np.full((len(seqs), len(sizes)), np.nan) for name, seqs in sequences.items()}
     seconds = {name: np.full((len(seqs), len(sizes)), np.nan) for name, seqs in sequences.items()}
     failures: list[dict] = []
-    progress = tqdm(total=sum(len(s) for s in sequences.values()) * len(sizes), desc=NAME, unit="LP",
-                    disable=args.no_progress)
+    progress = tqdm(
+        total=sum(len(s) for s in sequences.values()) * len(sizes), desc=NAME, unit="LP", disable=args.no_progress
+    )
     for name, seqs in sequences.items():
         for k, sequence in enumerate(seqs):
             for i, n in enumerate(sizes):
@@ -149,7 +156,11 @@ def run(args: argparse.Namespace) -> int:
                 start = time.perf_counter()
                 try:
                     values[name][k, i] = graph_stein_discrepancy(
-                        points, np.zeros_like(points), lower=0.0, upper=1.0, stein_factors=UNIFORM_STEIN_FACTORS,
+                        points,
+                        np.zeros_like(points),
+                        lower=0.0,
+                        upper=1.0,
+                        stein_factors=UNIFORM_STEIN_FACTORS,
                     ).value
                 except RuntimeError as error:  # solver failure: record and go on
                     failures.append({"sequence": name, "index": k, "n": int(n), "error": str(error)})
@@ -164,19 +175,27 @@ def run(args: argparse.Namespace) -> int:
         "herding": values["herding"][0],
     }
     slopes = {name: fitted_slope(sizes, curve) for name, curve in curves.items()}
-    print(format_table(
-        ["n", "i.i.d. (median)", "Sobol", "herding"],
-        [[n, f"{curves['iid'][i]:.5f}", f"{curves['sobol'][i]:.5f}", f"{curves['herding'][i]:.5f}"]
-         for i, n in enumerate(sizes)],
-    ))
+    print(
+        format_table(
+            ["n", "i.i.d. (median)", "Sobol", "herding"],
+            [
+                [n, f"{curves['iid'][i]:.5f}", f"{curves['sobol'][i]:.5f}", f"{curves['herding'][i]:.5f}"]
+                for i, n in enumerate(sizes)
+            ],
+        )
+    )
     print()
-    print(format_table(
-        ["sequence", "fitted slope (ours)", "paper"],
-        [[name, f"{slopes[name][0]:.3f}", f"{PAPER_SLOPES[name]}"] for name in ("iid", "sobol", "herding")],
-    ))
+    print(
+        format_table(
+            ["sequence", "fitted slope (ours)", "paper"],
+            [[name, f"{slopes[name][0]:.3f}", f"{PAPER_SLOPES[name]}"] for name in ("iid", "sobol", "herding")],
+        )
+    )
     mean_seconds_at_max = float(np.nanmean(np.concatenate([seconds[name][:, -1] for name in sequences])))
-    print(f"n went up to {max_n} (paper {PAPER_MAX_N}); mean seconds per discrepancy at n = {max_n}: "
-          f"{mean_seconds_at_max:.3f} (paper: {PAPER_SECONDS_AT_200} s at n = 200, Gurobi)")
+    print(
+        f"n went up to {max_n} (paper {PAPER_MAX_N}); mean seconds per discrepancy at n = {max_n}: "
+        f"{mean_seconds_at_max:.3f} (paper: {PAPER_SECONDS_AT_200} s at n = 200, Gurobi)"
+    )
     summary = {
         "experiment": NAME,
         "target": "Unif(0, 1)",

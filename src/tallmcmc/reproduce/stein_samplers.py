@@ -80,8 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chains", type=int, default=4, help="independent chains per test (the curves are averaged)")
     parser.add_argument("--lengths", type=int, default=10, help="number of log-spaced chain lengths evaluated")
     parser.add_argument("--shortest", type=int, default=50, help="shortest chain length evaluated")
-    parser.add_argument("--max-graph-points", type=int, default=500,
-                        help="the graph Stein discrepancy uses at most this many equally spaced points of a prefix")
+    parser.add_argument(
+        "--max-graph-points",
+        type=int,
+        default=500,
+        help="the graph Stein discrepancy uses at most this many equally spaced points of a prefix",
+    )
     add_methods_argument(parser, METHOD_KEYS)
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the simulated data")
     add_common_arguments(parser, NAME, seed=0, seed_help="seed of the chains")
@@ -111,8 +115,16 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, dict] = {}
     for key in selected(args.methods, METHOD_KEYS):
         test = method(key).build(settings)
-        result = tallmcmc.sample(model, tallmcmc.random_walk(PROPOSAL_STANDARD_DEVIATION), test, initial_position=start,
-                                 num_samples=args.samples, num_chains=args.chains, seed=args.seed, progress=progress)
+        result = tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(PROPOSAL_STANDARD_DEVIATION),
+            test,
+            initial_position=start,
+            num_samples=args.samples,
+            num_chains=args.chains,
+            seed=args.seed,
+            progress=progress,
+        )
         results[key] = {
             "positions": np.asarray(result.positions, dtype=np.float64),
             "touched": np.cumsum(np.asarray(result.data_used, dtype=np.int64), axis=1),
@@ -120,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
             "mean_data_used": float(np.mean(result.data_used)),
             "seconds_per_step": result.seconds_per_step,
         }
-    with tqdm(total=len(results) * args.chains * lengths.size, desc="Stein discrepancies", disable=not progress,
-              leave=False) as bar:
+    with tqdm(
+        total=len(results) * args.chains * lengths.size, desc="Stein discrepancies", disable=not progress, leave=False
+    ) as bar:
         for value in results.values():
             graph = np.full((args.chains, lengths.size), np.nan)
             kernel = np.full((args.chains, lengths.size), np.nan)
@@ -136,31 +149,59 @@ def run(args: argparse.Namespace) -> int:
             value["graph"], value["kernel"] = graph, kernel
             value["touched_at"] = value["touched"][:, lengths - 1].mean(axis=0)
 
-    print(f"Gaussian mixture, N = {args.num_data}, K = {temperature:g} (N/K = {DATA_PER_TEMPERATURE}), random walk sd "
-          f"{PROPOSAL_STANDARD_DEVIATION}, {args.samples} steps x {args.chains} chain(s) per test")
-    print(format_table(
-        ["test", "acceptance", "data/step", "s/step", "final KSD", "final graph Stein", "data touched"],
-        [[display_name(key), f"{v['acceptance_rate']:.3f}", f"{v['mean_data_used']:.0f}", f"{v['seconds_per_step']:.2e}",
-          f"{np.nanmean(v['kernel'][:, -1]):.4f}", f"{np.nanmean(v['graph'][:, -1]):.3f}", f"{v['touched_at'][-1]:.3g}"]
-         for key, v in results.items()],
-    ))
+    print(
+        f"Gaussian mixture, N = {args.num_data}, K = {temperature:g} (N/K = {DATA_PER_TEMPERATURE}), random walk sd "
+        f"{PROPOSAL_STANDARD_DEVIATION}, {args.samples} steps x {args.chains} chain(s) per test"
+    )
+    print(
+        format_table(
+            ["test", "acceptance", "data/step", "s/step", "final KSD", "final graph Stein", "data touched"],
+            [
+                [
+                    display_name(key),
+                    f"{v['acceptance_rate']:.3f}",
+                    f"{v['mean_data_used']:.0f}",
+                    f"{v['seconds_per_step']:.2e}",
+                    f"{np.nanmean(v['kernel'][:, -1]):.4f}",
+                    f"{np.nanmean(v['graph'][:, -1]):.3f}",
+                    f"{v['touched_at'][-1]:.3g}",
+                ]
+                for key, v in results.items()
+            ],
+        )
+    )
     print("KSD at each chain length (data touched: KSD)")
-    print(format_table(["steps"] + [display_name(key) for key in results], [
-        [int(n)] + [f"{v['touched_at'][j]:.3g}: {np.nanmean(v['kernel'][:, j]):.4f}" for v in results.values()]
-        for j, n in enumerate(lengths)
-    ]))
+    print(
+        format_table(
+            ["steps"] + [display_name(key) for key in results],
+            [
+                [int(n)] + [f"{v['touched_at'][j]:.3g}: {np.nanmean(v['kernel'][:, j]):.4f}" for v in results.values()]
+                for j, n in enumerate(lengths)
+            ],
+        )
+    )
     figure_path = _figure(out, results, args)
     elapsed = time.perf_counter() - began
     summary = {
         "settings": {
-            "num_data": args.num_data, "temperature": temperature, "samples": args.samples, "chains": args.chains,
-            "lengths": lengths, "max_graph_points": args.max_graph_points, "seed": args.seed,
-            "data_seed": args.data_seed, "proposal_standard_deviation": PROPOSAL_STANDARD_DEVIATION,
-            "batch_size": BATCH_SIZE, "austere_epsilon": AUSTERE_EPSILON,
+            "num_data": args.num_data,
+            "temperature": temperature,
+            "samples": args.samples,
+            "chains": args.chains,
+            "lengths": lengths,
+            "max_graph_points": args.max_graph_points,
+            "seed": args.seed,
+            "data_seed": args.data_seed,
+            "proposal_standard_deviation": PROPOSAL_STANDARD_DEVIATION,
+            "batch_size": BATCH_SIZE,
+            "austere_epsilon": AUSTERE_EPSILON,
         },
         "methods": {
-            key: {"display_name": display_name(key)} | {name: v[name] for name in ("acceptance_rate", "mean_data_used", "seconds_per_step", "touched_at",
-                                                "kernel", "graph")}
+            key: {"display_name": display_name(key)}
+            | {
+                name: v[name]
+                for name in ("acceptance_rate", "mean_data_used", "seconds_per_step", "touched_at", "kernel", "graph")
+            }
             for key, v in results.items()
         },
         "seconds": elapsed,
@@ -182,6 +223,8 @@ def _figure(out, results: dict, args: argparse.Namespace) -> Path:
         axis.set_yscale("log")
         axis.set_xlabel("cumulative data points touched")
         axis.legend(fontsize=8)
-    figure.suptitle(f"Gaussian mixture, N = {args.num_data:g}, N/K = {DATA_PER_TEMPERATURE}: sample quality vs data touched",
-                    fontsize=10)
+    figure.suptitle(
+        f"Gaussian mixture, N = {args.num_data:g}, N/K = {DATA_PER_TEMPERATURE}: sample quality vs data touched",
+        fontsize=10,
+    )
     return save_figure(figure, out, "stein_samplers.png")

@@ -72,22 +72,34 @@ PAPER_SELECTED = {"ess": 5e-2, "stein": 5e-3}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
-    parser.add_argument("--sequences", type=int, default=10,
-                        help=f"independent SGLD sequences per step size (paper: {PAPER_SEQUENCES})")
+    parser.add_argument(
+        "--sequences", type=int, default=10, help=f"independent SGLD sequences per step size (paper: {PAPER_SEQUENCES})"
+    )
     parser.add_argument("--length", type=int, default=PAPER_LENGTH, help=f"points per sequence (paper: {PAPER_LENGTH})")
-    parser.add_argument("--step-sizes", type=float, nargs="+", default=list(PAPER_STEP_SIZES),
-                        help="the grid of ε (the paper's eight values)")
+    parser.add_argument(
+        "--step-sizes",
+        type=float,
+        nargs="+",
+        default=list(PAPER_STEP_SIZES),
+        help="the grid of ε (the paper's eight values)",
+    )
     parser.add_argument("--batch-size", type=int, default=PAPER_BATCH_SIZE, help="SGLD minibatch size (paper: 5)")
     parser.add_argument("--num-data", type=int, default=PAPER_NUM_DATA, help="simulated data points (paper: 100)")
     parser.add_argument("--data-seed", type=int, default=1, help="seed of the simulated data set")
-    add_common_arguments(parser, NAME, seed=0, seed_help="seed of the starting points and the chains; the step sizes, "
-                         "largest first, use seed, seed + 1, ...")
+    add_common_arguments(
+        parser,
+        NAME,
+        seed=0,
+        seed_help="seed of the starting points and the chains; the step sizes, largest first, use seed, seed + 1, ...",
+    )
 
 
 def mixture_posterior(num_data: int = PAPER_NUM_DATA, data_seed: int = 1) -> Model:
     """The Welling–Teh posterior at temperature 1 over ``num_data`` simulated points."""
     data = gaussian_mixture.simulate_data(num_data, seed=data_seed)
-    return Model(gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), 1.0, position_shape=(2,))
+    return Model(
+        gaussian_mixture.log_likelihood, gaussian_mixture.log_prior, jnp.asarray(data), 1.0, position_shape=(2,)
+    )
 
 
 def effective_sample_size(sequence: np.ndarray) -> float:
@@ -95,14 +107,22 @@ def effective_sample_size(sequence: np.ndarray) -> float:
     return float(np.median(arviz_bridge.ess(np.asarray(sequence[None], float), method="bulk")))
 
 
-def run_sgld(model: Model, step_size: float, batch_size: int, sequences: int, length: int, seed: int,
-             progress: bool) -> np.ndarray:
+def run_sgld(
+    model: Model, step_size: float, batch_size: int, sequences: int, length: int, seed: int, progress: bool
+) -> np.ndarray:
     """``sequences`` SGLD runs of ``length`` steps from x₀ ~ N(0, I); array (sequences, length, 2)."""
     rng = np.random.default_rng(seed)
     starts = jnp.asarray(rng.standard_normal((sequences, 2)), jnp.float32)
-    result = tallmcmc.sample(model, tallmcmc.stochastic_gradient_langevin(step_size, batch_size), tallmcmc.always_accept(),
-                             initial_positions=starts, num_samples=length, num_chains=sequences, seed=seed,
-                             progress=progress)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.stochastic_gradient_langevin(step_size, batch_size),
+        tallmcmc.always_accept(),
+        initial_positions=starts,
+        num_samples=length,
+        num_chains=sequences,
+        seed=seed,
+        progress=progress,
+    )
     return np.asarray(result.positions, dtype=np.float64)
 
 
@@ -156,32 +176,48 @@ def run(args: argparse.Namespace) -> int:
     }
     rows = []
     for i, step in enumerate(step_sizes):
-        rows.append([
-            f"{step:.0e}",
-            f"{median_discrepancy[i]:.3f}",
-            f"{np.nanmean(discrepancies[i]):.3f} ± {np.nanstd(discrepancies[i], ddof=1):.3f}",
-            f"{median_ess[i]:.1f}",
-            f"{np.nanmean(ess[i]):.1f} ± {np.nanstd(ess[i], ddof=1):.1f}",
-            str(diverged[float(step)]),
-        ])
-    print(f"SGLD on the Welling–Teh posterior (N = {args.num_data}, batch {args.batch_size}), "
-          f"{args.sequences} sequences of length {args.length} per step size")
-    print(format_table(["step size", "median Stein", "Stein mean ± sd", "median ESS", "ESS mean ± sd", "diverged"], rows))
-    print(format_table(
-        ["criterion", "selected ε (ours)", "selected ε (paper)"],
-        [["ESS (max median)", f"{selected['ess']:.0e}", f"{PAPER_SELECTED['ess']:.0e}"],
-         ["graph Stein (min median)", f"{selected['stein']:.0e}", f"{PAPER_SELECTED['stein']:.0e}"]],
-    ))
+        rows.append(
+            [
+                f"{step:.0e}",
+                f"{median_discrepancy[i]:.3f}",
+                f"{np.nanmean(discrepancies[i]):.3f} ± {np.nanstd(discrepancies[i], ddof=1):.3f}",
+                f"{median_ess[i]:.1f}",
+                f"{np.nanmean(ess[i]):.1f} ± {np.nanstd(ess[i], ddof=1):.1f}",
+                str(diverged[float(step)]),
+            ]
+        )
+    print(
+        f"SGLD on the Welling–Teh posterior (N = {args.num_data}, batch {args.batch_size}), "
+        f"{args.sequences} sequences of length {args.length} per step size"
+    )
+    print(
+        format_table(["step size", "median Stein", "Stein mean ± sd", "median ESS", "ESS mean ± sd", "diverged"], rows)
+    )
+    print(
+        format_table(
+            ["criterion", "selected ε (ours)", "selected ε (paper)"],
+            [
+                ["ESS (max median)", f"{selected['ess']:.0e}", f"{PAPER_SELECTED['ess']:.0e}"],
+                ["graph Stein (min median)", f"{selected['stein']:.0e}", f"{PAPER_SELECTED['stein']:.0e}"],
+            ],
+        )
+    )
     mean_seconds = float(np.nanmean(lp_seconds)) if lp_seconds else float("nan")
-    print(f"graph Stein discrepancy: {mean_seconds:.2f} s per sequence on average "
-          "(paper: 0.4 s spanner + 1.4 s per coordinate LP with Gurobi)")
+    print(
+        f"graph Stein discrepancy: {mean_seconds:.2f} s per sequence on average "
+        "(paper: 0.4 s spanner + 1.4 s per coordinate LP with Gurobi)"
+    )
 
     figure_path = _figure(out, model, step_sizes, discrepancies, ess, samples, selected)
     elapsed = time.perf_counter() - began
     summary = {
         "settings": {
-            "sequences": args.sequences, "length": args.length, "batch_size": args.batch_size,
-            "num_data": args.num_data, "data_seed": args.data_seed, "seed": args.seed,
+            "sequences": args.sequences,
+            "length": args.length,
+            "batch_size": args.batch_size,
+            "num_data": args.num_data,
+            "data_seed": args.data_seed,
+            "seed": args.seed,
             "step_sizes": step_sizes,
         },
         "discrepancy": {f"{s:g}": discrepancies[i] for i, s in enumerate(step_sizes)},
@@ -202,7 +238,9 @@ def run(args: argparse.Namespace) -> int:
 def _figure(out, model: Model, step_sizes, discrepancies, ess, samples, selected) -> Path:
     figure = pyplot().figure(figsize=(13, 4.2))
     grid = figure.add_gridspec(2, 4, width_ratios=[1.2, 1, 1, 1])
-    for row, (values, label, better) in enumerate([(ess, "ESS", "max"), (discrepancies, "graph Stein discrepancy", "min")]):
+    for row, (values, label, better) in enumerate(
+        [(ess, "ESS", "max"), (discrepancies, "graph Stein discrepancy", "min")]
+    ):
         axis = figure.add_subplot(grid[row, 0])
         mean = np.nanmean(values, axis=1)
         spread = np.nanstd(values, axis=1, ddof=1) if values.shape[1] > 1 else np.zeros_like(mean)
@@ -243,6 +281,9 @@ def _figure(out, model: Model, step_sizes, discrepancies, ess, samples, selected
         axis.set_xlabel("θ₁")
         if column == 0:
             axis.set_ylabel("θ₂")
-    figure.suptitle("SGLD step-size selection (Gorham & Mackey 2015, Figure 3): first sequence of each shown ε, "
-                    "log-posterior contours at max − {0.3, 1, 3, 6}", fontsize=9)
+    figure.suptitle(
+        "SGLD step-size selection (Gorham & Mackey 2015, Figure 3): first sequence of each shown ε, "
+        "log-posterior contours at max − {0.3, 1, 3, 6}",
+        fontsize=9,
+    )
     return save_figure(figure, out, "figure3_sgld_step_size.png")

@@ -61,8 +61,9 @@ METHOD_KEYS = ("austere", "confidence_sampler", "minibatch_barker")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the experiment's options to ``parser``."""
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000], metavar="N",
-                        help="values of N")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000], metavar="N", help="values of N"
+    )
     parser.add_argument("--steps", type=int, default=2000, help="chain steps per method and N")
     parser.add_argument("--chains", type=int, default=4, help="chains per method and N")
     parser.add_argument("--batch-size", type=int, default=50, help="m of every test (paper: 50)")
@@ -77,7 +78,13 @@ def run(args: argparse.Namespace) -> int:
     settings = MethodSettings(batch_size=args.batch_size, austere_epsilon=args.austere_epsilon)
     tests = {key: method(key).build(settings) for key in METHOD_KEYS}
     rows: dict[str, dict[str, list]] = {
-        key: {"full_fraction": [], "standard_error": [], "near_full_fraction": [], "mean_size": [], "mean_data_used": []}
+        key: {
+            "full_fraction": [],
+            "standard_error": [],
+            "near_full_fraction": [],
+            "mean_size": [],
+            "mean_data_used": [],
+        }
         for key in tests
     }
     histograms: dict[str, np.ndarray] = {}
@@ -89,14 +96,22 @@ def run(args: argparse.Namespace) -> int:
         proposal = tallmcmc.random_walk(1.0 / math.sqrt(num_data))
         for key, test in tests.items():
             result = tallmcmc.sample(
-                model, proposal, test, initial_positions=jnp.asarray(starts), num_samples=args.steps,
-                num_chains=args.chains, seed=args.seed + num_data, progress=not args.no_progress,
+                model,
+                proposal,
+                test,
+                initial_positions=jnp.asarray(starts),
+                num_samples=args.steps,
+                num_chains=args.chains,
+                seed=args.seed + num_data,
+                progress=not args.no_progress,
             )
             full = result.info["used_full_data"]
             fraction = float(full.mean())
             # standard error of the fraction across chains (steps within a chain are correlated)
             per_chain = full.mean(axis=1)
-            standard_error = float(per_chain.std(ddof=1) / math.sqrt(per_chain.size)) if per_chain.size > 1 else float("nan")
+            standard_error = (
+                float(per_chain.std(ddof=1) / math.sqrt(per_chain.size)) if per_chain.size > 1 else float("nan")
+            )
             rows[key]["full_fraction"].append(fraction)
             rows[key]["standard_error"].append(standard_error)
             rows[key]["near_full_fraction"].append(float(np.mean(result.data_used_by_test >= NEAR_FULL * num_data)))
@@ -104,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
             rows[key]["mean_data_used"].append(float(result.data_used.mean()))
             if num_data == max(args.sizes):
                 histograms[key] = result.data_used_by_test.ravel() / num_data
-            print(f"  N = {num_data:>9,} {display_name(key):>12}: all-N fraction {fraction:.4f} ± {standard_error:.4f}, "
-                  f"mean minibatch {rows[key]['mean_size'][-1]:,.0f} ({rows[key]['mean_size'][-1] / num_data:.3f} N)", flush=True)
+            print(
+                f"  N = {num_data:>9,} {display_name(key):>12}: all-N fraction {fraction:.4f} ± {standard_error:.4f}, "
+                f"mean minibatch {rows[key]['mean_size'][-1]:,.0f} ({rows[key]['mean_size'][-1] / num_data:.3f} N)",
+                flush=True,
+            )
 
     table = []
     for i, num_data in enumerate(args.sizes):
@@ -117,19 +135,29 @@ def run(args: argparse.Namespace) -> int:
         for key in tests:
             row.append(f"{rows[key]['mean_size'][i] / num_data:.3f}")
         table.append(row)
-    print(f"\nLemma 1: fraction of steps using all N points (paper: at least c ≈ {LEMMA_CONSTANT} for AustereMH and MHSubLhd, for every N)")
-    print(format_table(
-        ["N"] + [f"{display_name(k)} all-N" for k in tests] + [f"{display_name(k)} ≥{NEAR_FULL:.0%} N" for k in tests]
-        + [f"{display_name(k)} size/N" for k in tests],
-        table,
-    ))
-    print("(all-N: the sequential test used exactly N points; with the finite-population correction a test can stop a"
-          " stage short of N when the gap is tiny, so the ≥90% column shows the steps that needed essentially all data)")
+    print(
+        f"\nLemma 1: fraction of steps using all N points (paper: at least c ≈ {LEMMA_CONSTANT} for AustereMH and MHSubLhd, for every N)"
+    )
+    print(
+        format_table(
+            ["N"]
+            + [f"{display_name(k)} all-N" for k in tests]
+            + [f"{display_name(k)} ≥{NEAR_FULL:.0%} N" for k in tests]
+            + [f"{display_name(k)} size/N" for k in tests],
+            table,
+        )
+    )
+    print(
+        "(all-N: the sequential test used exactly N points; with the finite-population correction a test can stop a"
+        " stage short of N when the gap is tiny, so the ≥90% column shows the steps that needed essentially all data)"
+    )
     for key in ("austere", "confidence_sampler"):
         fractions = rows[key]["full_fraction"]
         verdict = "does not fall" if fractions[-1] >= 0.5 * fractions[0] else "FALLS"
-        print(f"{display_name(key)}: all-N fraction {verdict} with N ({fractions[0]:.4f} → {fractions[-1]:.4f}); "
-              f"{'above' if min(fractions) >= LEMMA_CONSTANT else 'not always above'} c = {LEMMA_CONSTANT}")
+        print(
+            f"{display_name(key)}: all-N fraction {verdict} with N ({fractions[0]:.4f} → {fractions[-1]:.4f}); "
+            f"{'above' if min(fractions) >= LEMMA_CONSTANT else 'not always above'} c = {LEMMA_CONSTANT}"
+        )
 
     summary = {
         "N": list(args.sizes),
@@ -140,8 +168,13 @@ def run(args: argparse.Namespace) -> int:
         "near_full_fraction": {key: rows[key]["near_full_fraction"] for key in tests},
         "mean_data_used": {key: rows[key]["mean_data_used"] for key in tests},
         "lemma_constant": LEMMA_CONSTANT,
-        "settings": {"steps": args.steps, "chains": args.chains, "batch_size": args.batch_size,
-                     "austere_epsilon": args.austere_epsilon, "seed": args.seed},
+        "settings": {
+            "steps": args.steps,
+            "chains": args.chains,
+            "batch_size": args.batch_size,
+            "austere_epsilon": args.austere_epsilon,
+            "seed": args.seed,
+        },
     }
     path = write_summary(out, summary)
     print_written(path, plot(out, args.sizes, rows, histograms, tests))
@@ -153,10 +186,23 @@ def plot(out, sizes, rows, histograms, tests) -> Path:
     figure, (left, right) = new_figure(1, 2, figsize=(10, 3.8))
     for index, key in enumerate(tests):
         color = f"C{index}"
-        left.errorbar(sizes, rows[key]["full_fraction"], yerr=rows[key]["standard_error"], marker="o", capsize=3,
-                      color=color, label=f"{display_name(key)}: all N")
-        left.plot(sizes, rows[key]["near_full_fraction"], marker="s", linestyle="--", color=color,
-                  label=f"{display_name(key)}: ≥{NEAR_FULL:.0%} of N")
+        left.errorbar(
+            sizes,
+            rows[key]["full_fraction"],
+            yerr=rows[key]["standard_error"],
+            marker="o",
+            capsize=3,
+            color=color,
+            label=f"{display_name(key)}: all N",
+        )
+        left.plot(
+            sizes,
+            rows[key]["near_full_fraction"],
+            marker="s",
+            linestyle="--",
+            color=color,
+            label=f"{display_name(key)}: ≥{NEAR_FULL:.0%} of N",
+        )
     left.axhline(LEMMA_CONSTANT, color="k", linestyle="--", label=f"Lemma 1: c ≈ {LEMMA_CONSTANT}")
     left.set_xscale("log")
     left.set_yscale("log")
@@ -167,8 +213,9 @@ def plot(out, sizes, rows, histograms, tests) -> Path:
     bins = np.logspace(-4, 0, 41)
     for key in tests:
         if key in histograms:
-            right.hist(np.maximum(histograms[key], 1e-4), bins=bins, histtype="step", linewidth=1.5,
-                       label=display_name(key))
+            right.hist(
+                np.maximum(histograms[key], 1e-4), bins=bins, histtype="step", linewidth=1.5, label=display_name(key)
+            )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel(f"minibatch size / N (N = {max(sizes):,})")

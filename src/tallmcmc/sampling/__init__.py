@@ -16,9 +16,20 @@
 """
 
 from tallmcmc.run_warnings import VACUOUS_ERROR_BOUND
-from tallmcmc.sampling import adaptation, asynchronous, checkpoint, continuation, drivers, memory, plan, program
-from tallmcmc.sampling import result, run, schedule
-from tallmcmc.sampling import warmup_phase
+from tallmcmc.sampling import (
+    adaptation,
+    asynchronous,
+    checkpoint,
+    continuation,
+    drivers,
+    memory,
+    plan,
+    program,
+    result,
+    run,
+    schedule,
+    warmup_phase,
+)
 from tallmcmc.sampling.checkpoint import load_result
 from tallmcmc.sampling.continuation import RunState
 from tallmcmc.sampling.drivers import AUTO_ASYNCHRONOUS_CHAINS, DRIVERS, choose_driver

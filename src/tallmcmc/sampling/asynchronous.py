@@ -315,7 +315,12 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     dtype, data, layout = call.dtype, call.data, call.layout
     schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
     initialise, run = asynchronous_runner(
-        model, proposal, test, num_samples, temperatures=schedule[0], step_factors=schedule[1],
+        model,
+        proposal,
+        test,
+        num_samples,
+        temperatures=schedule[0],
+        step_factors=schedule[1],
         adapt_target=adapt_target,
     )
     if layout is not None:
@@ -334,8 +339,9 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
         bar.set_description(description)
 
     def advance(carry, until: int, limit: int):
-        return run(data, carry, chain_keys, factors, first_step, jnp.asarray(until, jnp.int32),
-                   jnp.asarray(limit, jnp.int32))
+        return run(
+            data, carry, chain_keys, factors, first_step, jnp.asarray(until, jnp.int32), jnp.asarray(limit, jnp.int32)
+        )
 
     recorded, level = 0, True  # draws every chain has made; whether every chain has made exactly that many
     try:
@@ -356,8 +362,11 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
             raise
         if not level:  # chains that ran ahead of the slowest: bring the others level with them, so the run resumes
             top = int(jnp.max(carry.step))
-            warnings.warn(f"interrupted: bringing every chain to draw {top} so that the run can be resumed "
-                          "(Ctrl-C again to stop at once, not resumable)", stacklevel=4)
+            warnings.warn(
+                f"interrupted: bringing every chain to draw {top} so that the run can be resumed "
+                "(Ctrl-C again to stop at once, not resumable)",
+                stacklevel=4,
+            )
             try:
                 began = time.perf_counter()
                 carry = advance(carry, top, top)
@@ -379,7 +388,12 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     iterations = to_host(carry.iterations)
     positions, info = _drawn(carry, layout, recorded)
     return DriverOutput(
-        carry.state if level else None, positions, info, compile_seconds, sampling_seconds, int(np.max(iterations)),
+        carry.state if level else None,
+        positions,
+        info,
+        compile_seconds,
+        sampling_seconds,
+        int(np.max(iterations)),
         adapted,
     )
 
@@ -405,8 +419,21 @@ def _on_mesh(layout, initialise_one, run_one):
         carry = initialise_one(data, states, chain_keys, factors, first_step)
         return carry._replace(iterations=carry.iterations[None])
 
-    def run_here(data, state, flight, step, positions, info, iterations, adaptation, chain_keys, factors, first_step,
-                 until, limit):
+    def run_here(
+        data,
+        state,
+        flight,
+        step,
+        positions,
+        info,
+        iterations,
+        adaptation,
+        chain_keys,
+        factors,
+        first_step,
+        until,
+        limit,
+    ):
         carry = AsyncCarry(state, flight, step, positions, info, iterations[0], adaptation)
         carry = run_one(data, carry, chain_keys, factors, first_step, until, limit)
         return carry._replace(iterations=carry.iterations[None])

@@ -19,8 +19,16 @@ from tallmcmc.kernel import MHInfo
 from tallmcmc.model import Model, Position
 from tallmcmc.sampling.continuation import RunState, starts_of
 from tallmcmc.sampling.result import SamplingResult
-from tallmcmc.sampling.run_file import FORMAT, FORMAT_VERSION, STATE_GROUP, check_model, check_writable
-from tallmcmc.sampling.run_file import kind_from_json, library_version, save_result
+from tallmcmc.sampling.run_file import (
+    FORMAT,
+    FORMAT_VERSION,
+    STATE_GROUP,
+    check_model,
+    check_writable,
+    kind_from_json,
+    library_version,
+    save_result,
+)
 
 __all__ = ["CheckpointFile", "load_result"]
 
@@ -63,8 +71,9 @@ def load_result(path: str | os.PathLike, *, argument: str = "path") -> SamplingR
     try:
         return _result_from(tree, meta)
     except (KeyError, ValueError, IndexError) as error:
-        raise ValueError(f"{argument}={str(path)!r} is incomplete ({type(error).__name__}: {error}); delete it to "
-                         "start afresh") from error
+        raise ValueError(
+            f"{argument}={str(path)!r} is incomplete ({type(error).__name__}: {error}); delete it to start afresh"
+        ) from error
 
 
 def _draws(dataset, kind: list) -> Position:
@@ -103,10 +112,18 @@ def _result_from(tree, meta: dict[str, Any]) -> SamplingResult:
             impl = saved["prng_keys"].get(str(index))
             leaves.append(leaf if impl is None else jax.random.wrap_key_data(leaf, impl=impl))
         last_state = RunState(
-            states=tuple(leaves), steps_done=saved["steps_done"], seed=saved["seed"], num_chains=saved["num_chains"],
-            step_size_factor=factors, adapted_covariance=covariance, test_name=saved["test_name"],
-            proposal_name=saved["proposal_name"], num_data=saved["num_data"],
-            mesh_shape=saved["mesh_shape"], position_kind=kind_from_json(saved["position_kind"]), model=None,
+            states=tuple(leaves),
+            steps_done=saved["steps_done"],
+            seed=saved["seed"],
+            num_chains=saved["num_chains"],
+            step_size_factor=factors,
+            adapted_covariance=covariance,
+            test_name=saved["test_name"],
+            proposal_name=saved["proposal_name"],
+            num_data=saved["num_data"],
+            mesh_shape=saved["mesh_shape"],
+            position_kind=kind_from_json(saved["position_kind"]),
+            model=None,
             fingerprint=saved["model"],
         )
     return SamplingResult(
@@ -151,19 +168,35 @@ class CheckpointFile:
             return None
         return load_result(self.path, argument="checkpoint")
 
-    def check_continues(self, saved: SamplingResult, model: Model, test_name: str, proposal_name: str,
-                        num_chains: int | None, seed: int | None, target: int) -> None:
+    def check_continues(
+        self,
+        saved: SamplingResult,
+        model: Model,
+        test_name: str,
+        proposal_name: str,
+        num_chains: int | None,
+        seed: int | None,
+        target: int,
+    ) -> None:
         """Refuse a file that is not this call's run (another model, test, proposal, seed, chains or length)."""
         state = saved.last_state
         where = f"checkpoint={str(self.path)!r}"
         if state is None:
-            raise ValueError(f"{where} holds draws but no state to resume from (an interrupted run whose chains "
-                             "were not level); delete it to start afresh")
-        for name, given, had in (("test", test_name, state.test_name), ("proposal", proposal_name, state.proposal_name),
-                                 ("num_chains", num_chains, state.num_chains), ("seed", seed, state.seed)):
+            raise ValueError(
+                f"{where} holds draws but no state to resume from (an interrupted run whose chains "
+                "were not level); delete it to start afresh"
+            )
+        for name, given, had in (
+            ("test", test_name, state.test_name),
+            ("proposal", proposal_name, state.proposal_name),
+            ("num_chains", num_chains, state.num_chains),
+            ("seed", seed, state.seed),
+        ):
             if given is not None and given != had:
-                raise ValueError(f"{where} was written by a run with {name}={had!r}; this call has {name}={given!r}. "
-                                 "Resume with the same settings, or give another checkpoint path")
+                raise ValueError(
+                    f"{where} was written by a run with {name}={had!r}; this call has {name}={given!r}. "
+                    "Resume with the same settings, or give another checkpoint path"
+                )
         if saved.target_draws is not None and saved.target_draws != target:
             raise ValueError(
                 f"{where} was written by a run of {saved.target_draws} draws per chain; this call asks for {target} "

@@ -86,12 +86,16 @@ class RunState(NamedTuple):
 def position_kind(position: Position) -> tuple:
     """How a position is rebuilt from its leaves without running code: ``("array",)``, ``("dict", keys)``,
     ``("tuple", n)``, ``("list", n)``, or ``("pytree", n)`` (rebuilt only with an example position)."""
-    if isinstance(position, dict) and all(isinstance(key, str) for key in position) and all(
-        not isinstance(value, (dict, list, tuple)) for value in position.values()
+    if (
+        isinstance(position, dict)
+        and all(isinstance(key, str) for key in position)
+        and all(not isinstance(value, (dict, list, tuple)) for value in position.values())
     ):
         return ("dict", tuple(sorted(position)))  # jax flattens a dict in sorted key order
-    if isinstance(position, (tuple, list)) and type(position) in (tuple, list) and all(
-        not isinstance(value, (dict, list, tuple)) for value in position
+    if (
+        isinstance(position, (tuple, list))
+        and type(position) in (tuple, list)
+        and all(not isinstance(value, (dict, list, tuple)) for value in position)
     ):
         return (type(position).__name__, len(position))
     leaves = jax.tree_util.tree_leaves(position)
@@ -153,7 +157,8 @@ def bind_states(state: RunState, expected: Any) -> MHState:
         if tuple(np.shape(leaf)) != tuple(shape.shape) or np.dtype(dtype) != np.dtype(shape.dtype):
             ends = np.cumsum([len(jax.tree_util.tree_leaves(part)) for part in expected])
             what = ("the position", "the log-prior", "the test's cache", "the proposal's state")[
-                int(np.searchsorted(ends, index, side="right"))]
+                int(np.searchsorted(ends, index, side="right"))
+            ]
             raise ValueError(
                 f"resume: state array {index} ({what}) has shape {tuple(np.shape(leaf))} and dtype {np.dtype(dtype)}, "
                 f"but this call's chains need {tuple(shape.shape)} {np.dtype(shape.dtype)}: the state comes from "
@@ -163,8 +168,9 @@ def bind_states(state: RunState, expected: Any) -> MHState:
     return jax.tree_util.tree_unflatten(structure, bound)
 
 
-def check_resumable(state: RunState, model: Model, proposal: Proposal, test: AcceptanceTest, num_chains: int,
-                    mesh) -> None:
+def check_resumable(
+    state: RunState, model: Model, proposal: Proposal, test: AcceptanceTest, num_chains: int, mesh
+) -> None:
     """Refuse to continue ``state`` with another test, proposal, N, number of chains or mesh, naming the argument."""
     mesh_shape = None if mesh is None else dict(mesh.shape)
     mismatches = [

@@ -164,7 +164,8 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
                 bar.set_description(f"compiling {call.test.name}")
                 began = time.perf_counter()
                 compiled[length] = (
-                    jax.jit(run_chunk).lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
+                    jax.jit(run_chunk)
+                    .lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
                     .compile()
                 )
                 compile_seconds += time.perf_counter() - began
@@ -188,8 +189,9 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
         if not info_parts:
             raise
         done = sum(part.accepted.shape[0] for part in info_parts)
-        warnings.warn(f"interrupted: returning the {done} of {call.num_steps} draws per chain made so far",
-                      stacklevel=4)
+        warnings.warn(
+            f"interrupted: returning the {done} of {call.num_steps} draws per chain made so far", stacklevel=4
+        )
     finally:
         bar.close()
     positions, info = _stacked(positions_parts, info_parts)

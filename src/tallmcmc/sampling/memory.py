@@ -26,8 +26,12 @@ def check_run_memory(data, initialise, starts, layout=None, held_draws: int = 0)
     one_start = tree_bytes(starts) // max(1, jax.tree_util.tree_leaves(starts)[0].shape[0])
     draw_bytes = held_draws * (one_start + 4 * len(MHInfo._fields))
     if layout is None:
-        devices = {device for leaf in jax.tree_util.tree_leaves(data) if isinstance(leaf, jax.Array)
-                   for device in leaf.devices()}
+        devices = {
+            device
+            for leaf in jax.tree_util.tree_leaves(data)
+            if isinstance(leaf, jax.Array)
+            for device in leaf.devices()
+        }
         device = min(devices, key=lambda d: d.id) if devices else jax.devices()[0]
         data_bytes = tree_bytes(data)
         state_bytes = tree_bytes(states)

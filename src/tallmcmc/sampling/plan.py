@@ -123,7 +123,9 @@ def plan_run(
     if driver not in (*DRIVERS, "auto"):
         raise ValueError(f"driver must be one of {(*DRIVERS, 'auto')}; got {driver!r}")
     if (initial_position is None) == (initial_positions is None):
-        raise ValueError("give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)")
+        raise ValueError(
+            "give exactly one of initial_position (shared by all chains) or initial_positions (one per chain)"
+        )
     layout = None
     data = model.data
     check = lambda position, name: check_model(model, position, name)  # noqa: E731
@@ -159,8 +161,13 @@ def plan_run(
                 f"covariance); got num_warmup={num_warmup}"
             )
     uses_control_variate = any(isinstance(source, ControlVariate) for source in test.setup)
-    schedule = Schedule.checked(temperature_schedule, step_size_schedule, num_samples, proposal,
-                                uses_control_variate, model.temperature) if num_samples is not None else Schedule()
+    schedule = (
+        Schedule.checked(
+            temperature_schedule, step_size_schedule, num_samples, proposal, uses_control_variate, model.temperature
+        )
+        if num_samples is not None
+        else Schedule()
+    )
     held = model if layout is None else model.with_shards(layout.shards)  # the model inside the mesh's shard_map
     program = chain_program(held, proposal, test, layout)
     held_steps = max(num_samples or 0, num_warmup)
@@ -173,11 +180,28 @@ def plan_run(
         driver = "vmap"  # "auto": the vmapped driver brings the draws home chunk by chunk
         check_run_memory(data, program.initialise, starts, layout, 0)
     return RunPlan(
-        model=model, held=held, proposal=proposal, test=test, layout=layout, data=data, starts=starts,
-        num_chains=num_chains, num_samples=num_samples, num_warmup=num_warmup, num_chunks=num_chunks, driver=driver,
-        schedule=schedule, target=target, adapt=num_warmup > 0 and proposal.tune is not None,
-        adapt_covariance=bool(adapt_covariance), seed=seed, progress=progress, setup_data_used=setup_data_used,
-        uses_control_variate=uses_control_variate, program=program, inexact_proposal=inexact_proposal,
+        model=model,
+        held=held,
+        proposal=proposal,
+        test=test,
+        layout=layout,
+        data=data,
+        starts=starts,
+        num_chains=num_chains,
+        num_samples=num_samples,
+        num_warmup=num_warmup,
+        num_chunks=num_chunks,
+        driver=driver,
+        schedule=schedule,
+        target=target,
+        adapt=num_warmup > 0 and proposal.tune is not None,
+        adapt_covariance=bool(adapt_covariance),
+        seed=seed,
+        progress=progress,
+        setup_data_used=setup_data_used,
+        uses_control_variate=uses_control_variate,
+        program=program,
+        inexact_proposal=inexact_proposal,
     )
 
 
@@ -217,7 +241,7 @@ def _starts(initial_position, initial_positions, num_chains: int, check) -> Posi
             )
     if check is not None:
         for chain in range(num_chains):
-            check(jax.tree_util.tree_map(lambda leaf: leaf[chain], starts), f"initial_positions[{chain}]")
+            check(jax.tree_util.tree_map(lambda leaf: leaf[chain], starts), f"initial_positions[{chain}]")  # noqa: B023 (used within this iteration)
     return starts
 
 
@@ -231,8 +255,10 @@ def target_acceptance_for(target: float | None, proposal: Proposal, test: Accept
             return proposal.proxy_target
         return open_unit_interval(target, "target_acceptance", "the proxy acceptance rate warm-up aims at")
     ceiling = float(test.max_acceptance)
-    default = proposal.metropolis_target if ceiling >= 1.0 else min(
-        proposal.metropolis_target * BARKER_SCALING, CEILING_FRACTION * ceiling
+    default = (
+        proposal.metropolis_target
+        if ceiling >= 1.0
+        else min(proposal.metropolis_target * BARKER_SCALING, CEILING_FRACTION * ceiling)
     )
     if target is None:
         return default

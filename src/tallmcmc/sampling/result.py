@@ -190,8 +190,11 @@ class SamplingResult:
         def join(a, b):
             return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
 
-        iterations = None if self.loop_iterations is None and later.loop_iterations is None else \
-            (self.loop_iterations or 0) + (later.loop_iterations or 0)
+        iterations = (
+            None
+            if self.loop_iterations is None and later.loop_iterations is None
+            else (self.loop_iterations or 0) + (later.loop_iterations or 0)
+        )
         return dataclasses.replace(
             self,
             positions=jax.tree_util.tree_map(join, self.positions, later.positions),

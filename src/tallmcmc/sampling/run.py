@@ -18,16 +18,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._checks import integer_at_least
 from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
 from tallmcmc.kernel import MHState
 from tallmcmc.model import Model, Position, check_position_shape
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.run_warnings import warn_if_error_bounds_vacuous, warn_if_subsampling_does_not_pay
-from tallmcmc._checks import integer_at_least
 from tallmcmc.sampling.asynchronous import run_asynchronous
 from tallmcmc.sampling.checkpoint import CheckpointFile
-from tallmcmc.sampling.continuation import RunState, bind_states, check_resumable, position_kind, resumed_proposal
-from tallmcmc.sampling.continuation import starts_of
+from tallmcmc.sampling.continuation import (
+    RunState,
+    bind_states,
+    check_resumable,
+    position_kind,
+    resumed_proposal,
+    starts_of,
+)
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput, progress_bar, run_vmapped
 from tallmcmc.sampling.plan import RunPlan, plan_run
 from tallmcmc.sampling.result import SamplingResult, reported_draws
@@ -271,8 +277,10 @@ def sample(
         seed = state.seed if seed is None else seed
         check_resumable(state, model, proposal, test, num_chains, mesh)
         if num_warmup and earlier is not None:
-            raise ValueError("num_warmup: a resumed SamplingResult is extended without warming up again; to warm up "
-                             "again, resume from result.last_state (the result then holds only the new draws)")
+            raise ValueError(
+                "num_warmup: a resumed SamplingResult is extended without warming up again; to warm up "
+                "again, resume from result.last_state (the result then holds only the new draws)"
+            )
         initial_position, initial_positions, check_starts = None, starts_of(state, example), False
         _check_resumed_position(model, initial_positions)
     elif warmed is not None:
@@ -286,11 +294,25 @@ def sample(
     if state is not None and not num_warmup:
         kept_proposal = resumed_proposal(state, proposal)
     plan = plan_run(
-        model, kept_proposal, test, initial_position, initial_positions,
-        num_samples=num_samples, num_chains=num_chains, seed=seed, progress=progress, num_chunks=num_chunks,
-        num_warmup=num_warmup, target_acceptance=target_acceptance, temperature_schedule=temperature_schedule,
-        step_size_schedule=step_size_schedule, adapt_covariance=adapt_covariance, driver=driver, mesh=mesh,
-        check_starts=check_starts, allow_inexact_proposal=allow_inexact_proposal,
+        model,
+        kept_proposal,
+        test,
+        initial_position,
+        initial_positions,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        seed=seed,
+        progress=progress,
+        num_chunks=num_chunks,
+        num_warmup=num_warmup,
+        target_acceptance=target_acceptance,
+        temperature_schedule=temperature_schedule,
+        step_size_schedule=step_size_schedule,
+        adapt_covariance=adapt_covariance,
+        driver=driver,
+        mesh=mesh,
+        check_starts=check_starts,
+        allow_inexact_proposal=allow_inexact_proposal,
     )
     first_step, factors, covariance = 0, None, None
     if state is not None:
@@ -306,12 +328,23 @@ def sample(
     if warmed is not None:
         states, plan = warmed.states, plan._replace(proposal=warmed.proposal)
         factors, covariance = warmed.step_size_factor, warmed.adapted_covariance
-    run = _Run(plan, warmed, earlier, first_step, factors, covariance, proposal.name,
-               setup=state is None, store=store, total=total)
+    run = _Run(
+        plan,
+        warmed,
+        earlier,
+        first_step,
+        factors,
+        covariance,
+        proposal.name,
+        setup=state is None,
+        store=store,
+        total=total,
+    )
     if store is not None and warmed is not None and earlier is None:  # warm-up done: never again for this run
         run.write(DriverOutput(states, *_no_draws(warmed), 0.0, 0.0))
-    output = _run_kept_draws(plan, states, factors, first_step, *run.checkpoints(store, checkpoint_every),
-                             checkpoint_every)
+    output = _run_kept_draws(
+        plan, states, factors, first_step, *run.checkpoints(store, checkpoint_every), checkpoint_every
+    )
     result = run.result(output)
     if store is not None and result.last_state is not None:
         store.write(result, total)
@@ -325,8 +358,10 @@ def _check_resumed_position(model: Model, positions: Position) -> None:
     try:
         check_position_shape(model, jax.tree_util.tree_map(lambda leaf: leaf[0], positions), "resume")
     except ValueError as error:
-        raise ValueError(f"resume: the run being resumed has positions of another shape than this model's "
-                         f"({error}); resume with the model it was made with") from None
+        raise ValueError(
+            f"resume: the run being resumed has positions of another shape than this model's "
+            f"({error}); resume with the model it was made with"
+        ) from None
 
 
 def _resumed(resume, warmed: WarmupResult | None) -> tuple[SamplingResult | None, RunState | None]:
@@ -356,8 +391,9 @@ def _no_draws(warmed: WarmupResult) -> tuple[Position, dict[str, np.ndarray]]:
 class _Run:
     """What ``sample`` knows between planning and the result: builds results, partial or whole, and checkpoints."""
 
-    def __init__(self, plan: RunPlan, warmed, earlier, first_step, factors, covariance, proposal_name, *, setup,
-                 store, total):
+    def __init__(
+        self, plan: RunPlan, warmed, earlier, first_step, factors, covariance, proposal_name, *, setup, store, total
+    ):
         self.plan, self.warmed, self.earlier, self.first_step = plan, warmed, earlier, first_step
         self.factors, self.covariance, self.proposal_name = factors, covariance, proposal_name
         self.setup, self.store, self.total = setup, store, total
@@ -394,21 +430,29 @@ class _Run:
         if states is not None:
             final = states
             if plan.layout is not None:  # one copy per data shard: the position is the same in all
-                final = MHState(*plan.layout.first_copy((states.position, states.log_prior)), states.cache,
-                                plan.layout.first_copy(states.proposal_state))
+                final = MHState(
+                    *plan.layout.first_copy((states.position, states.log_prior)),
+                    states.cache,
+                    plan.layout.first_copy(states.proposal_state),
+                )
             num_new = int(jax.tree_util.tree_leaves(output.info)[0].shape[1])
             last = RunState(
-                states=states, steps_done=self.first_step + num_new, seed=plan.seed, num_chains=plan.num_chains,
+                states=states,
+                steps_done=self.first_step + num_new,
+                seed=plan.seed,
+                num_chains=plan.num_chains,
                 step_size_factor=None if self.factors is None else np.asarray(to_host(self.factors)),
-                adapted_covariance=self.covariance, test_name=plan.test.name, proposal_name=self.proposal_name,
-                num_data=plan.model.num_data, mesh_shape=None if plan.layout is None else dict(plan.layout.mesh.shape),
+                adapted_covariance=self.covariance,
+                test_name=plan.test.name,
+                proposal_name=self.proposal_name,
+                num_data=plan.model.num_data,
+                mesh_shape=None if plan.layout is None else dict(plan.layout.mesh.shape),
                 position_kind=position_kind(jax.tree_util.tree_map(lambda leaf: leaf[0], plan.starts)),
                 model=plan.model,
             )
         setup = {}
         if self.setup:
-            setup = dict(plan.setup_data_used) if warmed is None else {**warmed.setup_data_used,
-                                                                        **plan.setup_data_used}
+            setup = dict(plan.setup_data_used) if warmed is None else {**warmed.setup_data_used, **plan.setup_data_used}
         result = SamplingResult(
             positions=reported_draws(plan.model, output.positions),
             info=output.info,
@@ -465,15 +509,37 @@ def _chunk_length(num_samples: int, num_chunks: int, checkpoint_every: int | Non
     return chunk if checkpoint_every is None else max(1, min(chunk, checkpoint_every))
 
 
-def _run_kept_draws(plan: RunPlan, states: MHState, factors, first_step: int = 0, level_at=None,
-                    on_level=None, checkpoint_every: int | None = None) -> DriverOutput:
+def _run_kept_draws(
+    plan: RunPlan,
+    states: MHState,
+    factors,
+    first_step: int = 0,
+    level_at=None,
+    on_level=None,
+    checkpoint_every: int | None = None,
+) -> DriverOutput:
     """The kept draws with the plan's driver, in chunks, under a progress bar (steps ``first_step`` on)."""
     chunk = _chunk_length(plan.num_samples, plan.num_chunks, checkpoint_every if on_level is not None else None)
     lengths = [chunk] * (plan.num_samples // chunk) + ([plan.num_samples % chunk] if plan.num_samples % chunk else [])
     description = f"{plan.test.name} x {plan.num_chains} chain(s)"
-    call = DriverCall(plan.held, plan.proposal, plan.test, plan.data, plan.layout, states, plan.chain_keys(), factors,
-                      lengths, plan.schedule, plan.dtype, progress_bar(plan.num_samples, plan.progress, description),
-                      description, first_step, level_at, on_level)
+    call = DriverCall(
+        plan.held,
+        plan.proposal,
+        plan.test,
+        plan.data,
+        plan.layout,
+        states,
+        plan.chain_keys(),
+        factors,
+        lengths,
+        plan.schedule,
+        plan.dtype,
+        progress_bar(plan.num_samples, plan.progress, description),
+        description,
+        first_step,
+        level_at,
+        on_level,
+    )
     return run_asynchronous(call) if plan.driver == "asynchronous" else run_vmapped(call)
 
 
@@ -502,8 +568,9 @@ def _warn(plan: RunPlan, result: SamplingResult, states: MHState) -> None:
         )
     if has_step_machine(plan.test):  # a subsampling test: did it pay, and if not, why
         pool = to_host(states.cache) if states is not None and hasattr(states.cache, "fourth") else None
-        warn_if_subsampling_does_not_pay(plan.test.name, info, plan.model.num_data, pool, plan.uses_control_variate,
-                                         stacklevel=4)
+        warn_if_subsampling_does_not_pay(
+            plan.test.name, info, plan.model.num_data, pool, plan.uses_control_variate, stacklevel=4
+        )
 
 
 def _check_setup_objects(plan: RunPlan, result: SamplingResult) -> None:

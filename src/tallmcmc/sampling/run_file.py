@@ -33,8 +33,18 @@ from tallmcmc.model import Model, Position
 from tallmcmc.sampling.continuation import RunState, position_kind, starts_of
 from tallmcmc.sharding import to_host
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "STATE_GROUP", "check_model", "check_writable", "library_version", "model_fingerprint",
-           "kind_from_json", "kind_to_json", "save_result"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "STATE_GROUP",
+    "check_model",
+    "check_writable",
+    "library_version",
+    "model_fingerprint",
+    "kind_from_json",
+    "kind_to_json",
+    "save_result",
+]
 
 FORMAT = "tallmcmc-run"
 FORMAT_VERSION = 1
@@ -176,8 +186,7 @@ def kind_from_json(kind: list) -> tuple:
     return (kind[0], tuple(kind[1])) if kind[0] == "dict" else tuple(kind)
 
 
-def save_result(result, path: str | os.PathLike, *, target: int | None = None,
-                argument: str = "path") -> Path:
+def save_result(result, path: str | os.PathLike, *, target: int | None = None, argument: str = "path") -> Path:
     """Write ``result`` to ``path`` atomically (see the module docstring); returns the path.
 
     ``target``: the total draws the run aims at (written by ``sample(checkpoint=...)``).
@@ -219,9 +228,8 @@ def check_writable(path: Path, argument: str) -> None:
     try:
         handle, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
     except OSError as error:
-        raise ValueError(f"{argument}={str(path)!r} cannot be written ({error.strerror}); choose a writable folder") \
-            from error
+        raise ValueError(
+            f"{argument}={str(path)!r} cannot be written ({error.strerror}); choose a writable folder"
+        ) from error
     os.close(handle)
     os.unlink(probe)
-
-

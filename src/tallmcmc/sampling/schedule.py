@@ -70,5 +70,7 @@ def _values(values, name: str, num_samples: int, what: str) -> np.ndarray | None
     if array.shape != (num_samples,):
         raise ValueError(f"{name} must have one value per kept step, shape ({num_samples},); got shape {array.shape}")
     if not np.all(np.isfinite(array) & (array > 0)):
-        raise ValueError(f"{name} must hold finite {what}; step {int(np.argmin(np.isfinite(array) & (array > 0)))} is not")
+        raise ValueError(
+            f"{name} must hold finite {what}; step {int(np.argmin(np.isfinite(array) & (array > 0)))} is not"
+        )
     return array

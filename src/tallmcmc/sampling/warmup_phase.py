@@ -127,10 +127,24 @@ def warmup(
     """
     num_warmup = integer_at_least(num_warmup, "num_warmup", 1)
     plan = plan_run(
-        model, proposal, test, initial_position, initial_positions, num_samples=None, num_chains=num_chains,
-        seed=seed, progress=progress, num_chunks=1, num_warmup=num_warmup, target_acceptance=target_acceptance,
-        temperature_schedule=None, step_size_schedule=None, adapt_covariance=adapt_covariance, driver=driver,
-        mesh=mesh, check_starts=check_starts,
+        model,
+        proposal,
+        test,
+        initial_position,
+        initial_positions,
+        num_samples=None,
+        num_chains=num_chains,
+        seed=seed,
+        progress=progress,
+        num_chunks=1,
+        num_warmup=num_warmup,
+        target_acceptance=target_acceptance,
+        temperature_schedule=None,
+        step_size_schedule=None,
+        adapt_covariance=adapt_covariance,
+        driver=driver,
+        mesh=mesh,
+        check_starts=check_starts,
     )
     return run_warmup(plan, plan.program.initialise(plan.data, plan.starts), mesh)
 
@@ -182,8 +196,21 @@ def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> Wa
 def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, steps: int):
     """``steps`` warm-up steps: ``(states, adapted factors or None, (positions, info))``, ``(step, chain, …)``."""
     if plan.driver == "asynchronous":  # each chain adapts as its own steps finish
-        call = DriverCall(plan.held, proposal, plan.test, plan.data, plan.layout, states, keys, None, [steps],
-                          Schedule(), jnp.float32, None, "")
+        call = DriverCall(
+            plan.held,
+            proposal,
+            plan.test,
+            plan.data,
+            plan.layout,
+            states,
+            keys,
+            None,
+            [steps],
+            Schedule(),
+            jnp.float32,
+            None,
+            "",
+        )
         output = run_asynchronous(call, adapt_target=plan.target if plan.adapt else None)
         positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(leaf, 0, 1), output.positions)
         info = MHInfo(**{k: np.swapaxes(v, 0, 1) for k, v in output.info.items()})
@@ -222,6 +249,7 @@ def _adaptive_warmup(
     Returns the states after warm-up, the per-chain factor exp(x̄) (the
     running average), and the warm-up draws and infos.
     """
+
     def one(data, chain_keys, carry, t):
         states, adaptation = carry
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)

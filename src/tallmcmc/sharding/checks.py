@@ -32,8 +32,9 @@ def check_model_on_mesh(model, layout, data) -> Callable:
     gathered. The scalar check of one datum's log-likelihood is made on its
     shape alone (``jax.eval_shape``).
     """
-    run = jax.jit(layout.shard_map(finite_summary(model, layout.shards, layout.num_data), ("data", "replicated"),
-                                   "replicated"))
+    run = jax.jit(
+        layout.shard_map(finite_summary(model, layout.shards, layout.num_data), ("data", "replicated"), "replicated")
+    )
     return check_with(model, run, data)
 
 

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from tallmcmc.sharding.collectives import DataShards
 
@@ -117,10 +118,12 @@ class MeshLayout:
         )
 
         def placed(*arguments):  # laid out as the specs say (a mesh of explicit axes does not reshard by itself)
-            return mapped(*(
-                jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, NamedSharding(self.mesh, spec)), argument)
-                for spec, argument in zip(in_specs, arguments)
-            ))
+            return mapped(
+                *(
+                    jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, NamedSharding(self.mesh, spec)), argument)  # noqa: B023 (used within this iteration)
+                    for spec, argument in zip(in_specs, arguments)
+                )
+            )
 
         return placed
 

@@ -21,11 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from tallmcmc.sharding.checks import check_with, finite_summary
 from tallmcmc.sharding.collectives import DataShards
 from tallmcmc.sharding.transfer import to_host
+
 
 @dataclasses.dataclass(frozen=True)
 class RowSharding:
@@ -84,13 +86,15 @@ class RowSharding:
         partial results with :func:`gather_partials`); they come back as NumPy
         arrays (in every process).
         """
-        mapped = jax.jit(jax.shard_map(
-            function,
-            mesh=self.mesh,
-            in_specs=tuple(P(self.axis) if kind == "rows" else P() for kind in in_kinds),
-            out_specs=P(),
-            check_vma=False,
-        ))
+        mapped = jax.jit(
+            jax.shard_map(
+                function,
+                mesh=self.mesh,
+                in_specs=tuple(P(self.axis) if kind == "rows" else P() for kind in in_kinds),
+                out_specs=P(),
+                check_vma=False,
+            )
+        )
 
         def run(*arguments):
             placed = [self.place(argument, kind) for kind, argument in zip(in_kinds, arguments)]
@@ -223,8 +227,9 @@ class HostRows:
         if not self.spread:
             return values[0]
         trailing = values[0].shape[1:]
-        encoded = {start: value.reshape(value.shape[0], -1).view(np.uint32)
-                   for start, value in zip(self.starts, values)}
+        encoded = {
+            start: value.reshape(value.shape[0], -1).view(np.uint32) for start, value in zip(self.starts, values)
+        }
         width = next(iter(encoded.values())).shape[1]
         sharding = NamedSharding(self.sharding.mesh, P(self.sharding.spec[0], None))
         every = jax.make_array_from_callback(

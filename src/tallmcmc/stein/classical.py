@@ -231,8 +231,7 @@ def _build_program(x, weights, score_values, alpha, beta, factors):
     # and y = (c1 - eps g)/c1, x^2 <= y, as the second-order cone (y + 1, 2 x, y - 1)
     root = np.sqrt(2.0 * c1 * c3)
     for eps in (1.0, -1.0):
-        soc3.add([[(g, eps / c1)], [(h, -2.0 / root)], [(g, eps / c1)]],
-                 [np.full(n, 2.0), np.zeros(n), np.zeros(n)])
+        soc3.add([[(g, eps / c1)], [(h, -2.0 / root)], [(g, eps / c1)]], [np.full(n, 2.0), np.zeros(n), np.zeros(n)])
 
     # ---- consecutive points --------------------------------------------
     # Gap (a, b) = (i, i+1) of length L. In units natural to the gap,
@@ -245,18 +244,23 @@ def _build_program(x, weights, score_values, alpha, beta, factors):
     k = np.flatnonzero(gap_kept)
     length = gap[k]
     ga, gb, ha, hb, e, d = g[k], g[k + 1], h[k], h[k + 1], excess[k], slope[k]
-    zero.add([(gb, 1.0), (ga, -1.0), (ha, -length / 2.0), (hb, -length / 2.0), (e, -c3 * length**2 / 4.0)],
-             np.zeros(k.size))
+    zero.add(
+        [(gb, 1.0), (ga, -1.0), (ha, -length / 2.0), (hb, -length / 2.0), (e, -c3 * length**2 / 4.0)], np.zeros(k.size)
+    )
     zero.add([(hb, 1.0), (ha, -1.0), (d, -c3 * length)], np.zeros(k.size))
     with_slack = gap_slacks[k]
     i, j = np.flatnonzero(with_slack), np.flatnonzero(~with_slack)
     for sign, slack in ((1.0, t_plus[k]), (-1.0, t_minus[k])):
-        soc4.add([[(e[i], sign)], [(d[i], -2.0)], [(slack[i], -2.0)], [(e[i], sign)]],
-                 [np.full(i.size, 2.0), np.zeros(i.size), np.zeros(i.size), np.zeros(i.size)])
-        nonneg.add([(slack[i], -c3 * length[i] / 2.0), (ha[i], sign / 2.0), (hb[i], sign / 2.0)],
-                   c2 - c3 * length[i] / 2.0)
-        soc3.add([[(e[j], sign)], [(d[j], -2.0)], [(e[j], sign)]],
-                 [np.full(j.size, 2.0), np.zeros(j.size), np.zeros(j.size)])
+        soc4.add(
+            [[(e[i], sign)], [(d[i], -2.0)], [(slack[i], -2.0)], [(e[i], sign)]],
+            [np.full(i.size, 2.0), np.zeros(i.size), np.zeros(i.size), np.zeros(i.size)],
+        )
+        nonneg.add(
+            [(slack[i], -c3 * length[i] / 2.0), (ha[i], sign / 2.0), (hb[i], sign / 2.0)], c2 - c3 * length[i] / 2.0
+        )
+        soc3.add(
+            [[(e[j], sign)], [(d[j], -2.0)], [(e[j], sign)]], [np.full(j.size, 2.0), np.zeros(j.size), np.zeros(j.size)]
+        )
 
     # ---- finite ends -----------------------------------------------------
     # At distance s > 0 from the end, with kappa = +1 at the lower end and -1 at the upper end,
@@ -343,15 +347,18 @@ def _solve(x, w, b, alpha, beta, factors, *, tolerance, max_iter, verbose):
     gap = float(info.gap_rel)
     if status != "optimal":
         if status == "almost solved":
-            advice = (f"Rounding stops Clarabel short of tolerance={tolerance:.0e} on large samples (from n ~ 10^3); "
-                      f"the value then met the reduced tolerance {accepted:.0e}: pass tolerance={accepted:.0e} to "
-                      "accept that accuracy without this warning, or use fewer (thinned) points")
+            advice = (
+                f"Rounding stops Clarabel short of tolerance={tolerance:.0e} on large samples (from n ~ 10^3); "
+                f"the value then met the reduced tolerance {accepted:.0e}: pass tolerance={accepted:.0e} to "
+                "accept that accuracy without this warning, or use fewer (thinned) points"
+            )
         elif status == "iteration limit":
             advice = f"Raise max_iter (now {max_iter}) or loosen tolerance (now {tolerance:.0e})"
         else:
             advice = f"Loosen tolerance (now {tolerance:.0e}) or use fewer (thinned) points"
         warn_non_optimal(
-            "classical", status,
+            "classical",
+            status,
             f"Clarabel stopped with status {clarabel_status} after {solution.iterations} iterations (relative gap "
             f"{gap:.1e}, primal residual {float(info.res_primal):.1e})",
             advice,

@@ -172,8 +172,16 @@ def graph_stein_discrepancy(
         method = "univariate" if dimension == 1 and not complete_graph else "auto"
     if method != "univariate":
         return highs_graph_stein_discrepancy(
-            points, scores, weights=weights, lower=lower, upper=upper, stein_factors=stein_factors,
-            dilation=dilation, complete_graph=complete_graph, method=method, workers=workers,
+            points,
+            scores,
+            weights=weights,
+            lower=lower,
+            upper=upper,
+            stein_factors=stein_factors,
+            dilation=dilation,
+            complete_graph=complete_graph,
+            method=method,
+            workers=workers,
         )
     if dimension != 1 or complete_graph:
         raise ValueError(

@@ -350,9 +350,7 @@ def highs_graph_stein_discrepancy(
         method = "highs-ds" if d == 1 else "highs-ipm"
 
     # collapse duplicates, summing weights; drop points of zero weight
-    unique_points, first_index, inverse = np.unique(
-        raw_points, axis=0, return_index=True, return_inverse=True
-    )
+    unique_points, first_index, inverse = np.unique(raw_points, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     unique_weights = np.bincount(inverse, weights=raw_weights, minlength=unique_points.shape[0])
     keep_unique = unique_weights > 0

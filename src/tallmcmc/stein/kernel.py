@@ -72,8 +72,8 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import numba
+import numpy as np
 from numba import njit, prange
 
 from tallmcmc.stein.result import SteinResult
@@ -90,7 +90,6 @@ __all__ = [
 _AUTOMATIC_BLOCK_ELEMENTS = 2**21
 
 
-
 # --------------------------------------------------------------------------
 # closed-form Stein kernels (JAX)
 # --------------------------------------------------------------------------
@@ -102,16 +101,9 @@ def _pairwise_geometry(x, y, bx, by):
     1e-16 times the squared norms, negligible against ``c**2``.
     """
     cross = x @ y.T
-    squared = jnp.maximum(
-        jnp.sum(x * x, axis=-1)[:, None] + jnp.sum(y * y, axis=-1)[None, :] - 2.0 * cross, 0.0
-    )
+    squared = jnp.maximum(jnp.sum(x * x, axis=-1)[:, None] + jnp.sum(y * y, axis=-1)[None, :] - 2.0 * cross, 0.0)
     # <bx, x - y> - <by, x - y>
-    score_difference_dot_r = (
-        jnp.sum(bx * x, axis=-1)[:, None]
-        - bx @ y.T
-        - x @ by.T
-        + jnp.sum(by * y, axis=-1)[None, :]
-    )
+    score_difference_dot_r = jnp.sum(bx * x, axis=-1)[:, None] - bx @ y.T - x @ by.T + jnp.sum(by * y, axis=-1)[None, :]
     return squared, score_difference_dot_r
 
 
@@ -128,9 +120,7 @@ def _imq_stein_kernel(x, y, bx, by, c, beta):
     u_beta_minus_1 = jnp.exp((beta - 1.0) * jnp.log(u))
     inverse_u = 1.0 / u
     return u_beta_minus_1 * (
-        (bx @ by.T) * u
-        - 2.0 * beta * (score_difference_dot_r + d)
-        - 4.0 * beta * (beta - 1.0) * squared * inverse_u
+        (bx @ by.T) * u - 2.0 * beta * (score_difference_dot_r + d) - 4.0 * beta * (beta - 1.0) * squared * inverse_u
     )
 
 
@@ -176,7 +166,6 @@ def _weighted_double_sum(points, scores, weights, c, beta, bandwidth, *, kernel,
     total = jnp.sum(jax.lax.map(one_block, (row_points, row_scores, row_weights)))
     diagonal = jnp.sum(weights**2 * _stein_kernel_diagonal(scores, kernel, c, beta, bandwidth))
     return total, diagonal
-
 
 
 # --------------------------------------------------------------------------
@@ -261,9 +250,7 @@ def _row_sum(i, j0, j1, xt, bt, w, kind, c2, beta, h2, r2, bb, bdr):  # pragma: 
         for t in range(m):
             u = c2 + r2[t]
             power = np.exp((beta - 1.0) * np.log(u))
-            total += w[j0 + t] * (
-                power * (bb[t] * u + first * (bdr[t] + dimension) + second * r2[t] / u)
-            )
+            total += w[j0 + t] * (power * (bb[t] * u + first * (bdr[t] + dimension) + second * r2[t] / u))
     else:
         for t in range(m):
             k = np.exp(-0.5 * r2[t] / h2)
@@ -313,9 +300,7 @@ def _upper_triangle_sum(xt, bt, w, kind, c2, beta, h2, rows, columns):  # pragma
         r2 = np.empty(columns)
         bb = np.empty(columns)
         bdr = np.empty(columns)
-        partial[p] = _work_item(
-            np.int64(p), xt, bt, w, kind, c2, beta, h2, rows, columns, r2, bb, bdr
-        )
+        partial[p] = _work_item(np.int64(p), xt, bt, w, kind, c2, beta, h2, rows, columns, r2, bb, bdr)
     return np.sum(partial)
 
 
@@ -355,8 +340,15 @@ def _numba_double_sum(x, b, w, kernel, c, beta, bandwidth, rows):
     n = x.shape[0]
     columns = int(min(_NUMBA_COLUMNS, max(1, n)))
     arguments = (
-        xt, bt, w, kind, float(c * c), float(beta), float(bandwidth * bandwidth),
-        int(rows), columns,
+        xt,
+        bt,
+        w,
+        kind,
+        float(c * c),
+        float(beta),
+        float(bandwidth * bandwidth),
+        int(rows),
+        columns,
     )
     if n < _NUMBA_SERIAL_BELOW:
         upper = _upper_triangle_sum_serial(*arguments)
@@ -398,9 +390,7 @@ def _nystroem_double_sum(x, b, w, kernel, c, beta, bandwidth, landmarks, seed, r
     static = dict(kernel=kernel, c=float(c), beta=float(beta), bandwidth=float(bandwidth))
     with jax.enable_x64(True):
         lx, lb = jnp.asarray(x[chosen]), jnp.asarray(b[chosen])
-        gram = np.asarray(
-            _stein_kernel_block_jit(lx, lx, lb, lb, kernel, float(c), float(beta), float(bandwidth))
-        )
+        gram = np.asarray(_stein_kernel_block_jit(lx, lx, lb, lb, kernel, float(c), float(beta), float(bandwidth)))
         gram = 0.5 * (gram + gram.T)
         eigenvalues, eigenvectors = np.linalg.eigh(gram)
         keep = eigenvalues > rcond * max(eigenvalues.max(), 0.0)
@@ -417,8 +407,13 @@ def _nystroem_double_sum(x, b, w, kernel, c, beta, bandwidth, landmarks, seed, r
         for start in range(0, padded, columns):
             part = slice(start, start + columns)
             first, second = _nystroem_block(
-                lx, lb, features, jnp.asarray(xp[part]), jnp.asarray(bp[part]),
-                jnp.asarray(wp[part]), **static,
+                lx,
+                lb,
+                features,
+                jnp.asarray(xp[part]),
+                jnp.asarray(bp[part]),
+                jnp.asarray(wp[part]),
+                **static,
             )
             mean_feature = mean_feature + np.asarray(first)
             projected_diagonal += float(second)
@@ -435,9 +430,7 @@ def _check_kernel(kernel: str, c: float, beta: float, bandwidth: float, dimensio
         if not (np.isfinite(c) and c > 0):
             raise ValueError(f"c must be positive and finite; got {c}")
         if not (-1.0 < beta < 0.0):
-            raise ValueError(
-                f"beta must lie in (-1, 0) for the IMQ kernel Stein discrepancy; got {beta}"
-            )
+            raise ValueError(f"beta must lie in (-1, 0) for the IMQ kernel Stein discrepancy; got {beta}")
     elif kernel == "gaussian":
         if not (np.isfinite(bandwidth) and bandwidth > 0):
             raise ValueError(f"bandwidth must be positive and finite; got {bandwidth}")
@@ -512,8 +505,14 @@ def stein_kernel_matrix(
     _check_kernel(kernel, c, beta, bandwidth, x.shape[1])
     with jax.enable_x64(True):
         values = _stein_kernel_block(
-            jnp.asarray(x), jnp.asarray(y), jnp.asarray(bx), jnp.asarray(by),
-            kernel, float(c), float(beta), float(bandwidth),
+            jnp.asarray(x),
+            jnp.asarray(y),
+            jnp.asarray(bx),
+            jnp.asarray(by),
+            kernel,
+            float(c),
+            float(beta),
+            float(bandwidth),
         )
         return np.asarray(values)
 
@@ -589,9 +588,7 @@ def kernel_stein_discrepancy_squared(
         if block_size is not None and int(block_size) < 1:
             raise ValueError(f"block_size must be a positive integer; got {block_size}")
         rows = _NUMBA_ROWS if block_size is None else int(block_size)
-        total, diagonal = _numba_double_sum(
-            x, b, w, kernel, float(c), float(beta), float(bandwidth), rows
-        )
+        total, diagonal = _numba_double_sum(x, b, w, kernel, float(c), float(beta), float(bandwidth), rows)
     else:
         rows = _block_size(block_size, n, d)
         padded = -(-n // rows) * rows
@@ -602,9 +599,14 @@ def kernel_stein_discrepancy_squared(
             w = np.concatenate([w, np.zeros(extra)])
         with jax.enable_x64(True):
             total, diagonal = _weighted_double_sum(
-                jnp.asarray(x), jnp.asarray(b), jnp.asarray(w),
-                c=float(c), beta=float(beta), bandwidth=float(bandwidth),
-                kernel=kernel, block_size=rows,
+                jnp.asarray(x),
+                jnp.asarray(b),
+                jnp.asarray(w),
+                c=float(c),
+                beta=float(beta),
+                bandwidth=float(bandwidth),
+                kernel=kernel,
+                block_size=rows,
             )
             total, diagonal = float(total), float(diagonal)
         w = w[:n]
@@ -746,9 +748,19 @@ def kernel_stein_discrepancy(
     """
     start = time.perf_counter()
     squared = kernel_stein_discrepancy_squared(
-        points, scores, weights=weights, kernel=kernel, c=c, beta=beta,
-        bandwidth=bandwidth, statistic=statistic, block_size=block_size,
-        method=method, backend=backend, landmarks=landmarks, seed=seed,
+        points,
+        scores,
+        weights=weights,
+        kernel=kernel,
+        c=c,
+        beta=beta,
+        bandwidth=bandwidth,
+        statistic=statistic,
+        block_size=block_size,
+        method=method,
+        backend=backend,
+        landmarks=landmarks,
+        seed=seed,
     )
     n, d = as_points(points).shape
     seconds = time.perf_counter() - start

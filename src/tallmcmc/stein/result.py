@@ -41,16 +41,15 @@ __all__ = [
 #: What each value of :attr:`SteinResult.status` means.
 STATUSES: dict[str, str] = {
     "optimal": "the solver reached its tolerance (HiGHS Optimal, Clarabel Solved, the banded interior point "
-               "method converged)",
+    "method converged)",
     "exact": "no solver: a closed form computed exactly (the kernel Stein discrepancy)",
-    "approximate": "no solver: a documented approximation the caller asked for (the Nystroem kernel Stein "
-                   "discrepancy)",
+    "approximate": "no solver: a documented approximation the caller asked for (the Nystroem kernel Stein discrepancy)",
     "almost solved": "Clarabel's AlmostSolved: within its reduced tolerance (1e-6), not the requested one",
     "iteration limit": "the solver stopped at its iteration limit (Clarabel MaxIterations, the banded interior "
-                       "point method's max_iter)",
+    "point method's max_iter)",
     "time limit": "the solver stopped at its time limit (Clarabel MaxTime)",
     "insufficient progress": "the solver could not improve its last point (Clarabel InsufficientProgress, a "
-                             "numerical breakdown of the banded interior point method)",
+    "numerical breakdown of the banded interior point method)",
 }
 #: Statuses of a solver that stopped short of its tolerance: the value may be inexact, and a
 #: :class:`SteinSolverWarning` was issued.
@@ -84,8 +83,7 @@ def warn_non_optimal(kind: str, status: str, what_happened: str, advice: str) ->
     if status not in NON_OPTIMAL_STATUSES:
         raise ValueError(f"not a non-optimal status: {status!r}")
     warnings.warn(
-        f"{kind} Stein discrepancy: {what_happened}; the value may be inexact (result.status = {status!r}). "
-        f"{advice}",
+        f"{kind} Stein discrepancy: {what_happened}; the value may be inexact (result.status = {status!r}). {advice}",
         SteinSolverWarning,
         stacklevel=_stacklevel_outside_package(),
     )

@@ -47,7 +47,9 @@ def posterior_scores(model: Model, points: np.ndarray, batch_size: int = 256) ->
     if points.ndim != 2:
         raise ValueError(f"points must have shape (n, d); got {points.shape}")
     gradient = jax.jit(lambda data, theta: jax.grad(model.with_data(data).log_density)(theta))
-    batched = jax.jit(lambda data, thetas: jax.lax.map(lambda theta: gradient(data, theta), thetas, batch_size=batch_size))
+    batched = jax.jit(
+        lambda data, thetas: jax.lax.map(lambda theta: gradient(data, theta), thetas, batch_size=batch_size)
+    )
     return np.asarray(batched(model.data, jnp.asarray(points, jnp.float32)), dtype=np.float64)
 
 

@@ -391,8 +391,11 @@ def _banded_program(x, q, b, lower, upper, factors) -> _BandedProgram:
     half_width = [np.full(n, 1.0), np.full(n, c2), np.full(m, c2), np.full(m, 0.5 * c3), np.full(m, 0.5 * c3)]
     key = _GAP_KEYS
     var_key = [
-        np.c_[point, np.full(n, _KEY_PHI)], np.c_[point, np.full(n, _KEY_GAMMA)],
-        np.c_[edge, np.full(m, key["u"])], np.c_[edge, np.full(m, key["v"])], np.c_[edge, np.full(m, key["w"])],
+        np.c_[point, np.full(n, _KEY_PHI)],
+        np.c_[point, np.full(n, _KEY_GAMMA)],
+        np.c_[edge, np.full(m, key["u"])],
+        np.c_[edge, np.full(m, key["v"])],
+        np.c_[edge, np.full(m, key["w"])],
     ]
     ones = np.ones(m)
     # E1: Gamma_{i+1} - Gamma_i + D v - D w = 0;  E2: psi_{i+1} - psi_i - D u = 0;  E3: Gamma_i - u - D v = 0
@@ -407,7 +410,11 @@ def _banded_program(x, q, b, lower, upper, factors) -> _BandedProgram:
         np.stack([sigma[1:], -sigma[:-1], -gaps], axis=1).ravel(),
         np.stack([ones, -ones, -gaps], axis=1).ravel(),
     ]
-    row_key = [np.c_[edge, np.full(m, key["E1"])], np.c_[edge, np.full(m, key["E2"])], np.c_[edge, np.full(m, key["E3"])]]
+    row_key = [
+        np.c_[edge, np.full(m, key["E1"])],
+        np.c_[edge, np.full(m, key["E2"])],
+        np.c_[edge, np.full(m, key["E3"])],
+    ]
     n_rows = 3 * m
     # boundary (Neumann) rows: psi - s Gamma - s^2 r = 0, divided by |s|
     for k, t in enumerate(ends):
@@ -431,9 +438,13 @@ def _banded_program(x, q, b, lower, upper, factors) -> _BandedProgram:
     cost[phi] = -q * b * sigma
     cost[gamma] = -q
     return _BandedProgram(
-        matrix=matrix, cost=cost, half_width=np.concatenate(half_width),
-        var_key=np.concatenate(var_key).astype(np.int64), row_key=np.concatenate(row_key).astype(np.int64),
-        sigma=sigma, n=n,
+        matrix=matrix,
+        cost=cost,
+        half_width=np.concatenate(half_width),
+        var_key=np.concatenate(var_key).astype(np.int64),
+        row_key=np.concatenate(row_key).astype(np.int64),
+        sigma=sigma,
+        n=n,
     )
 
 
@@ -527,8 +538,27 @@ def _band_matvec(template, x, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2,
-                      with_residual, refine_tol, d, dl1, dl2, rhs, work, max_refine):  # pragma: no cover - compiled
+def _newton_direction(
+    band,
+    template,
+    is_variable,
+    inverse_theta,
+    s1,
+    s2,
+    l1,
+    l2,
+    residual,
+    r1,
+    r2,
+    with_residual,
+    refine_tol,
+    d,
+    dl1,
+    dl2,
+    rhs,
+    work,
+    max_refine,
+):  # pragma: no cover - compiled
     """Solve one Newton system with the factor in ``band``; fills ``(d, dl1, dl2)``.
 
     Unknown positions: ``-theta^-1 dz + A^T dy = rho`` with ``rho = rd - r1/s1 + r2/s2``;
@@ -598,8 +628,9 @@ def _step_lengths(is_variable, s1, s2, l1, l2, d, dl1, dl2):  # pragma: no cover
 
 
 @numba.njit(cache=True)
-def _ipm_loop(template, is_variable, h, c, signs, tol, max_iter, correctors, delta, refine_tol,
-              verbose):  # pragma: no cover - compiled
+def _ipm_loop(
+    template, is_variable, h, c, signs, tol, max_iter, correctors, delta, refine_tol, verbose
+):  # pragma: no cover - compiled
     """The interior point iterations of :func:`_interior_point`, all in band order.
 
     Returns ``(x, l1, l2, stats)`` with ``x`` holding ``z`` at unknown positions and ``y`` at
@@ -680,8 +711,27 @@ def _ipm_loop(template, is_variable, h, c, signs, tol, max_iter, correctors, del
             r2[j] = -s2[j] * l2[j]
         # the affine direction only sets the centring sigma: one refinement step is enough (3 steps
         # here and in the correctors cost ~30% more time at n = 2e5 for the same value; RESULTS.md)
-        _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2, True,
-                          refine_tol, d, dl1, dl2, rhs, work, 1)
+        _newton_direction(
+            band,
+            template,
+            is_variable,
+            inverse_theta,
+            s1,
+            s2,
+            l1,
+            l2,
+            residual,
+            r1,
+            r2,
+            True,
+            refine_tol,
+            d,
+            dl1,
+            dl2,
+            rhs,
+            work,
+            1,
+        )
         ap, ad = _step_lengths(is_variable, s1, s2, l1, l2, d, dl1, dl2)
         affine = 0.0
         for j in range(n):
@@ -694,8 +744,27 @@ def _ipm_loop(template, is_variable, h, c, signs, tol, max_iter, correctors, del
             if is_variable[j]:
                 r1[j] = target - s1[j] * l1[j] - d[j] * dl1[j]
                 r2[j] = target - s2[j] * l2[j] + d[j] * dl2[j]
-        _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2, True,
-                          refine_tol, d, dl1, dl2, rhs, work, 3)
+        _newton_direction(
+            band,
+            template,
+            is_variable,
+            inverse_theta,
+            s1,
+            s2,
+            l1,
+            l2,
+            residual,
+            r1,
+            r2,
+            True,
+            refine_tol,
+            d,
+            dl1,
+            dl2,
+            rhs,
+            work,
+            3,
+        )
         ap, ad = _step_lengths(is_variable, s1, s2, l1, l2, d, dl1, dl2)
         # Gondzio's centrality correctors
         for _ in range(correctors):
@@ -707,8 +776,27 @@ def _ipm_loop(template, is_variable, h, c, signs, tol, max_iter, correctors, del
                     p2 = (s2[j] - trial_p * d[j]) * (l2[j] + trial_d * dl2[j])
                     r1[j] = max(min(max(p1, 0.1 * target), 10 * target) - p1, -10 * target)
                     r2[j] = max(min(max(p2, 0.1 * target), 10 * target) - p2, -10 * target)
-            _newton_direction(band, template, is_variable, inverse_theta, s1, s2, l1, l2, residual, r1, r2,
-                              False, refine_tol, e, el1, el2, rhs, work, 0)
+            _newton_direction(
+                band,
+                template,
+                is_variable,
+                inverse_theta,
+                s1,
+                s2,
+                l1,
+                l2,
+                residual,
+                r1,
+                r2,
+                False,
+                refine_tol,
+                e,
+                el1,
+                el2,
+                rhs,
+                work,
+                0,
+            )
             for j in range(n):
                 e[j] += d[j]
                 el1[j] += dl1[j]
@@ -765,8 +853,9 @@ class _IPMInfo:
         return "iteration limit" if self.iterations >= self.max_iter else "insufficient progress"
 
 
-def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, correctors=2, delta=1e-10,
-                    refine_tol=1e-10, verbose=False):
+def _interior_point(
+    program: _BandedProgram, cost, tol=1e-9, max_iter=300, correctors=2, delta=1e-10, refine_tol=1e-10, verbose=False
+):
     r"""Primal-dual interior point method for ``min c.z s.t. A z = 0, |z| <= h``.
 
     Mehrotra's predictor-corrector with up to ``correctors`` Gondzio
@@ -793,17 +882,26 @@ def _interior_point(program: _BandedProgram, cost, tol=1e-9, max_iter=300, corre
     ``|A z|`` below ``tol`` relative to ``1 + max|z|``.
     Returns ``(z, y, info)``.
     """
-    template, is_variable, var_position, row_position = _band_template(
-        program.matrix, program.var_key, program.row_key
-    )
+    template, is_variable, var_position, row_position = _band_template(program.matrix, program.var_key, program.row_key)
     n_band = template.shape[0]
     h = np.zeros(n_band)
     h[var_position] = program.half_width
     c = np.zeros(n_band)
     c[var_position] = cost
     signs = np.where(is_variable, -1.0, 1.0)
-    x, _, _, stats = _ipm_loop(template, is_variable, h, c, signs, float(tol), int(max_iter), int(correctors),
-                               float(delta), float(refine_tol), bool(verbose))
+    x, _, _, stats = _ipm_loop(
+        template,
+        is_variable,
+        h,
+        c,
+        signs,
+        float(tol),
+        int(max_iter),
+        int(correctors),
+        float(delta),
+        float(refine_tol),
+        bool(verbose),
+    )
     info = _IPMInfo(int(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]), bool(stats[4]), int(max_iter))
     return x[var_position], x[row_position], info
 
@@ -825,9 +923,11 @@ def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9, max_iter=200):
     identity = sparse.identity(n_columns, format="csc")
     stacked = sparse.vstack([A, identity, -identity], format="csc")
     rhs = np.concatenate([np.zeros(n_rows), program.half_width, program.half_width])
-    cones = [clarabel.ZeroConeT(n_rows), clarabel.NonnegativeConeT(2 * n_columns)] if n_rows else [
-        clarabel.NonnegativeConeT(2 * n_columns)
-    ]
+    cones = (
+        [clarabel.ZeroConeT(n_rows), clarabel.NonnegativeConeT(2 * n_columns)]
+        if n_rows
+        else [clarabel.NonnegativeConeT(2 * n_columns)]
+    )
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tol
@@ -847,7 +947,8 @@ def _clarabel_solve(program: _BandedProgram, cost, tol=1e-9, max_iter=200):
     gap = float(info.gap_rel)
     if status != "optimal":
         warn_non_optimal(
-            "univariate graph", status,
+            "univariate graph",
+            status,
             f"Clarabel stopped with status {clarabel_status} after {solution.iterations} iterations (relative gap "
             f"{gap:.1e}, primal residual {float(info.res_primal):.1e}; tolerance {tol:.0e})",
             "Compare with solver='ipm' (the default) or solver='highs'"
@@ -969,7 +1070,12 @@ def univariate_graph_stein_discrepancy(
         raise ValueError(f"max_iter must be at least 1, got {max_iter}")
     if solver == "highs":
         return highs_graph_stein_discrepancy(
-            raw_points, scores, weights=weights, lower=lower, upper=upper, stein_factors=stein_factors,
+            raw_points,
+            scores,
+            weights=weights,
+            lower=lower,
+            upper=upper,
+            stein_factors=stein_factors,
             method="highs-ds",
         )
     factors = _as_stein_factors(stein_factors)
@@ -980,8 +1086,9 @@ def univariate_graph_stein_discrepancy(
     x_raw = raw_points[:, 0]
     if np.any(x_raw < low) or np.any(x_raw > high):
         raise ValueError("points must lie inside [lower, upper]")
-    raw_weights = normalised_weights(None if weights is None else np.asarray(weights, dtype=float).reshape(-1),
-                                     x_raw.size)
+    raw_weights = normalised_weights(
+        None if weights is None else np.asarray(weights, dtype=float).reshape(-1), x_raw.size
+    )
 
     # merge duplicates (np.unique sorts), drop zero weights
     start = time.perf_counter()
@@ -1017,7 +1124,8 @@ def univariate_graph_stein_discrepancy(
         status, iterations, relative_gap = info.status, info.iterations, info.relative_gap
         if status != "optimal":
             warn_non_optimal(
-                "univariate graph", status,
+                "univariate graph",
+                status,
                 f"the interior point method stopped after {info.iterations} iterations "
                 f"({'its limit' if status == 'iteration limit' else 'no further progress'}) with relative gap "
                 f"{info.relative_gap:.1e}, primal residual {info.primal_residual:.1e}, dual residual "
