@@ -26,8 +26,8 @@ import statistics
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 from _timing import timed
+from jax.flatten_util import ravel_pytree
 
 import tallmcmc
 from tallmcmc import datasets
@@ -62,8 +62,12 @@ def main() -> None:
     params = nn.init_params(jax.random.key(0), (x.shape[1], *args.hidden, 1))
     flat_start, unravel = ravel_pytree(params)
     model = nn.build_model(x, y, params, 1.0, 1.0)
-    flat_model = tallmcmc.Model(lambda th, row: nn.log_likelihood(unravel(th), row),
-                                lambda th: nn.gaussian_log_prior(1.0)(unravel(th)), model.data, 1.0)
+    flat_model = tallmcmc.Model(
+        lambda th, row: nn.log_likelihood(unravel(th), row),
+        lambda th: nn.gaussian_log_prior(1.0)(unravel(th)),
+        model.data,
+        1.0,
+    )
     num_data, batch = flat_model.num_data, args.batch
     full = jax.grad(flat_model.log_density)
 
@@ -77,20 +81,26 @@ def main() -> None:
         rows = flat_model.data_at(permuted_indices(permutation_keys(key), jnp.arange(batch), num_data))
         return theta + 1e-9 * minibatch_gradient(flat_model, lambda f: f, rows, num_data / batch)(theta)
 
-    bodies = {"full gradient": (full_body, num_data),
-              "exact test: one full pass of log-likelihoods": (full_likelihood_body, num_data),
-              "minibatch gradient": (minibatch_body, batch)}
+    bodies = {
+        "full gradient": (full_body, num_data),
+        "exact test: one full pass of log-likelihoods": (full_likelihood_body, num_data),
+        "minibatch gradient": (minibatch_body, batch),
+    }
     for minibatch in ("step", "trajectory"):
         for steps in args.steps:
             proposal = tallmcmc.minibatch_hamiltonian(1e-3, steps, batch, minibatch=minibatch)
             used = int(proposal.propose(jax.random.key(0), flat_start, flat_model).data_used)
             bodies[f"minibatch_hamiltonian L={steps} ({minibatch})"] = (
-                lambda key, theta, p=proposal: p.propose(key, theta, flat_model).position, used)
+                lambda key, theta, p=proposal: p.propose(key, theta, flat_model).position,
+                used,
+            )
     for fisher in (True, False):
         proposal = tallmcmc.sghmc(1e-6, 0.1, batch, fisher=fisher)
         state = proposal.init_state(flat_start)
         bodies[f"sghmc (fisher={fisher})"] = (
-            lambda key, theta, p=proposal, s=state: p.propose(key, theta, flat_model, s).position, batch)
+            lambda key, theta, p=proposal, s=state: p.propose(key, theta, flat_model, s).position,
+            batch,
+        )
 
     loops = {name: loop_of(body, args.iterations) for name, (body, _) in bodies.items()}
     for run in loops.values():  # compile
@@ -98,20 +108,24 @@ def main() -> None:
     seconds = {name: [] for name in loops}
     for repeat in range(args.repeats):
         names = list(loops)
-        names = names[repeat % len(names):] + names[: repeat % len(names)]  # rotate the order
+        names = names[repeat % len(names) :] + names[: repeat % len(names)]  # rotate the order
         for name in names:
             key = jax.random.key(repeat + 1)
             _, wall, _ = timed(lambda run=loops[name], key=key: jax.block_until_ready(run(flat_start, key)))
             seconds[name].append(wall / args.iterations)
 
     best_full = min(seconds["full gradient"])
-    print(f"N = {num_data}, d = {flat_start.size}, b = {batch}, {args.iterations} calls per loop, best / median of "
-          f"{args.repeats}; JAX {jax.__version__}, devices {jax.devices()}")
+    print(
+        f"N = {num_data}, d = {flat_start.size}, b = {batch}, {args.iterations} calls per loop, best / median of "
+        f"{args.repeats}; JAX {jax.__version__}, devices {jax.devices()}"
+    )
     print(f"{'measurement':46s} {'best':>10s} {'median':>10s} {'/ full grad':>11s} {'points / N':>11s}")
     for name, values in seconds.items():
         best, median = min(values), statistics.median(values)
-        print(f"{name:46s} {best * 1e3:8.3f}ms {median * 1e3:8.3f}ms {best / best_full:10.4f}× "
-              f"{bodies[name][1] / num_data:11.5f}")
+        print(
+            f"{name:46s} {best * 1e3:8.3f}ms {median * 1e3:8.3f}ms {best / best_full:10.4f}× "
+            f"{bodies[name][1] / num_data:11.5f}"
+        )
 
 
 if __name__ == "__main__":
