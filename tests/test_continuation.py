@@ -56,7 +56,7 @@ def configurations(control_variate):
     ("name", "driver"),
     [
         ("warm-up", "vmap"),
-        ("warm-up", "asynchronous"),
+        pytest.param("warm-up", "asynchronous", marks=pytest.mark.slow),  # asynchronous: the control variate's
         ("control variate", "asynchronous"),
         ("tuna", "vmap"),
         pytest.param("exact", "asynchronous", marks=pytest.mark.slow),

@@ -217,7 +217,7 @@ def test_position_shape_for_pytree_positions():
         tallmcmc.Model(gaussian_mean.log_likelihood, lambda t: 0.0, np.zeros(5), position_shape=(-1,))
 
 
-@pytest.mark.parametrize("test_name", ["exact_barker", "minibatch_barker"])
+@pytest.mark.parametrize("test_name", [pytest.param("exact_barker", marks=pytest.mark.slow), "minibatch_barker"])
 def test_draws_do_not_depend_on_num_chunks(test_name):
     """Each step's key comes from (seed, chain, step), so chunking the run changes nothing."""
     test = tallmcmc.exact_barker() if test_name == "exact_barker" else tallmcmc.minibatch_barker(batch_size=20)

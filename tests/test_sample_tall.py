@@ -130,7 +130,7 @@ def run_recipe(model, start, *, wrong=False):
     )
 
 
-@pytest.mark.parametrize("name", ["regression", "mixture"])
+@pytest.mark.parametrize("name", [pytest.param("regression", marks=pytest.mark.slow), "mixture"])
 def test_proxy_hmc_recipe_with_warmup_reproduces_the_reference(name, request):
     model, mean, sd, reference_error = request.getfixturevalue(name)
     result = run_recipe(model, STARTS[name])

@@ -234,7 +234,7 @@ def test_the_objects_stand_in_for_find_mode_laplace_and_taylor(logistic):
 # ------------------------------------------------------------------------------------------ the residuals
 
 
-@pytest.mark.parametrize("name", ["logistic", "regression"])
+@pytest.mark.parametrize("name", ["logistic", pytest.param("regression", marks=pytest.mark.slow)])
 def test_residual_spread_is_within_a_factor_two_of_the_mode_expansion_and_the_bad_centre_is_not(name, request):
     _, setup, mode, terms = request.getfixturevalue(name)
     pairs = laplace_pairs(mode)
