@@ -35,3 +35,33 @@ def timed(function):
     cpu = time.process_time()
     value = function()
     return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def compiled_loop(body, iterations: int):
+    """A compiled loop of ``iterations`` calls ``θ ← body(key_t, θ)``: ``run(θ, key)`` returns the final θ."""
+
+    @jax.jit
+    def run(theta, key):
+        return jax.lax.fori_loop(0, iterations, lambda t, th: body(jax.random.fold_in(key, t), th), theta)
+
+    return run
+
+
+def seconds_per_call(bodies: dict, start, iterations: int, repeats: int) -> dict[str, list[float]]:
+    """Per-call seconds of each ``bodies[name]`` (``body(key, θ) -> θ``), ``repeats`` times each.
+
+    Each body runs as a :func:`compiled_loop` of ``iterations`` calls from ``start`` (compiled first, not timed);
+    the order of the bodies rotates from one repeat to the next, so that a change of load touches them all alike.
+    """
+    loops = {name: compiled_loop(body, iterations) for name, body in bodies.items()}
+    for run in loops.values():  # compile
+        jax.block_until_ready(run(start, jax.random.key(0)))
+    seconds: dict[str, list[float]] = {name: [] for name in loops}
+    names = list(loops)
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            key = jax.random.key(repeat + 1)
+            _, wall, _ = timed(lambda run=loops[name], key=key: jax.block_until_ready(run(start, key)))
+            seconds[name].append(wall / iterations)
+    return seconds

@@ -26,7 +26,7 @@ import statistics
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import timed
+from _timing import seconds_per_call
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
@@ -34,16 +34,6 @@ from tallmcmc import datasets
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.proposals.minibatch_hamiltonian import minibatch_gradient
 from tallmcmc.reproduce import nn
-
-
-def loop_of(body, iterations):
-    """A compiled loop of ``iterations`` calls ``θ ← body(key_t, θ)`` on a flat θ; returns the final θ."""
-
-    @jax.jit
-    def run(theta, key):
-        return jax.lax.fori_loop(0, iterations, lambda t, th: body(jax.random.fold_in(key, t), th), theta)
-
-    return run
 
 
 def main() -> None:
@@ -102,17 +92,9 @@ def main() -> None:
             batch,
         )
 
-    loops = {name: loop_of(body, args.iterations) for name, (body, _) in bodies.items()}
-    for run in loops.values():  # compile
-        jax.block_until_ready(run(flat_start, jax.random.key(0)))
-    seconds = {name: [] for name in loops}
-    for repeat in range(args.repeats):
-        names = list(loops)
-        names = names[repeat % len(names) :] + names[: repeat % len(names)]  # rotate the order
-        for name in names:
-            key = jax.random.key(repeat + 1)
-            _, wall, _ = timed(lambda run=loops[name], key=key: jax.block_until_ready(run(flat_start, key)))
-            seconds[name].append(wall / args.iterations)
+    seconds = seconds_per_call(
+        {name: body for name, (body, _) in bodies.items()}, flat_start, args.iterations, args.repeats
+    )
 
     best_full = min(seconds["full gradient"])
     print(

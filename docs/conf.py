@@ -51,7 +51,6 @@ exclude_patterns = [
     "auto_examples/*.codeobj.json",
 ]
 templates_path = ["_templates"]
-html_static_path = ["_static"]
 
 # Markdown pages (the user guide is today's docs/*.md): headings get anchors so `page.md#a-heading` resolves;
 # $…$ and $$…$$ are math.
