@@ -508,7 +508,8 @@ def sample_tall(
                 num_samples=min(TUNA_PILOT_STEPS, num_samples),
                 seed=seed,
                 check_starts=False,
-                **options,
+                # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
+                **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
             )
             choice = choice.with_tuna(pilot.info)
             rival = "minibatch" if choice.minibatch else "exact"

@@ -71,6 +71,9 @@ class Proposal(NamedTuple):
     #: ``False`` for a proposal whose ``log_proposal_ratio`` is not the true one (SGHMC's, taken as 0):
     #: :func:`tallmcmc.sample` runs it under a real test only with ``allow_inexact_proposal=True``.
     exact_ratio: bool = True
+    #: ``state_problem(final_states) -> str | None``: what the chains' final proposal states (on the host, leading
+    #: axis chain) say went wrong, for :func:`tallmcmc.sample` to warn about; ``None`` for a proposal without one.
+    state_problem: Callable[[Any], str | None] | None = None
 
 
 def tunable(
@@ -83,6 +86,7 @@ def tunable(
     proxy_target: float | None = None,
     init_state: Callable[[Position], Any] | None = None,
     exact_ratio: bool = True,
+    state_problem: Callable[[Any], str | None] | None = None,
 ) -> Proposal:
     """A :class:`Proposal` whose step size warm-up can adapt.
 
@@ -102,10 +106,12 @@ def tunable(
             proxy_target=proxy_target,
             init_state=init_state,
             exact_ratio=exact_ratio,
+            state_problem=state_problem,
         ),
         metropolis_target=metropolis_target,
         with_covariance=with_covariance,
         proxy_target=proxy_target,
         init_state=init_state,
         exact_ratio=exact_ratio,
+        state_problem=state_problem,
     )

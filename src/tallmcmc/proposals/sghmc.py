@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, positive_finite
@@ -66,7 +67,7 @@ class SGHMCState(NamedTuple):
     velocity
         v, flat (d,).
     squared_gradients
-        Σ ĝ² over the steps so far, (d,) (used with ``rescale="adagrad"``).
+        Σ ĝ² over the steps so far, (d,) (accumulated with ``rescale="adagrad"`` only; zeros otherwise).
     noise_clipped
         Steps on which α ≤ β̂ on some coordinate, whose noise variance
         2(α − β̂)η was clipped to 0 (:func:`tallmcmc.sample` warns if > 0).
@@ -186,8 +187,9 @@ def sghmc(
                 likelihood = lambda theta: scale * jnp.sum(model.per_datum_log_likelihood(unravel(theta), rows))  # noqa: E731
                 gradient = prior_gradient + jax.grad(likelihood)(flat).astype(dtype)
                 variance = jnp.zeros_like(flat)
-            squared = state.squared_gradients + gradient**2
+            squared = state.squared_gradients  # accumulated only where it is used
             if rescale == "adagrad":
+                squared = squared + gradient**2
                 divisor = jnp.sqrt(squared) + ADAGRAD_EPSILON
                 gradient, variance = gradient / divisor, variance / divisor**2
             beta = 0.5 * eta * variance
@@ -213,7 +215,19 @@ def sghmc(
         return propose
 
     name = f"sghmc(step_size={step:g}, friction={alpha:g}, batch_size={batch}, fisher={fisher}, rescale={rescale!r})"
-    return tunable(make, name, init_state=init_state, exact_ratio=False)
+    return tunable(make, name, init_state=init_state, exact_ratio=False, state_problem=_clipped_noise)
+
+
+def _clipped_noise(states: SGHMCState) -> str | None:
+    """The warning the chains' final states call for: steps whose noise variance 2(α − β̂)η was clipped to 0."""
+    clipped = int(np.max(states.noise_clipped))
+    if not clipped:
+        return None
+    return (
+        f"on {clipped} step(s) of some chain the friction α was below β̂ = ½ηV̂, the noise the minibatch gradient "
+        "injects, so the injected noise variance 2(α − β̂)η was clipped to 0: raise friction or lower step_size (or "
+        "batch more points)"
+    )
 
 
 def _per_datum_gradients(model: Model, unravel, flat: jax.Array, rows) -> jax.Array:

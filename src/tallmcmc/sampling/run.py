@@ -430,11 +430,10 @@ class _Run:
         if states is not None:
             final = states
             if plan.layout is not None:  # one copy per data shard: the position is the same in all
-                final = MHState(
-                    *plan.layout.first_copy((states.position, states.log_prior)),
-                    states.cache,
-                    plan.layout.first_copy(states.proposal_state),
+                position, log_prior, proposal_state = plan.layout.first_copy(
+                    (states.position, states.log_prior, states.proposal_state)
                 )
+                final = MHState(position, log_prior, states.cache, proposal_state)
             num_new = int(jax.tree_util.tree_leaves(output.info)[0].shape[1])
             last = RunState(
                 states=states,
@@ -557,15 +556,10 @@ def _warn(plan: RunPlan, result: SamplingResult, states: MHState) -> None:
             stacklevel=3,
         )
     warn_if_error_bounds_vacuous(info, stacklevel=4)
-    clipped = getattr(states.proposal_state, "noise_clipped", None) if states is not None else None
-    if clipped is not None and int(np.max(to_host(clipped))):
-        warnings.warn(
-            f"{plan.proposal.name}: on {int(np.max(to_host(clipped)))} step(s) of some chain the friction α was "
-            "below β̂ = ½ηV̂, the noise the minibatch gradient injects, so the injected noise variance 2(α − β̂)η "
-            "was clipped to 0: raise friction or lower step_size (or batch more points)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    if states is not None and plan.proposal.state_problem is not None:
+        problem = plan.proposal.state_problem(to_host(states.proposal_state))
+        if problem:
+            warnings.warn(f"{plan.proposal.name}: {problem}", RuntimeWarning, stacklevel=3)
     if has_step_machine(plan.test):  # a subsampling test: did it pay, and if not, why
         pool = to_host(states.cache) if states is not None and hasattr(states.cache, "fourth") else None
         warn_if_subsampling_does_not_pay(
