@@ -170,3 +170,36 @@ def test_a_warmup_is_continued_only_with_what_it_was_made_with():
         tallmcmc.sample(TEMPERED_2D.model, proposal, test, warmed, num_chains=2, num_samples=5, num_warmup=10)
     with pytest.raises(ValueError, match="num_warmup"):
         tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, num_warmup=0)
+
+
+def test_warmup_and_the_kept_draws_share_one_compiled_program_and_chunking_changes_no_draw():
+    """An adaptive warm-up and the kept draws after it run one compiled loop (``ChainProgram.run_tuned_chunk``),
+    whatever the chunk lengths (chunks shorter than the compiled one run fewer steps of it): the kept draws compile
+    nothing, and 130 + 70 steps in chunks of 24 draw what one chunk each draws. The wrong variant (another seed)
+    differs, so the comparison can fail."""
+    proposal, test = tallmcmc.random_walk(0.05), tallmcmc.exact_barker()
+
+    def sampled(num_chunks, seed=2):
+        warmed = tallmcmc.warmup(
+            TEMPERED_2D.model,
+            proposal,
+            test,
+            jnp.asarray(TEMPERED_2D.mean, jnp.float32),
+            num_warmup=130,
+            num_chains=2,
+            seed=seed,
+            progress=False,
+        )
+        result = tallmcmc.sample(
+            TEMPERED_2D.model, proposal, test, warmed, num_samples=70, num_chunks=num_chunks, seed=seed, progress=False
+        )
+        return warmed, result
+
+    warmed, chunked = sampled(num_chunks=3)  # kept chunks of 24, 24, 22 on the warm-up's compiled 100-step loop
+    assert warmed.compile_seconds > 0 and chunked.compile_seconds == warmed.compile_seconds  # nothing more compiled
+    _, whole = sampled(num_chunks=1)
+    np.testing.assert_array_equal(chunked.warmup_positions, whole.warmup_positions)
+    np.testing.assert_array_equal(chunked.positions, whole.positions)
+    np.testing.assert_array_equal(chunked.step_size_factor, whole.step_size_factor)
+    _, other = sampled(num_chunks=3, seed=3)
+    assert not np.array_equal(other.positions, chunked.positions)

@@ -25,7 +25,8 @@ from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling.program import chain_program
+from tallmcmc.sampling.adaptation import DualAveraging
+from tallmcmc.sampling.program import ChainProgram, chain_program, tuned_arguments
 from tallmcmc.sampling.schedule import Schedule
 from tallmcmc.sharding import to_host
 
@@ -71,6 +72,10 @@ class DriverCall(NamedTuple):
         called with the chains' states and the draws so far (e.g. to write a
         checkpoint). The vmapped driver's chains are always level; the
         asynchronous driver's chains otherwise run ahead of each other.
+    program
+        The :class:`~tallmcmc.sampling.program.ChainProgram` of ``held``,
+        ``proposal``, ``test`` and ``layout`` to run, with what it has
+        compiled (a warm-up's); ``None`` builds one.
     """
 
     held: Model
@@ -89,6 +94,7 @@ class DriverCall(NamedTuple):
     first_step: int = 0
     level_at: Callable[[int], bool] | None = None
     on_level: Callable[..., None] | None = None
+    program: ChainProgram | None = None
 
     @property
     def num_steps(self) -> int:
@@ -144,39 +150,60 @@ def choose_driver(test: AcceptanceTest, num_chains: int, chain_shards: int = 1) 
 def run_vmapped(call: DriverCall) -> DriverOutput:
     """The steps with every step vmapped across chains, in ``lax.scan`` chunks of ``call.lengths``.
 
-    Interrupted (Ctrl-C) after at least one chunk, it returns the draws made
-    so far with a warning.
+    With step-size factors and no schedule (the kept draws after an adaptive
+    warm-up) the chunks run the program's tuned chunk, not adapting: the
+    program warm-up compiled (``call.program``), so the run compiles nothing
+    more; chunks longer than it are split. Interrupted (Ctrl-C) after at least
+    one chunk, it returns the draws made so far with a warning.
     """
-    run_chunk = chain_program(call.held, call.proposal, call.test, call.layout).run_chunk
+    program = call.program
+    if program is None:
+        program = chain_program(call.held, call.proposal, call.test, call.layout)
     states, factors, bar = call.states, call.factors, call.bar
+    tuned = factors is not None and call.schedule.temperatures is None and call.schedule.step_factors is None
     compiled: dict[int, Any] = {}
     compile_seconds = 0.0
     sampling_seconds = 0.0
     positions_parts: list[Any] = []
     info_parts: list[MHInfo] = []
+    lengths = list(call.lengths)
+    if tuned:
+        adaptation = DualAveraging.start(call.chain_keys.shape[0])  # carried, not used: the factors are fixed
+
+        def arguments(states, first, length):
+            return tuned_arguments(call.data, states, adaptation, call.chain_keys, first, length, factors, False, 0.0)
+
+        bar.set_description(f"compiling {call.test.name}")
+        chunk = program.tuned_chunk(arguments(states, call.first_step, 0), max(lengths))
+        bar.set_description(call.description)
+        compile_seconds += chunk.compile_seconds
+        lengths = [piece for length in lengths for piece in _pieces(length, chunk.length)]
     done = 0
     try:
-        for length in call.lengths:
+        for length in lengths:
             first = call.first_step + done
-            step_indices = jnp.arange(first, first + length, dtype=jnp.uint32)
-            schedule = call.schedule.window(done, length, call.dtype)
-            if length not in compiled:
-                bar.set_description(f"compiling {call.test.name}")
-                began = time.perf_counter()
-                compiled[length] = (
-                    jax.jit(run_chunk)
-                    .lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
-                    .compile()
-                )
-                compile_seconds += time.perf_counter() - began
-                bar.set_description(call.description)
             began = time.perf_counter()
-            following, (positions, info) = compiled[length](
-                call.data, states, call.chain_keys, step_indices, factors, schedule
-            )
+            if tuned:
+                (following, _), (positions, info) = chunk.run(*arguments(states, first, length))
+            else:
+                step_indices = jnp.arange(first, first + length, dtype=jnp.uint32)
+                schedule = call.schedule.window(done, length, call.dtype)
+                if length not in compiled:
+                    bar.set_description(f"compiling {call.test.name}")
+                    compiled[length] = (
+                        jax.jit(program.run_chunk)
+                        .lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
+                        .compile()
+                    )
+                    compile_seconds += time.perf_counter() - began
+                    bar.set_description(call.description)
+                    began = time.perf_counter()
+                following, (positions, info) = compiled[length](
+                    call.data, states, call.chain_keys, step_indices, factors, schedule
+                )
             jax.block_until_ready(following)
             sampling_seconds += time.perf_counter() - began
-            positions, info = to_host((positions, info))
+            positions, info = jax.tree_util.tree_map(lambda leaf: leaf[:length], to_host((positions, info)))  # noqa: B023
             # the states and the draws move on together, so that an interrupt leaves them consistent
             states = following
             positions_parts.append(positions)
@@ -196,6 +223,11 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
         bar.close()
     positions, info = _stacked(positions_parts, info_parts)
     return DriverOutput(states, positions, info, compile_seconds, sampling_seconds)
+
+
+def _pieces(length: int, most: int) -> list[int]:
+    """``length`` steps as chunks of at most ``most``."""
+    return [most] * (length // most) + ([length % most] if length % most else [])
 
 
 def _stacked(positions_parts: list, info_parts: list) -> tuple[Position, dict[str, np.ndarray]]:

@@ -1,19 +1,32 @@
 """The compiled pieces every driver and warm-up share: a chain's kernel, the chains' initial states, a chunk of
-vmapped steps (:class:`ChainProgram`)."""
+vmapped steps, and the tuned chunk that warm-up and the kept draws after it both run (:class:`ChainProgram`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
+from tallmcmc.sampling.adaptation import update as adaptation_update
 
-__all__ = ["ChainProgram", "chain_program", "tuned"]
+__all__ = ["ChainProgram", "TunedChunk", "chain_program", "tuned"]
+
+
+class TunedChunk(NamedTuple):
+    """A compiled tuned chunk (:meth:`ChainProgram.tuned_chunk`): the executable, its length, its compile seconds
+    (0 when an earlier call compiled it)."""
+
+    run: Callable
+    length: int
+    compile_seconds: float
 
 
 class ChainProgram(NamedTuple):
@@ -33,11 +46,52 @@ class ChainProgram(NamedTuple):
         ``step_indices``, every step vmapped across chains; step ``t`` of a
         chain uses the key ``fold_in(chain_key, t)``, so draws never depend on
         the chunking. Not jitted (the drivers compile it for their shapes).
+    run_tuned_chunk
+        ``run_tuned_chunk(length)(data, states, adaptation, chain_keys,
+        first_step, num_steps, factors, adapting, target) -> ((states,
+        adaptation), (positions, info))``: ``num_steps ≤ length`` steps
+        ``first_step, first_step + 1, …`` in a loop compiled once for
+        ``length``, every chain's step size times ``factors`` or, while
+        ``adapting`` (a traced flag), times exp(log ε) of its dual averaging
+        ``adaptation``, which it then updates towards ``target``
+        (:mod:`tallmcmc.sampling.adaptation`). The draws fill the first
+        ``num_steps`` of ``length`` rows. Warm-up runs it adapting and the kept
+        draws after it not adapting, so one compilation serves both
+        (:meth:`tuned_chunk`).
+    source
+        ``(held, proposal, test, layout)``: what it was built from.
+    compiled
+        The tuned chunks compiled so far (see :meth:`tuned_chunk`).
     """
 
     kernel_for: Callable[..., Kernel]
     initialise: Callable
     run_chunk: Callable
+    run_tuned_chunk: Callable[[int], Callable]
+    source: tuple
+    compiled: dict
+
+    def serves(self, held: Model, proposal: Proposal, test: AcceptanceTest, layout) -> bool:
+        """Whether this program is the one of ``held``, ``proposal`` and ``test`` without a mesh (so a run
+        continuing a warm-up can use what its warm-up compiled)."""
+        mine = self.source
+        return layout is None and mine[3] is None and mine[0] is held and mine[1] is proposal and mine[2] is test
+
+    def tuned_chunk(self, arguments: tuple, length: int | None = None) -> TunedChunk:
+        """The tuned chunk for ``arguments`` (``run_tuned_chunk``'s, after ``length``), compiled once per argument
+        shapes: ``length`` is that of the first compilation for these shapes (``length`` when given, which it must
+        be then), so that warm-up and kept draws of any chunk lengths share one program."""
+        signature = tuple((leaf.shape, leaf.dtype) for leaf in jax.tree_util.tree_leaves(arguments))
+        key = (jax.tree_util.tree_structure(arguments), signature)
+        if key in self.compiled:
+            run, known = self.compiled[key]
+            return TunedChunk(run, known, 0.0)
+        if length is None:
+            raise ValueError("the first tuned chunk for these shapes needs its length")
+        began = time.perf_counter()
+        run = jax.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+        self.compiled[key] = (run, length)
+        return TunedChunk(run, length, time.perf_counter() - began)
 
 
 def tuned(held: Model, proposal: Proposal, data, factor=None, temperature=None) -> tuple[Model, Proposal]:
@@ -75,6 +129,38 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
 
         return jax.lax.scan(one, states, (step_indices, *schedule))
 
+    on_proxy = adapts_on_proxy(proposal)
+
+    def run_tuned_chunk(length: int):
+        def run(data, states, adaptation, chain_keys, first_step, num_steps, factors, adapting, target):
+            def step(states, adaptation, step_index):
+                keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, step_index)
+                factor = jnp.where(adapting, jnp.exp(adaptation.log_factor), factors)
+                states, info = jax.vmap(lambda key, state, f: kernel_for(data, f).step(key, state))(
+                    keys, states, factor
+                )
+                updated = adaptation_update(adaptation, step_index, statistic(info, on_proxy), target)
+                kept = jax.tree_util.tree_map(lambda new, old: jnp.where(adapting, new, old), updated, adaptation)
+                return states, kept, (states.position, info)
+
+            first_index = first_step.astype(jnp.uint32)
+            shapes = jax.eval_shape(step, states, adaptation, first_index)[2]
+            draws = jax.tree_util.tree_map(lambda leaf: jnp.zeros((length, *leaf.shape), leaf.dtype), shapes)
+
+            def body(i, carry):  # a loop of num_steps (traced) steps: one compiled program for any chunk ≤ length
+                states, adaptation, draws = carry
+                states, adaptation, drawn = step(states, adaptation, first_index + i.astype(jnp.uint32))
+                draws = jax.tree_util.tree_map(lambda all_, one: all_.at[i].set(one), draws, drawn)
+                return states, adaptation, draws
+
+            states, adaptation, draws = jax.lax.fori_loop(0, num_steps, body, (states, adaptation, draws))
+            return (states, adaptation), draws
+
+        if layout is None:
+            return run
+        kinds = ("data", "state", "chains", "chains", "replicated", "replicated", "chains", "replicated", "replicated")
+        return layout.shard_map(run, kinds, (("state", "chains"), "draws"))
+
     if layout is None:
         initialise = jax.jit(initialise)
     else:
@@ -82,4 +168,29 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         run_chunk = layout.shard_map(
             run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
         )
-    return ChainProgram(kernel_for, initialise, run_chunk)
+    return ChainProgram(kernel_for, initialise, run_chunk, run_tuned_chunk, (held, proposal, test, layout), {})
+
+
+def tuned_arguments(
+    data,
+    states,
+    adaptation: DualAveraging,
+    chain_keys,
+    first_step: int,
+    num_steps: int,
+    factors,
+    adapting: bool,
+    target: float,
+) -> tuple[Any, ...]:
+    """``run_tuned_chunk``'s arguments, the scalars as the arrays it is compiled for."""
+    return (
+        data,
+        states,
+        adaptation,
+        chain_keys,
+        jnp.asarray(first_step, jnp.uint32),
+        jnp.asarray(num_steps, jnp.int32),
+        factors,
+        jnp.asarray(adapting),
+        jnp.asarray(target, jnp.float32),
+    )

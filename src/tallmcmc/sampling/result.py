@@ -30,7 +30,10 @@ class SamplingResult:
     num_data
         N of the model sampled.
     compile_seconds, sampling_seconds
-        Wall time spent compiling and running (compilation excluded from the latter).
+        Wall time spent compiling (the warm-up's programs included, when the
+        result holds a warm-up) and running the kept draws (compilation
+        excluded). An adaptive warm-up and the kept draws after it share one
+        program, compiled once.
     final_state
         The chains' last :class:`~tallmcmc.kernel.MHState` (leading axis chain);
         ``None`` in a loaded result (:func:`tallmcmc.load_result`).

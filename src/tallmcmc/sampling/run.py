@@ -327,6 +327,8 @@ def sample(
         warmed = run_warmup(plan, states, mesh, stream=first_step)
     if warmed is not None:
         states, plan = warmed.states, plan._replace(proposal=warmed.proposal)
+        if warmed.program is not None and warmed.program.serves(plan.held, plan.proposal, plan.test, plan.layout):
+            plan = plan._replace(program=warmed.program)  # what warm-up compiled runs the kept draws
         factors, covariance = warmed.step_size_factor, warmed.adapted_covariance
     run = _Run(
         plan,
@@ -456,7 +458,7 @@ class _Run:
             positions=reported_draws(plan.model, output.positions),
             info=output.info,
             num_data=plan.model.num_data,
-            compile_seconds=output.compile_seconds,
+            compile_seconds=output.compile_seconds + (0.0 if warmed is None else warmed.compile_seconds),
             sampling_seconds=output.sampling_seconds,
             final_state=final,
             test_name=plan.test.name,
@@ -538,6 +540,7 @@ def _run_kept_draws(
         first_step,
         level_at,
         on_level,
+        plan.program,
     )
     return run_asynchronous(call) if plan.driver == "asynchronous" else run_vmapped(call)
 

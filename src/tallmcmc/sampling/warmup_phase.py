@@ -12,6 +12,8 @@ changes no kept draw's key.
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from typing import Any
 
 import jax
@@ -24,18 +26,19 @@ from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
-from tallmcmc.sampling.adaptation import update as adaptation_update
+from tallmcmc.sampling.adaptation import DualAveraging
 from tallmcmc.sampling.asynchronous import run_asynchronous
-from tallmcmc.sampling.drivers import DriverCall
+from tallmcmc.sampling.drivers import DriverCall, progress_bar
 from tallmcmc.sampling.plan import RunPlan, plan_run
-from tallmcmc.sampling.program import chain_program
+from tallmcmc.sampling.program import ChainProgram, chain_program, tuned_arguments
 from tallmcmc.sampling.schedule import Schedule
 from tallmcmc.sharding import to_host
 
 __all__ = ["WARMUP_STREAM", "WarmupResult", "run_warmup", "warmup"]
 
 WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
+#: An adaptive warm-up runs in compiled chunks of at least this many steps (or all its steps, if fewer).
+WARMUP_CHUNK_LENGTH = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,12 @@ class WarmupResult:
         rely on, by source (counted once: ``sample`` does not count them again).
     model, test, initial_proposal, num_chains, mesh, driver, seed
         What it was run with (``sample`` refuses to continue it with others).
+    program
+        The compiled program of its last steps
+        (:class:`~tallmcmc.sampling.program.ChainProgram`), which ``sample``
+        continuing it runs (so the kept draws compile nothing more).
+    compile_seconds
+        Seconds spent compiling its programs.
     """
 
     states: MHState
@@ -84,6 +93,8 @@ class WarmupResult:
     mesh: Any
     driver: str
     seed: int
+    program: ChainProgram | None = dataclasses.field(default=None, repr=False, compare=False)
+    compile_seconds: float = 0.0
 
     @property
     def num_warmup(self) -> int:
@@ -164,16 +175,21 @@ def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> Wa
     proposal, adapted_covariance = plan.proposal, None
     if plan.adapt_covariance:
         first = num_warmup // 2
-        states, _, (early_positions, early_info) = _warm(plan, proposal, states, warmup_keys, first)
+        states, _, (early_positions, early_info), _, early_compile = _warm(plan, proposal, states, warmup_keys, first)
         adapted_covariance = _warmup_covariance(early_positions, first // 2)
         proposal = proposal.with_covariance(adapted_covariance)
         later_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1)
-        states, factors, (late_positions, late_info) = _warm(plan, proposal, states, later_keys, num_warmup - first)
+        states, factors, (late_positions, late_info), program, compile_seconds = _warm(
+            plan, proposal, states, later_keys, num_warmup - first
+        )
+        compile_seconds += early_compile
         warm_positions, warm_info = jax.tree_util.tree_map(
             lambda a, b: jnp.concatenate([a, b], axis=0), (early_positions, early_info), (late_positions, late_info)
         )
     else:
-        states, factors, (warm_positions, warm_info) = _warm(plan, proposal, states, warmup_keys, num_warmup)
+        states, factors, (warm_positions, warm_info), program, compile_seconds = _warm(
+            plan, proposal, states, warmup_keys, num_warmup
+        )
     warm_positions, warm_info = to_host((warm_positions, warm_info))
     return WarmupResult(
         states=states,
@@ -190,11 +206,15 @@ def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> Wa
         mesh=mesh,
         driver=plan.driver,
         seed=plan.seed,
+        program=program,
+        compile_seconds=compile_seconds,
     )
 
 
 def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, steps: int):
-    """``steps`` warm-up steps: ``(states, adapted factors or None, (positions, info))``, ``(step, chain, …)``."""
+    """``steps`` warm-up steps: ``(states, adapted factors or None, (positions, info), program, compile seconds)``,
+    the draws ``(step, chain, …)``, ``program`` the :class:`ChainProgram` that ran them (``None`` for the asynchronous
+    driver)."""
     if plan.driver == "asynchronous":  # each chain adapts as its own steps finish
         call = DriverCall(
             plan.held,
@@ -214,17 +234,28 @@ def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, s
         output = run_asynchronous(call, adapt_target=plan.target if plan.adapt else None)
         positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(leaf, 0, 1), output.positions)
         info = MHInfo(**{k: np.swapaxes(v, 0, 1) for k, v in output.info.items()})
-        return output.states, output.adapted_factors, (positions, info)
-    program = chain_program(plan.held, proposal, plan.test, plan.layout)
+        return output.states, output.adapted_factors, (positions, info), None, output.compile_seconds
+    program = plan.program if proposal is plan.proposal else chain_program(plan.held, proposal, plan.test, plan.layout)
     if plan.adapt:
-        return _adaptive_warmup(
-            program.kernel_for, plan.data, states, keys, steps, plan.target, plan.layout, adapts_on_proxy(proposal)
-        )
+        states, factors, draws, compile_seconds = _adaptive_warmup(program, plan, states, keys, steps)
+        return states, factors, draws, program, compile_seconds
     run_chunk = program.run_chunk
-    states, outputs = jax.jit(
-        lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None))
-    )(plan.data, states, keys)
-    return states, None, outputs
+    began = time.perf_counter()
+    compiled = (
+        jax.jit(lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None)))
+        .lower(plan.data, states, keys)
+        .compile()
+    )
+    compile_seconds = time.perf_counter() - began
+    states, outputs = compiled(plan.data, states, keys)
+    return states, None, outputs, program, compile_seconds
+
+
+def warmup_chunk_length(plan: RunPlan, steps: int) -> int:
+    """Steps per compiled chunk of an adaptive warm-up: the kept draws' chunk if the plan has kept draws, and at
+    least :data:`WARMUP_CHUNK_LENGTH` (or ``steps``, if fewer), so that the kept draws run on the same program."""
+    kept = 0 if plan.num_samples is None else math.ceil(plan.num_samples / plan.num_chunks)
+    return max(kept, min(steps, WARMUP_CHUNK_LENGTH))
 
 
 def _warmup_covariance(positions, skip: int) -> np.ndarray:
@@ -239,36 +270,33 @@ def _warmup_covariance(positions, skip: int) -> np.ndarray:
     return count / (count + 5.0) * estimate + 1e-3 * 5.0 / (count + 5.0) * np.eye(estimate.shape[0])
 
 
-def _adaptive_warmup(
-    kernel_for, data, states, chain_keys, num_warmup: int, target: float, layout=None, on_proxy: bool = False
-):
-    """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.sampling.adaptation`), all chains in lockstep.
+def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chain_keys: jax.Array, steps: int):
+    """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.sampling.adaptation`), all chains in
+    lockstep, in chunks of the program's tuned chunk (``ChainProgram.run_tuned_chunk``, adapting).
 
-    The statistic is each step's acceptance indicator, or with ``on_proxy``
-    its proxy acceptance (:func:`tallmcmc.sampling.adaptation.statistic`).
+    The statistic is each step's acceptance indicator, or for a proposal that
+    reports one its proxy acceptance (:func:`tallmcmc.sampling.adaptation.statistic`).
     Returns the states after warm-up, the per-chain factor exp(x̄) (the
-    running average), and the warm-up draws and infos.
+    running average), the warm-up draws and infos (NumPy, ``(step, chain, …)``)
+    and the seconds spent compiling (0 if the program had compiled its chunk).
     """
+    num_chains = chain_keys.shape[0]
+    adaptation = DualAveraging.start(num_chains)
+    unused = jnp.ones((num_chains,), jnp.float32)  # the kept draws' factors, unused while adapting
 
-    def one(data, chain_keys, carry, t):
-        states, adaptation = carry
-        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
-        step = jax.vmap(lambda key, state, log_f: kernel_for(data, jnp.exp(log_f)).step(key, state))
-        states, info = step(keys, states, adaptation.log_factor)
-        updated = adaptation_update(adaptation, t, statistic(info, on_proxy), target)
-        return (states, updated), (states.position, info)
+    def arguments(states, adaptation, first, length):
+        return tuned_arguments(plan.data, states, adaptation, chain_keys, first, length, unused, True, plan.target)
 
-    def run(data, states, chain_keys):
-        steps = jnp.arange(num_warmup, dtype=jnp.uint32)
-        return jax.lax.scan(
-            lambda carry, t: one(data, chain_keys, carry, t), (states, DualAveraging.start(chain_keys.shape[0])), steps
-        )
-
-    if layout is None:  # the keys are closed over (constants of the compiled loop), as they always were
-        (states, adaptation), outputs = jax.jit(lambda data, states: run(data, states, chain_keys))(data, states)
-    else:  # the same loop on every device of the mesh, over its own chains and rows
-        kinds = (("state", DualAveraging("chains", "chains", "chains")), "draws")
-        (states, adaptation), outputs = jax.jit(layout.shard_map(run, ("data", "state", "chains"), kinds))(
-            data, states, chain_keys
-        )
-    return states, jnp.exp(adaptation.log_factor_bar), outputs
+    chunk = program.tuned_chunk(arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, steps))
+    bar = progress_bar(steps, plan.progress, "warm-up")
+    parts = []
+    try:
+        for first in range(0, steps, chunk.length):
+            length = min(chunk.length, steps - first)
+            (states, adaptation), draws = chunk.run(*arguments(states, adaptation, first, length))
+            parts.append(jax.tree_util.tree_map(lambda leaf: leaf[:length], to_host(draws)))  # noqa: B023
+            bar.update(length)
+    finally:
+        bar.close()
+    draws = jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves, axis=0), *parts)
+    return states, jnp.exp(adaptation.log_factor_bar), draws, chunk.compile_seconds
