@@ -121,3 +121,21 @@ def test_a_target_the_barker_test_cannot_reach_is_refused(setup):
             target_acceptance=0.45,
             progress=False,
         )
+
+
+@pytest.mark.parametrize("build", ["hamiltonian", "langevin"])
+def test_a_first_order_control_variate_is_warned_about(setup, build):
+    model, mode, cv, covariance = setup
+    first = tallmcmc.taylor_control_variate(model, mode.position, order=1)
+
+    def make(control_variate):
+        if build == "hamiltonian":
+            return tallmcmc.proxy_hamiltonian(control_variate, 0.5, 3, preconditioner=covariance)
+        return tallmcmc.proxy_langevin(control_variate, 0.5, preconditioner=covariance)
+
+    with pytest.warns(UserWarning, match=r"first order \(order=1\).*Build the control variate with order=2") as caught:
+        make(first)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(cv)  # second order (the default): no warning

@@ -69,6 +69,20 @@ def _checked(control_variate: Any, preconditioner: Any) -> np.ndarray:
         raise ValueError("preconditioner must be symmetric positive definite") from error
 
 
+def _warn_if_first_order(control_variate: ControlVariate, name: str) -> None:
+    """Warn that a first-order control variate's proxy has no likelihood curvature (``order=2`` is the fix)."""
+    if control_variate.order == 1:
+        warnings.warn(
+            f"{name}: the control variate is first order (order=1), so its proxy log-likelihood is linear in θ and "
+            "the proxy posterior is the prior tilted by the gradient at the centre: the proposal's moves ignore the "
+            "likelihood's curvature (the posterior's scale and shape) and are little more than a random walk on the "
+            "preconditioner's scale. Build the control variate with order=2 (tallmcmc.taylor_control_variate(model, "
+            "mode.position), the default)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def _proxy_log_density(control_variate: ControlVariate, model: Model, unravel):
     """log π̃(θ) = log p₀(θ) + (1/K) Σᵢ qᵢ(θ) on flat θ, data-free (up to a constant)."""
 
@@ -115,8 +129,15 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
         proposal; ``data_used`` 0; ``proxy_log_ratio`` the MALA log ratio on
         the proxy posterior, which warm-up steers towards an acceptance of
         0.574 (``proxy_target``).
+
+    Warns
+    -----
+    UserWarning
+        If ``control_variate`` is first order (``order=1``): its proxy has no
+        likelihood curvature to follow.
     """
     factor = _checked(control_variate, preconditioner)
+    _warn_if_first_order(control_variate, "proxy_langevin")
     step = positive_finite(step_size, "step_size", "the ε of θ′ = θ + (ε/2)M∇log π̃ + √ε L ξ")
     inverse_factor = np.linalg.solve(factor, np.eye(factor.shape[0]))
     metric = factor @ factor.T
@@ -221,9 +242,12 @@ def proxy_hamiltonian(
     -----
     UserWarning
         If ε·L(1 + j) reaches half the proxy's shortest oscillation
-        (:func:`proxy_oscillation_time`).
+        (:func:`proxy_oscillation_time`), or if ``control_variate`` is first
+        order (``order=1``): its proxy has no likelihood curvature, so the
+        trajectories do not follow the posterior's scale or shape.
     """
     factor = _checked(control_variate, preconditioner)
+    _warn_if_first_order(control_variate, "proxy_hamiltonian")
     step = positive_finite(step_size, "step_size", "the leapfrog step")
     steps = integer_at_least(num_steps, "num_steps")
     jitter = float(step_size_jitter)
