@@ -50,6 +50,15 @@ def test_log_likelihood_must_return_a_scalar_per_datum():
         run(model)
 
 
+def test_a_model_that_branches_in_python_on_a_parameter_is_named_before_sampling():
+    def log_prior(theta):
+        return 0.0 if theta > 0 else -1.0  # Python control flow on a traced value: every sampler compiles log_prior
+
+    model = tallmcmc.Model(gaussian_mean.log_likelihood, log_prior, jnp.zeros(5))
+    with pytest.raises(ValueError, match="(?s)could not be traced.*jnp.where"):
+        run(model)
+
+
 @pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan")])
 def test_temperature(temperature):
     with pytest.raises(ValueError, match="temperature"):

@@ -463,6 +463,12 @@ def check_model(
     def evaluate(function, *arguments):
         try:
             return np.asarray(function(*arguments))
+        except jax.errors.ConcretizationTypeError as error:
+            raise ValueError(
+                f"the model could not be traced by JAX at {name}: {type(error).__name__}: {error}. log_prior and "
+                "log_likelihood are compiled, so they cannot branch in Python on parameter values (`if theta > 0`); "
+                "use jnp.where or jax.lax.cond"
+            ) from error
         except Exception as error:
             shapes = jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)), position)
             raise ValueError(
@@ -471,7 +477,8 @@ def check_model(
                 "(Model(position_shape=...) has it checked up front)"
             ) from error
 
-    log_prior = evaluate(model.log_prior, position)
+    # compiled, as every sampler runs them (and one compilation is cheaper than one per operation)
+    log_prior = evaluate(jax.jit(model.log_prior), position)
     if log_prior.shape != ():
         raise ValueError(f"log_prior must return a scalar; it returned shape {log_prior.shape}")
     if not np.isfinite(log_prior):
@@ -482,7 +489,7 @@ def check_model(
         one = evaluate(jax.eval_shape, model.log_likelihood, position, datum_shape)
     else:
         first = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[0], model.data)
-        one = evaluate(model.log_likelihood, position, first)
+        one = evaluate(jax.jit(model.log_likelihood), position, first)
     if one.shape != ():
         raise ValueError(
             f"log_likelihood(position, datum) must return a scalar for one datum; it returned shape {one.shape}. "
