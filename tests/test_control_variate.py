@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.optimize
 
 import tallmcmc
@@ -265,16 +266,69 @@ def test_shared_curvatures_are_the_summed_hessian_or_its_approximations(logistic
     hessian = np.asarray(cv.hessian_sum, np.float64)
     np.testing.assert_allclose(shared_cvs["shared"].hessian_matrix(), hessian, rtol=1e-6)
     np.testing.assert_allclose(shared_cvs["diagonal"].hessian_matrix(), np.diag(np.diag(hessian)), rtol=1e-4)
-    # d = 5 ≤ rank + oversampling: the range finder spans everything, so the eigenpairs are H̄'s own
+    # d = 5 ≤ rank + oversampling: the range finder spans everything, so the eigenpairs are those of the scaled
+    # S = D^{-1/2}(−H̄)D^{-1/2}, D = −diag(H̄), and A is exact on their directions D^{-1/2}U
     low = shared_cvs["low_rank"]
     basis, values = np.asarray(low.hessian_basis, np.float64), np.asarray(low.hessian_eigenvalues, np.float64)
-    np.testing.assert_allclose(np.sort(values), np.linalg.eigvalsh(hessian)[:2], rtol=1e-4)
-    np.testing.assert_allclose(hessian @ basis, basis * values, rtol=0, atol=1e-4 * np.abs(values).max())
+    root = np.sqrt(-np.diag(hessian))
+    np.testing.assert_allclose(np.asarray(low.hessian_scale, np.float64), root, rtol=1e-4)
+    scaled = hessian / np.outer(root, root)
+    np.testing.assert_allclose(np.sort(values), np.linalg.eigvalsh(scaled)[:2], rtol=1e-4)
+    np.testing.assert_allclose(scaled @ basis, basis * values, rtol=0, atol=1e-4 * np.abs(values).max())
     curvature = low.hessian_matrix()
-    np.testing.assert_allclose(curvature @ basis, basis * values, rtol=0, atol=1e-4 * np.abs(values).max())
+    directions = basis / root[:, None]
+    np.testing.assert_allclose(curvature @ directions, hessian @ directions, rtol=0, atol=1e-4 * np.abs(hessian).max())
     assert np.linalg.eigvalsh(curvature).max() < 0
     assert [shared_cvs[c].data_used for c in SHARED] == [20_000, 20_000, 60_000]  # low rank: three passes
     assert shared_cvs["shared"].hessian_basis is None and shared_cvs["diagonal"].hessian_sum is None
+
+
+def planted_quadratic_model(dimension, scales, direction, top):
+    """Per-datum log-likelihood −½θᵀ(B/N)θ + xᵢᵀθ, so H̄ = −B exactly, B = Σ S₀ Σ with unit-diagonal S₀.
+
+    S₀ = cI + (μ − c)wwᵀ, w with entries ±1/√d and c = (d − μ)/(d − 1): S₀'s diagonal is 1, w its eigenvector
+    with eigenvalue μ = ``top`` and every other eigenvalue c.
+    """
+    c = (dimension - top) / (dimension - 1)
+    inner = c * np.eye(dimension) + (top - c) * np.outer(direction, direction)
+    precision = scales[:, None] * inner * scales[None, :]
+    num_data = 8
+    per_datum = jnp.asarray(precision / num_data, jnp.float32)
+    model = tallmcmc.Model(
+        lambda theta, x: -0.5 * theta @ per_datum @ theta + x @ theta,
+        lambda theta: -0.5 * jnp.sum(theta**2),
+        np.zeros((num_data, dimension), np.float32),
+    )
+    return model, -precision
+
+
+def test_low_rank_curvature_is_exact_on_a_deviation_from_the_diagonal():
+    """Columns scaled over 10³: H̄'s most negative eigenvectors are coordinate-like, not the planted deviation w.
+
+    The scaled choice finds Σ⁻¹w and is exact there (and elsewhere, the rest of S₀ being cI); the most negative eigenpairs of
+    H̄ with the diagonal across them (the choice before) are off by more than 2× in some direction.
+    """
+    dimension, rank = 40, 1
+    rng = np.random.default_rng(3)
+    direction = rng.choice([-1.0, 1.0], dimension) / np.sqrt(dimension)
+    scales = 10 ** rng.uniform(-1.5, 1.5, dimension)
+    model, hessian = planted_quadratic_model(dimension, scales, direction, top=dimension / 2)
+    cv = tallmcmc.taylor_control_variate(model, jnp.zeros(dimension), curvature="low_rank", rank=rank)
+    curvature = cv.hessian_matrix()
+    planted = direction / scales  # Σ⁻¹w: H̄ Σ⁻¹w = −Σ S₀ w = −μ Σ w
+    np.testing.assert_allclose(curvature @ planted, hessian @ planted, rtol=1e-3, atol=1e-4 * np.abs(hessian).max())
+    ratios = scipy.linalg.eigh(-curvature, -hessian, eigvals_only=True)
+    assert 0.98 < ratios.min() and ratios.max() < 1.02, ratios  # the complement is isotropic: exact up to rounding
+
+    # the choice before: k most negative eigenpairs of H̄ (exact here: a dense eigendecomposition), the diagonal
+    # they leave across them; it misses the planted direction by far
+    values, vectors = np.linalg.eigh(hessian)
+    basis, kept = vectors[:, :rank], values[:rank]
+    rest = np.minimum(np.diag(hessian) - np.einsum("jk,k,jk->j", basis, kept, basis), 0.0)
+    projector = np.eye(dimension) - basis @ basis.T
+    before = basis @ np.diag(kept) @ basis.T + projector @ np.diag(rest) @ projector
+    before_ratios = scipy.linalg.eigh(-before, -hessian, eigvals_only=True)
+    assert max(before_ratios.max(), 1 / before_ratios.min()) > 2, before_ratios
 
 
 def test_shared_curvature_residuals_spread_exactly_like_first_order(logistic, shared_cvs, pairs):

@@ -31,8 +31,9 @@ pass (``jax.jvp`` of ``jax.grad``), never a d × d matrix per datum. See
 With ``curvature`` other than ``"per_datum"`` every datum shares one
 curvature instead: :math:`q_i(\theta) = g_i^\top u + \tfrac12 u^\top (A/N) u`
 with :math:`A` the summed Hessian itself (``"shared"``), its diagonal
-(``"diagonal"``) or its k most negative eigenpairs plus a diagonal in their
-orthogonal complement (``"low_rank"``).
+(``"diagonal"``) or, for ``"low_rank"``, the k largest eigenpairs of the
+diagonally scaled D^{-1/2}(−H̄)D^{-1/2} (D = −diag(H̄)), exact in their
+directions, with a diagonal across them.
 The proxy sum :math:`G^\top\delta + \bar u^\top A\delta` is still exact and
 data-free, so the decisions stay exact for any :math:`A`; each residual needs
 only :math:`g_i^\top\delta` (one gradient per datum) and storage is O(d) or
@@ -69,6 +70,8 @@ CURVATURES = ("per_datum", "shared", "diagonal", "low_rank")
 _OVERSAMPLING = 10  # extra random directions of the randomized range finder (Halko et al. 2011, §4.2)
 _POWER_ITERATIONS = 1  # power iterations of the range finder (Halko et al. 2011, Algorithm 4.4)
 _DIRECTION_BLOCK = 32  # Hessian-vector products per compiled call when summing the Hessian's diagonal
+_SCALED_FLOOR = 1e-3  # least curvature of the "low_rank" approximation, relative to H̄'s own diagonal
+_SCALE_FLOOR = 1e-12  # least −diag(H̄) used to scale, relative to its largest (Σ floored at 1e-6 of its largest)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,19 +101,24 @@ class ControlVariate:
         One of :data:`CURVATURES`: ``"per_datum"`` (each datum's own Hessian
         Hᵢ, the default) or a curvature A/N shared by every datum, with A
         ``hessian_sum`` (``"shared"``), ``diag(hessian_diagonal)``
-        (``"diagonal"``) or ``V diag(λ) Vᵀ + P diag(hessian_diagonal) P``
-        with P = I − V Vᵀ (``"low_rank"``, V = ``hessian_basis``,
-        λ = ``hessian_eigenvalues``): the k eigen-directions exactly, a
-        diagonal in their orthogonal complement.
+        (``"diagonal"``) or ``Σ (V diag(λ) Vᵀ + P diag(hessian_diagonal) P) Σ``
+        with P = I − V Vᵀ and Σ = ``diag(hessian_scale)`` (``"low_rank"``,
+        V = ``hessian_basis``, λ = ``hessian_eigenvalues``): exact along the
+        k directions Σ⁻¹V, a diagonal across them (``docs/control_variates.md``).
     hessian_diagonal
-        (d,): for ``"diagonal"`` the diagonal of H̄; for ``"low_rank"`` what
-        the rank-k part leaves of it, ``diag(H̄) − diag(V diag(λ) Vᵀ)``,
-        capped at 0 (so A is negative semi-definite whenever λ ≤ 0). ``None``
-        otherwise.
+        (d,): for ``"diagonal"`` the diagonal of H̄; for ``"low_rank"`` −E,
+        the scaled curvature across V: Eⱼ = (Peⱼ)ᵀS(Peⱼ)/‖Peⱼ‖², the Rayleigh
+        quotient of S = Σ⁻¹(−H̄)Σ⁻¹ along the j-th coordinate projected off V,
+        floored at 10⁻³ (so < 0). ``None`` otherwise.
     hessian_basis, hessian_eigenvalues
-        (d, k) orthonormal columns and (k,) values: the k most negative
-        eigenpairs of H̄, from a randomized eigendecomposition
-        (``"low_rank"`` only; ``None`` otherwise).
+        (d, k) orthonormal columns V and (k,) values λ = −μ: the k largest
+        eigenpairs (μ, V) of the scaled S, from a randomized eigendecomposition,
+        μ floored at 10⁻³ (so λ < 0 and A is negative definite) (``"low_rank"``
+        only; ``None`` otherwise).
+    hessian_scale
+        (d,), ``"low_rank"`` only: Σ's diagonal, √(−diag(H̄)) (floored at
+        10⁻⁶ of its largest entry), so that S has unit diagonal. ``None``
+        otherwise (Σ = I).
     """
 
     center: Position
@@ -125,6 +133,7 @@ class ControlVariate:
     hessian_diagonal: jax.Array | None = None
     hessian_basis: jax.Array | None = None
     hessian_eigenvalues: jax.Array | None = None
+    hessian_scale: jax.Array | None = None
 
     @property
     def name(self) -> str:
@@ -163,10 +172,13 @@ class ControlVariate:
         diagonal = self.hessian_diagonal.astype(dtype)
         if self.hessian_basis is None:
             return diagonal * vector
-        basis = self.hessian_basis.astype(dtype)  # A = V Λ Vᵀ + P D P, P = I − V Vᵀ
-        along = basis.T @ vector
-        across = diagonal * (vector - basis @ along)
-        return basis @ (self.hessian_eigenvalues.astype(dtype) * along) + across - basis @ (basis.T @ across)
+        scale = 1 if self.hessian_scale is None else self.hessian_scale.astype(dtype)
+        scaled = scale * vector  # A = Σ (V Λ Vᵀ + P E P) Σ, P = I − V Vᵀ, Σ = diag(hessian_scale)
+        basis = self.hessian_basis.astype(dtype)
+        along = basis.T @ scaled
+        across = diagonal * (scaled - basis @ along)
+        inner = basis @ (self.hessian_eigenvalues.astype(dtype) * along) + across - basis @ (basis.T @ across)
+        return scale * inner
 
     def hessian_matrix(self) -> np.ndarray:
         """The summed curvature A of the proxy as a dense (d, d) float64 matrix (O(d²) memory: for inspection).
@@ -293,10 +305,12 @@ def taylor_control_variate(
           jvp of the gradient per datum drawn.
         * ``"shared"``: every datum's proxy uses H̄/N; stores H̄ (d × d).
         * ``"diagonal"``: every datum's proxy uses diag(H̄)/N; stores O(d).
-        * ``"low_rank"``: every datum's proxy uses (V diag(λ) Vᵀ + P D P)/N
-          with the ``rank`` most negative eigenpairs (V, λ) of H̄,
-          P = I − V Vᵀ and D what they leave of H̄'s diagonal; stores
-          O(d·rank).
+        * ``"low_rank"``: every datum's proxy uses A/N with
+          A = −Σ(V diag(μ) Vᵀ + P E P)Σ, Σ = √(−diag(H̄)), (μ, V) the
+          ``rank`` largest eigenpairs of the scaled S = Σ⁻¹(−H̄)Σ⁻¹,
+          P = I − V Vᵀ and E the Rayleigh quotients of S along the projected
+          coordinates Peⱼ: exact along Σ⁻¹V, H̄'s diagonal corrected across
+          them, always negative definite; stores O(d·rank).
 
         With a shared curvature each residual needs one gradient per datum
         drawn and the residuals' spread is exactly that of ``order=1`` (the
@@ -339,8 +353,9 @@ def taylor_control_variate(
     rows in blocks of 32, never a d × d matrix); ``"low_rank"`` makes three:
     the gradient, the diagonal and H̄Ω for a Gaussian Ω with k + 10 columns
     (seed 0, so builds are reproducible), one power iteration, and the
-    projection QᵀH̄Q of the randomized eigendecomposition (Halko, Martinsson
-    & Tropp 2011, Algorithms 4.4 and 5.3).
+    projection QᵀSQ of the randomized eigendecomposition of the scaled
+    S (Halko, Martinsson & Tropp 2011, Algorithms 4.4 and 5.3), its
+    products SW = Σ⁻¹(−H̄)(Σ⁻¹W).
 
     Data split by rows over a mesh (``jax.device_put(leaf, NamedSharding(mesh,
     PartitionSpec("data")))`` or :func:`tallmcmc.distributed.shard_rows`) are
@@ -378,7 +393,7 @@ def taylor_control_variate(
     num_data = model.num_data
     passes = _SetupPasses(model, flat_center, unravel, batch_size, rows)
     largest = -np.inf  # largest eigenvalue (or diagonal entry) of H̄ seen: > 0 means not near a mode
-    hessian_sum = hessian_diagonal = hessian_basis = hessian_eigenvalues = None
+    hessian_sum = hessian_diagonal = hessian_basis = hessian_eigenvalues = hessian_scale = None
     if order == 1:
         gradient_sum, _ = passes.gradient_and_hessian(hessian=False)
     elif curvature in ("per_datum", "shared"):
@@ -392,14 +407,18 @@ def taylor_control_variate(
         largest = float(hessian_diagonal.max())
         scale = float(np.abs(hessian_diagonal).max())
     else:
-        gradient_sum, diagonal, hessian_basis, hessian_eigenvalues = _randomized_eigenpairs(passes, rank)
-        hessian_diagonal = np.minimum(
-            diagonal - np.einsum("jk,k,jk->j", hessian_basis, hessian_eigenvalues, hessian_basis), 0.0
-        )
-        largest = float(max(diagonal.max(), hessian_eigenvalues.max()))
-        scale = float(max(np.abs(diagonal).max(), np.abs(hessian_eigenvalues).max()))
+        gradient_sum, diagonal, root, basis, values, across = _randomized_eigenpairs(passes, rank)
+        hessian_scale, hessian_basis = root, basis
+        hessian_eigenvalues = -np.maximum(values, _SCALED_FLOOR)  # floored: A is negative definite (docs)
+        hessian_diagonal = -np.maximum(across, _SCALED_FLOOR)
+        scale = float(np.abs(diagonal).max())
+        # S = D^{-1/2}(−H̄)D^{-1/2} not positive definite (a Ritz value or Rayleigh quotient ≤ 0): H̄ is not
+        # negative semi-definite; in H̄'s units about −min(μ, E)·max(D)
+        largest = float(max(diagonal.max(), -min(values.min(), across.min()) * scale))
     curvature_parts = [
-        part for part in (hessian_sum, hessian_diagonal, hessian_basis, hessian_eigenvalues) if part is not None
+        part
+        for part in (hessian_sum, hessian_diagonal, hessian_basis, hessian_eigenvalues, hessian_scale)
+        if part is not None
     ]
     if not np.all(np.isfinite(gradient_sum)) or not all(np.all(np.isfinite(part)) for part in curvature_parts):
         raise ValueError("the gradient or Hessian sum at center is not finite; pick a center inside the support")
@@ -429,6 +448,7 @@ def taylor_control_variate(
         hessian_diagonal=stored(hessian_diagonal),
         hessian_basis=stored(hessian_basis),
         hessian_eigenvalues=stored(hessian_eigenvalues),
+        hessian_scale=stored(hessian_scale),
     )
 
 
@@ -538,23 +558,56 @@ class _SetupPasses:
 
 
 def _randomized_eigenpairs(passes: _SetupPasses, rank: int):
-    """G, diag(H̄) and the ``rank`` eigenpairs of H̄ most negative, in three passes (Halko et al. 2011).
+    """G, diag(H̄) and the ``rank`` largest eigenpairs of the scaled S = D^{-1/2}(−H̄)D^{-1/2}, in three passes.
 
-    Works on M = −H̄ (positive semi-definite near a mode): range Y = MΩ with
-    k + 10 Gaussian columns (pass 1, with G and the diagonal), one power
-    iteration Y = MQ (pass 2), then the eigendecomposition of QᵀMQ (pass 3).
+    D = −diag(H̄) (floored at a tiny positive fraction of its largest entry).
+    Randomized eigendecomposition (Halko, Martinsson & Tropp 2011, Algorithms
+    4.4 and 5.3) of S: pass 1 gives G, diag(H̄) and H̄Ω for a seed-0 Gaussian
+    Ω with k + 10 columns, so Y = D^{-1/2}(−H̄Ω) = S(D^{1/2}Ω) (D is not known
+    before the pass: the test matrix is D^{1/2}Ω, still Gaussian); pass 2 one
+    power iteration Y = SQ = D^{-1/2}(−H̄)(D^{-1/2}Q); pass 3 SQ again, whose
+    Rayleigh–Ritz pairs (μ, U) of QᵀSQ are kept for the k largest μ. Also
+    returns E, the diagonal of S across them: Eⱼ = (Peⱼ)ᵀS(Peⱼ)/‖Peⱼ‖², the
+    Rayleigh quotient of S along the j-th coordinate projected off span(U)
+    (P = I − UUᵀ), from SU = (SQ)W at no extra pass.
+
+    Returns
+    -------
+    tuple
+        G (d,), diag(H̄) (d,), the scale D^{1/2} (d,), U (d, k), μ (k,) and
+        E (d,), float64. Near a mode S is positive definite, so μ and E (Ritz
+        values and Rayleigh quotients of S) lie within its spectrum, > 0; the
+        caller floors them.
     """
     dimension = passes.center.shape[0]
     columns = min(rank + _OVERSAMPLING, dimension)
     test_matrix = np.random.default_rng(0).standard_normal((dimension, columns))
     gradient_sum, diagonal, products = passes.gradient_diagonal_and_products(test_matrix)
-    basis, _ = np.linalg.qr(-products)
+    curvatures = -diagonal
+    floor = _SCALE_FLOOR * max(float(np.abs(curvatures).max()), np.finfo(np.float64).tiny)
+    scale = np.sqrt(np.maximum(curvatures, floor))  # D^{1/2}
+
+    def scaled_products(vectors):  # S W = D^{-1/2}(−H̄)(D^{-1/2} W), one pass
+        return -passes.products(vectors / scale[:, None]) / scale[:, None]
+
+    basis, _ = np.linalg.qr(-products / scale[:, None])
     for _ in range(_POWER_ITERATIONS):
-        basis, _ = np.linalg.qr(-passes.products(basis))
-    projected = basis.T @ -passes.products(basis)
+        basis, _ = np.linalg.qr(scaled_products(basis))
+    images = scaled_products(basis)
+    projected = basis.T @ images
     values, vectors = np.linalg.eigh(0.5 * (projected + projected.T))
-    keep = np.argsort(values)[::-1][:rank]  # largest of M: most negative of H̄
-    return gradient_sum, diagonal, basis @ vectors[:, keep], -values[keep]
+    keep = np.argsort(values)[::-1][:rank]  # the largest of S
+    eigenvectors, eigenvalues = basis @ vectors[:, keep], values[keep]
+    images = images @ vectors[:, keep]  # S U
+    scaled_diagonal = curvatures / scale**2  # diag(S): 1 except where D was floored
+    projected_diagonal = (  # (P S P)ⱼⱼ = Sⱼⱼ − 2 (U (SU)ᵀ)ⱼⱼ + (U UᵀSU Uᵀ)ⱼⱼ, UᵀSU = diag(μ)
+        scaled_diagonal
+        - 2 * np.einsum("jk,jk->j", eigenvectors, images)
+        + np.einsum("jk,k,jk->j", eigenvectors, eigenvalues, eigenvectors)
+    )
+    remaining = 1.0 - np.einsum("jk,jk->j", eigenvectors, eigenvectors)  # Pⱼⱼ = ‖Peⱼ‖²
+    across = np.where(remaining > _SCALED_FLOOR, projected_diagonal / np.maximum(remaining, _SCALED_FLOOR), 1.0)
+    return gradient_sum, diagonal, scale, eigenvectors, eigenvalues, across
 
 
 def warn_if_far_from_mode(control_variate: ControlVariate, spread: float, sigma: float) -> None:
