@@ -151,20 +151,40 @@ def test_the_warmup_steered_by_the_barker_acceptance_fails_the_same_check(name, 
     assert not passed, report
 
 
-@pytest.mark.parametrize("name", ["regression", "mixture"])
-def test_sample_tall_defaults_reproduce_the_reference(name, request):
+@pytest.mark.parametrize(
+    ("name", "residual_cost", "decision"),
+    [
+        # N = 2,000, d = 10: 5% of N per step is ~8x fewer points per effective draw than the exact test, but a
+        # residual costs ~20 plain points here, so the exact test is cheaper (and measured faster, docs/sample_tall.md)
+        ("regression", None, "exact"),
+        # residuals priced as plain points (the choice by data points alone): the minibatch path
+        ("mixture", 1.0, "minibatch"),
+    ],
+)
+def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, residual_cost, decision, request):
     model, mean, sd, reference_error = request.getfixturevalue(name)
     start = None if name == "regression" else STARTS[name]
     # the mixture's posterior has heavier tails than its Laplace approximation: a chain that enters one is sticky
     # for ~100 steps (measured: 1-3 blocks of 100 steps below 20% acceptance per 40,000 steps, docs/sample_tall.md),
     # which at 4 x 2,000 draws lifts r-hat above 1.01 in about a third of the runs; 4 x 4,000 dilutes one episode
     num_samples = 2000 if name == "regression" else 4000
-    result = tallmcmc.sample_tall(model, start, num_samples=num_samples, seed=5, progress=False)
+    result = tallmcmc.sample_tall(
+        model, start, num_samples=num_samples, seed=5, progress=False, residual_cost=residual_cost
+    )
     passed, report = reproduces(result, mean, sd, reference_error)
     assert passed, report
     diagnosis = result.diagnosis
-    assert diagnosis.decision == "minibatch" and diagnosis.warmup_settled and not diagnosis.problems
-    assert diagnosis.r_hat_max <= 1.01 and diagnosis.data_fraction < 0.25
+    assert diagnosis.decision == decision and diagnosis.warmup_settled and not diagnosis.problems, str(diagnosis)
+    choice = diagnosis.choice
+    assert diagnosis.r_hat_max <= 1.01 and choice.use.fraction < 0.25
+    # by data points alone the minibatch test wins on both; the price of a residual decides
+    assert choice.minibatch_points < choice.exact_cost
+    if decision == "exact":
+        assert choice.cause == "residual cost" and choice.residual_cost > 1.0
+        assert "a residual costs more than the plain points it saves" in diagnosis.reason
+        assert result.test_name == "exact_metropolis" and np.all(result.data_used == model.num_data)
+    else:
+        assert choice.residual_cost == 1.0 and diagnosis.data_fraction < 0.25
     # every one-off pass is counted, the mode's included (it reaches the run through its Laplace covariance),
     # the starts checked once (the kept draws continue from the warm-up's states)
     assert result.setup_data_used == {
@@ -173,12 +193,12 @@ def test_sample_tall_defaults_reproduce_the_reference(name, request):
         "taylor control variate (order 2)": model.num_data,
     }
     assert diagnosis.setup_passes == pytest.approx({k: v / model.num_data for k, v in result.setup_data_used.items()})
-    # the kept draws continue the warm-up (tallmcmc.warmup, then sample): its steps are counted
+    # the kept draws follow the warm-up (tallmcmc.warmup, then sample): its steps are counted
     assert result.warmup_info["accepted"].shape == (4, 200)
     assert result.total_data_used == (
         sum(result.setup_data_used.values()) + result.warmup_info["data_used"].sum() + result.data_used.sum()
     )
-    assert "decision: minibatch" in str(diagnosis) and diagnosis.choice.minibatch
+    assert f"decision: {decision}" in str(diagnosis) and choice.minibatch == (decision == "minibatch")
 
 
 def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why():
@@ -222,6 +242,51 @@ def test_the_choice_weighs_points_per_effective_draw_and_the_quarter_rule():
     )
 
 
+def test_the_choice_weighs_cost_a_residual_priced_in_plain_points():
+    """Points say minibatch, cost says exact: 100 residuals of N = 2,000 per step at acceptance ½ are 300 points per
+    effective draw against 2,000 for the exact test (Δ* = 0: acceptance 1), but at 10 plain points per residual they
+    cost 3,000."""
+    accepted = np.arange(400).reshape(4, 100) % 2 == 0
+    window = _window(accepted, 100, 0.0, num_data=2000)
+    by_points = choose_test(window, 2000)  # no control variate, no price: a residual costs one plain point
+    assert by_points.minibatch and by_points.residual_cost == 1.0
+    assert by_points.minibatch_cost == pytest.approx(300.0) and by_points.exact_cost == pytest.approx(2000.0)
+    priced = choose_test(window, 2000, residual_cost=10.0)
+    assert not priced.minibatch and priced.cause == "residual cost"
+    assert priced.minibatch_points == pytest.approx(300.0) and priced.minibatch_cost == pytest.approx(3000.0)
+    assert priced.exact_cost == pytest.approx(2000.0)
+    assert "≈ 300 residuals per effective draw at ≈ 10 plain points each, ≈ 3,000 plain points" in priced.describe(2000)
+    # at 6 plain points each (1,800 < 2,000) the minibatch test still pays
+    assert choose_test(window, 2000, residual_cost=6.0).minibatch
+    with pytest.raises(ValueError, match="residual_cost"):
+        choose_test(window, 2000, residual_cost=0.0)
+
+
+def test_a_control_variate_is_priced_from_the_calibrated_table_by_kind_and_dimension():
+    from tallmcmc.automatic import RESIDUAL_POINT_COST, residual_point_cost
+
+    def control_variate(dimension, order=2, curvature="per_datum"):
+        zeros = jnp.zeros(dimension)
+        return tallmcmc.ControlVariate(zeros, zeros, None, order, 1000, 1.0, 1000, None, curvature=curvature)
+
+    for kind, points in RESIDUAL_POINT_COST.items():
+        order, curvature = (2, "per_datum") if kind == "per_datum" else (1, "per_datum")
+        for dimension, cost in points:  # the calibrated points themselves
+            assert residual_point_cost(control_variate(dimension, order, curvature)) == pytest.approx(cost)
+        low_cost, (high, high_cost) = points[0][1], points[-1]
+        assert residual_point_cost(control_variate(1, order, curvature)) == pytest.approx(low_cost)  # clamped
+        assert residual_point_cost(control_variate(10 * high, order, curvature)) == pytest.approx(high_cost)
+        (d0, c0), (d1, c1) = points[-2], points[-1]
+        middle = int(round(np.sqrt(d0 * d1)))  # linear in log d
+        expected = c0 + (c1 - c0) * np.log(middle / d0) / np.log(d1 / d0)
+        assert residual_point_cost(control_variate(middle, order, curvature)) == pytest.approx(expected)
+    # a shared curvature evaluates a gradient per residual, as first order does
+    shared = control_variate(100, 2, "shared")
+    assert residual_point_cost(shared) == pytest.approx(dict(RESIDUAL_POINT_COST["gradient"])[100])
+    window = _window(np.arange(400).reshape(4, 100) % 2 == 0, 100, 0.0, num_data=2000)
+    assert choose_test(window, 2000, None, shared).residual_cost == residual_point_cost(shared)
+
+
 def test_heavy_tailed_residuals_are_named_as_tail_weight():
     from tallmcmc.acceptance.minibatch_barker import TailPool
 
@@ -254,8 +319,76 @@ def test_bad_input_is_refused_naming_the_argument(regression):
         tallmcmc.sample_tall(model, test=tallmcmc.exact_barker(), progress=False)
     with pytest.raises(ValueError, match="num_samples"):
         tallmcmc.sample_tall(model, num_samples=0, progress=False)
+    with pytest.raises(ValueError, match="residual_cost must be a finite number > 0"):
+        tallmcmc.sample_tall(model, residual_cost=0.0, progress=False)
     with pytest.raises(TypeError, match="model must be a tallmcmc.Model"):
         tallmcmc.sample_tall("model", progress=False)
+
+
+# ------------------------------------------------------------------------------------------ the start check
+
+
+@pytest.fixture(scope="module")
+def tall_logistic():
+    """Logistic regression with N above START_CHECK_ROWS (so sample_tall subsamples its start check), d = 3."""
+    from tallmcmc.examples import logistic_regression
+
+    covariates, response = logistic_regression.simulate(20_000, 3, seed=2)
+    model = logistic_regression.model(covariates, response)
+    return model, tallmcmc.find_mode(model, jnp.zeros(3))
+
+
+@pytest.mark.filterwarnings("ignore:sample_tall. r̂:RuntimeWarning")  # 2 × 30 draws: r̂ is not the point here
+def test_the_start_check_reads_a_subsample_and_changes_nothing_else(tall_logistic, monkeypatch):
+    """Each chain's start is checked on START_CHECK_ROWS rows, counted as such; the draws are those of a run whose
+    starts get sample's full check (N points each)."""
+    from tallmcmc import automatic
+
+    model, mode = tall_logistic
+    num_data = model.num_data
+    assert num_data > automatic.START_CHECK_ROWS
+    options = dict(mode=mode, num_samples=30, num_warmup=20, num_chains=2, seed=1, progress=False)
+    result = tallmcmc.sample_tall(model, **options)
+    assert result.setup_data_used == {
+        "start check (subsample)": 2 * automatic.START_CHECK_ROWS,
+        "find_mode": mode.data_used,
+        "taylor control variate (order 2)": num_data,
+    }
+    assert result.diagnosis.setup_passes["start check (subsample)"] == pytest.approx(2 * 2**14 / num_data)
+    monkeypatch.setattr(automatic, "START_CHECK_ROWS", num_data)  # N rows: sample's own full check runs instead
+    full = tallmcmc.sample_tall(model, **options)
+    assert full.setup_data_used["start check"] == 2 * num_data and "start check (subsample)" not in full.setup_data_used
+    assert np.array_equal(np.asarray(result.positions), np.asarray(full.positions))
+    assert full.diagnosis.decision == result.diagnosis.decision
+
+
+def test_a_model_that_fails_at_a_start_for_many_rows_is_caught_naming_the_chain_and_row(tall_logistic):
+    """Finite at the mode (the control variate's full pass there succeeds) but NaN, for every row with x₀ > 0 (half
+    of them), wherever β₀ exceeds a threshold that one of the Laplace starts crosses."""
+    from tallmcmc.automatic import START_CHECK_ROWS, _starts
+    from tallmcmc.examples import logistic_regression
+
+    model, mode = tall_logistic
+    seed = 1
+    starts = np.asarray(_starts(mode.position, tallmcmc.laplace_covariance(mode), 4, jax.random.key(seed)))
+    centre = float(mode.position[0])
+    assert starts[:, 0].max() > centre  # some start lies above the mode in β₀ (the threshold goes between)
+    threshold = 0.5 * (centre + starts[:, 0].max())
+    first_bad_chain = int(np.flatnonzero(starts[:, 0] > threshold)[0])
+
+    def broken(coefficients, datum):
+        nan = (coefficients[0] > threshold) & (datum["covariates"][0] > 0)
+        return jnp.where(nan, jnp.nan, logistic_regression.log_likelihood(coefficients, datum))
+
+    bad = tallmcmc.Model(broken, model.log_prior, model.data, position_shape=(3,))
+    with pytest.raises(ValueError, match="sample_tall: the model fails at a chain's start") as raised:
+        tallmcmc.sample_tall(bad, mode=mode, num_samples=10, num_warmup=20, seed=seed, progress=False)
+    message = str(raised.value)
+    assert f"the start of chain {first_bad_chain} " in message and f"{START_CHECK_ROWS:,} of the N = 20,000" in message
+    row = int(message.split("first: datum ")[1].split(",")[0])
+    assert np.asarray(model.data["covariates"])[row, 0] > 0  # the row named is one of the broken rows
+    # what a full check at the mode sees: nothing wrong (so the setup's own passes could not have caught it)
+    assert np.isfinite(tallmcmc.check_model(bad, mode.position)[1])
 
 
 @pytest.mark.slow  # sample's continuation is tested in the default suite (test_continuation.py); this is its thin wrapper

@@ -19,30 +19,35 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
 4. **Warm-up with the minibatch test, measured** (:func:`tallmcmc.warmup`):
    ``num_warmup`` steps of the minibatch Barker test on the residuals,
    adapting the leapfrog step on the proxy's own acceptance (data-free;
-   :mod:`tallmcmc.sampling.adaptation`), chains started from Laplace draws.
+   :mod:`tallmcmc.sampling.adaptation`), chains started from Laplace draws,
+   each checked on a fixed subsample of :data:`START_CHECK_ROWS` rows
+   (the setup's full passes already evaluated every row near the mode;
+   ``sample``'s full check where N is no larger than that).
    Its second half is the measurement window: the data per step the test
    really used, its acceptance rate, the
    residuals' spread N²·Var(rᵢ) and tail weight (the tail guard's pooled
    kurtosis) where the chains really are, not where the Laplace
    approximation says they should be (on a posterior whose mean is off the
    mode, as with d/N not small, the two differ).
-5. **The test for the kept draws**: the one with fewer data points per
-   effective draw. The minibatch test costs its measured b per step and
-   accepts at its measured rate; the exact Metropolis test would cost N per
-   step and accept at the mean of min(1, e^{Δ*}) over the window (Δ* the
-   minibatch test's estimate of Δ, which it reports). With ESS per draw
-   approximated by a/(2 − a) for an acceptance rate a (the rule of thumb for
-   nearly independent proposals), the minibatch test is kept when
-   b̄/e_Barker < N/e_Metropolis and it used at most a quarter of N per step
-   (each residual costs a gradient and a Hessian-vector product at the
-   centre, several log-likelihoods' worth of work, so a minibatch test
-   touching more than that gains nothing in time; :func:`tallmcmc.sample`
-   warns above the same fraction). Otherwise the path says why (spread or tail
-   weight of the residuals) and runs the exact test rather than spending most
-   of N per step under a minibatch name. With a ``bound`` for the residuals,
+5. **The test for the kept draws**: the one that costs less per effective
+   draw, in plain points (one datum's log-likelihood in the exact test's
+   full pass). The minibatch test costs its measured b residuals per step,
+   each priced at :func:`residual_point_cost` plain points (a fixed table
+   by d and the control variate's kind, measured once: a residual evaluates
+   two log-likelihoods and a Hessian-vector product on gathered rows, 11–45
+   plain points' worth on a CPU), and accepts at its measured rate; the
+   exact Metropolis test costs N per step and accepts at the mean of
+   min(1, e^{Δ*}) over the window (Δ* the minibatch test's estimate of Δ,
+   which it reports). With ESS per draw approximated by a/(2 − a) for an
+   acceptance rate a (the rule of thumb for nearly independent proposals),
+   the minibatch test is kept when b̄·c/e_Barker < N/e_Metropolis and it used
+   at most a quarter of N per step (:func:`tallmcmc.sample` warns above the
+   same fraction). Otherwise the path says why (spread or tail weight of the
+   residuals, N small against the first minibatch, or the residuals' price)
+   and runs the exact test. With a ``bound`` for the residuals,
    TunaMH (exact and Metropolis-type, so not held to the Barker test's ESS per
    draw of about ⅓) runs a short measured pilot, and whichever of it and the
-   test chosen above costs fewer points per effective draw is kept.
+   test chosen above costs less per effective draw is kept.
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
@@ -67,14 +72,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc._checks import integer_at_least
+from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.tuna import tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.mode import find_mode
-from tallmcmc.model import Model, Position, as_position, expected_position_shapes, is_shape
+from tallmcmc.model import Model, Position, as_position, check_model, expected_position_shapes, is_shape
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.proposals.proxy import proxy_hamiltonian
@@ -84,7 +89,7 @@ from tallmcmc.sampling import SamplingResult, WarmupResult, reported_draws, samp
 from tallmcmc.setup_fast import fast_setup
 from tallmcmc.sharding import row_sharding, to_host
 
-__all__ = ["TallDiagnosis", "TestChoice", "choose_test", "sample_tall"]
+__all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
 
 #: The integration time of the proxy-HMC move: a quarter period of the Laplace-preconditioned proxy dynamics.
 INTEGRATION_TIME = math.pi / 2
@@ -109,11 +114,31 @@ FAST_SETUP_MAX_DIMENSION = 100
 TUNA_PILOT_STEPS = 50
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
+#: ``sample_tall`` checks the model at each chain's start on this many rows (a fixed, seeded subsample, the same rows
+#: for every start) instead of all N; with N at most this, ``sample``'s own full check runs (docs/sample_tall.md,
+#: "The start check").
+START_CHECK_ROWS = 2**14
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
+_START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
+#: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
+#: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
+#: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
+#: shared curvature: two log-likelihoods and a gradient). Measured once, on logistic regression (N = 10⁵, 4 chains,
+#: chunks of 100 residuals as ``sample_tall``'s minibatch test draws them) on a 2-core Xeon CPU, the run at the
+#: lowest load (2.2: both cores), by ``benchmarks/bench_point_costs.py`` (``benchmarks/RESULTS.md``, "What a
+#: residual costs"; ``docs/sample_tall.md``, the same, with how the ratios move with load and N); between the
+#: calibrated d interpolated linearly in log d, outside them the nearest one's value. Fixed numbers, so that the
+#: choice, which changes the draws, does not depend on the timing noise of the run that makes it.
+RESIDUAL_POINT_COST = {
+    "per_datum": ((10, 45.0), (50, 30.0), (100, 20.0), (500, 11.0)),
+    "gradient": ((10, 40.0), (50, 28.0), (100, 17.0), (500, 8.0)),
+}
+_RESIDUAL_COST_MEANING = "what one control-variate residual costs, in plain likelihood points; e.g. 10.0"
 _CAUSES = {
     "spread": "the residuals are widely spread",
     "tail weight": "the residuals are heavy-tailed",
     "small N": "N is small against the first minibatch",
+    "residual cost": "a residual costs more than the plain points it saves",
 }
 
 
@@ -123,18 +148,39 @@ def _ess_per_draw(acceptance: float) -> float:
     return acceptance / (2.0 - acceptance)
 
 
+def residual_point_cost(control_variate: ControlVariate) -> float:
+    """What one residual of ``control_variate`` costs in plain likelihood points (:data:`RESIDUAL_POINT_COST`).
+
+    The kind is ``"per_datum"`` for a second-order control variate with
+    per-datum curvature (a Hessian-vector product per residual), ``"gradient"``
+    otherwise; d is the length of its flattened centre. Deterministic: a
+    table lookup, linear in log d between the calibrated dimensions.
+    """
+    kind = "per_datum" if control_variate.order == 2 and control_variate.curvature == "per_datum" else "gradient"
+    dimension = int(np.asarray(control_variate.gradient_sum).shape[0])
+    points = RESIDUAL_POINT_COST[kind]
+    logs = np.log([float(d) for d, _ in points])
+    return float(np.interp(np.log(max(dimension, 1)), logs, [cost for _, cost in points]))
+
+
 @dataclasses.dataclass(frozen=True)
 class TestChoice:
     """The measured window and the choice :func:`choose_test` made from it.
 
+    Costs are in **plain points**: one plain point is one datum's
+    log-likelihood in the exact test's full pass; a control-variate residual
+    costs ``residual_cost`` of them (:func:`residual_point_cost`).
+
     Attributes
     ----------
     minibatch
-        Whether the minibatch test is kept: fewer points per effective draw
+        Whether the minibatch test is kept: a lower cost per effective draw
         and at most :data:`tallmcmc.run_warnings.MOST_OF_THE_DATA` of N per step.
     cause
         ``"spread"``, ``"tail weight"`` or ``"small N"``: what made the
-        minibatch grow (see :mod:`tallmcmc.run_warnings`).
+        minibatch grow (see :mod:`tallmcmc.run_warnings`); or ``"residual
+        cost"``: fewer points per effective draw than the exact test, but not
+        at ``residual_cost`` plain points each.
     use
         The window's :class:`~tallmcmc.run_warnings.DataUse` (fraction of N,
         N²·Var(rᵢ), kurtosis, the minibatch each rule asks for).
@@ -142,11 +188,19 @@ class TestChoice:
         The minibatch test's acceptance rate in the window, and the mean of
         min(1, e^{Δ*}) there (the exact Metropolis test's, estimated).
     minibatch_cost, exact_cost
-        Data points per effective draw of each test.
+        Cost per effective draw of each test, in plain points: the minibatch
+        test's points per effective draw times ``residual_cost``; N per
+        effective draw for the exact test.
     tuna_acceptance, tuna_points, tuna_cost
-        With a TunaMH ``bound``: its acceptance, points per step and points
-        per effective draw measured on a pilot of :data:`TUNA_PILOT_STEPS`
-        kept steps (NaN, NaN, ∞ without one).
+        With a TunaMH ``bound``: its acceptance, points per step and cost per
+        effective draw (its points are residuals: ``residual_cost`` plain
+        points each) measured on a pilot of :data:`TUNA_PILOT_STEPS` kept
+        steps (NaN, NaN, ∞ without one).
+    residual_cost
+        What one residual costs in plain points (1.0: priced as a plain point,
+        the choice by data points alone).
+    minibatch_points
+        The minibatch test's data points per effective draw (NaN if not given).
     """
 
     minibatch: bool
@@ -159,50 +213,98 @@ class TestChoice:
     tuna_acceptance: float = float("nan")
     tuna_points: float = float("nan")
     tuna_cost: float = float("inf")
+    residual_cost: float = 1.0
+    minibatch_points: float = float("nan")
 
     def with_tuna(self, info: dict[str, np.ndarray]) -> TestChoice:
-        """This choice with TunaMH's measured acceptance, points per step and points per effective draw."""
+        """This choice with TunaMH's measured acceptance, points per step and cost per effective draw."""
         acceptance = float(np.mean(info["accepted"]))
         points = float(np.mean(info["data_used"]))
-        return dataclasses.replace(
-            self, tuna_acceptance=acceptance, tuna_points=points, tuna_cost=points / _ess_per_draw(acceptance)
-        )
+        cost = points * self.residual_cost / _ess_per_draw(acceptance)
+        return dataclasses.replace(self, tuna_acceptance=acceptance, tuna_points=points, tuna_cost=cost)
 
     def describe_tuna(self) -> str:
         """TunaMH's measured figures, in words."""
         return (
             f"TunaMH measured {self.tuna_points:,.1f} points per step at acceptance "
-            f"{100 * self.tuna_acceptance:.2g}%: ≈ {self.tuna_cost:,.0f} points per effective draw"
+            f"{100 * self.tuna_acceptance:.2g}%: ≈ {self.tuna_cost:,.0f} plain points per effective draw"
         )
 
     def describe(self, num_data: int) -> str:
-        """The numbers behind the choice, in words."""
+        """The numbers behind the choice, in words (costs in plain points)."""
         spread = f"N²·Var(rᵢ) ≈ {self.use.spread:.3g}" if np.isfinite(self.use.spread) else "N²·Var(rᵢ) unmeasured"
         kurtosis = f"kurtosis ≈ {self.use.kurtosis:.3g}" if np.isfinite(self.use.kurtosis) else "kurtosis unmeasured"
+        points = (
+            self.minibatch_points if np.isfinite(self.minibatch_points) else self.minibatch_cost / self.residual_cost
+        )
         return (
             f"in warm-up the minibatch test used {100 * self.use.fraction:.2g}% of N = {num_data:,} per step "
-            f"({spread}, {kurtosis}) and accepted {100 * self.barker_acceptance:.2g}%: ≈ {self.minibatch_cost:,.0f} "
-            f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (estimated acceptance "
-            f"{100 * self.metropolis_acceptance:.2g}%)"
+            f"({spread}, {kurtosis}) and accepted {100 * self.barker_acceptance:.2g}%: ≈ {points:,.0f} residuals per "
+            f"effective draw at ≈ {self.residual_cost:.3g} plain points each, ≈ {self.minibatch_cost:,.0f} plain "
+            f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (N plain points per "
+            f"step, estimated acceptance {100 * self.metropolis_acceptance:.2g}%)"
         )
 
 
-def choose_test(info: dict[str, np.ndarray], num_data: int, cache: Any = None) -> TestChoice:
+def choose_test(
+    info: dict[str, np.ndarray],
+    num_data: int,
+    cache: Any = None,
+    control_variate: ControlVariate | None = None,
+    *,
+    residual_cost: float | None = None,
+) -> TestChoice:
     """Keep the minibatch test or not, from its measured steps ``info`` (see the module docstring, step 5).
 
-    ``info`` holds the window's step statistics (arrays of any shape, one
-    entry per step); ``cache`` the chains' final test caches (the tail
-    guard's pool, for the kurtosis).
+    Parameters
+    ----------
+    info
+        The window's step statistics (arrays of any shape, one entry per step).
+    num_data
+        N.
+    cache
+        The chains' final test caches (the tail guard's pool, for the
+        kurtosis), or ``None``.
+    control_variate
+        The minibatch test's control variate: its residuals are priced at
+        :func:`residual_point_cost` plain points each.
+    residual_cost
+        A price per residual, in plain points, instead (``1.0``: compare data
+        points alone). Without either, 1.0.
+
+    Returns
+    -------
+    TestChoice
+        The minibatch test is kept when its cost per effective draw,
+        b̄·c/e(a_B), is below the exact test's, N/e(a_M), with e(a) = a/(2 − a),
+        and it used at most :data:`tallmcmc.run_warnings.MOST_OF_THE_DATA` of N
+        per step.
     """
+    if residual_cost is None:
+        residual_cost = 1.0 if control_variate is None else residual_point_cost(control_variate)
+    residual_cost = positive_finite(residual_cost, "residual_cost", _RESIDUAL_COST_MEANING)
     use = data_use(info, num_data, cache)
     accepted = float(np.mean(info["accepted"]))
     statistic = np.asarray(info["statistic"], np.float64)
     metropolis = float(np.mean(np.where(np.isfinite(statistic), np.exp(np.minimum(statistic, 0.0)), 0.0)))
-    minibatch_cost = float(np.mean(info["data_used"])) / _ess_per_draw(accepted)
+    minibatch_points = float(np.mean(info["data_used"])) / _ess_per_draw(accepted)
+    minibatch_cost = minibatch_points * residual_cost
     exact_cost = num_data / _ess_per_draw(metropolis)
     cause = use.cause or "spread"
+    if use.fraction <= MOST_OF_THE_DATA and minibatch_points < exact_cost <= minibatch_cost:
+        cause = "residual cost"  # fewer points, but not at their price
     keep = minibatch_cost < exact_cost and use.fraction <= MOST_OF_THE_DATA
-    return TestChoice(keep, cause, use, accepted, metropolis, minibatch_cost, exact_cost)
+    return TestChoice(
+        keep,
+        cause,
+        use,
+        accepted,
+        metropolis,
+        minibatch_cost,
+        exact_cost,
+        residual_cost=residual_cost,
+        minibatch_points=minibatch_points,
+    )
 
 
 @dataclasses.dataclass
@@ -224,7 +326,9 @@ class TallDiagnosis:
         The :class:`TestChoice` made from the warm-up's measurements (``None``
         on the random-walk path).
     setup_passes
-        One-off passes over N by source (mode, control variate, start check).
+        One-off passes over N by source (mode, control variate, the start
+        check: ``"start check (subsample)"``, or ``"start check"`` where N ≤
+        :data:`START_CHECK_ROWS` or on the random-walk path).
     warmup_passes, sampling_passes
         Data used by warm-up (its second half is the measured window) and
         by the kept draws, in passes over N (all chains).
@@ -297,6 +401,7 @@ def sample_tall(
     seed: int = 0,
     progress: bool = True,
     setup: str = "auto",
+    residual_cost: float | None = None,
     **sample_options,
 ) -> SamplingResult:
     """Sample ``model``'s posterior by the automatic tall-data path (see the module docstring).
@@ -343,6 +448,13 @@ def sample_tall(
         ``setup_data_used["TunaMH pilot"]``.
     chi
         TunaMH's χ when ``bound`` is used.
+    residual_cost
+        What one control-variate residual costs, in plain likelihood points
+        (one datum's log-likelihood in the exact test's full pass), when the
+        test is chosen; default :func:`residual_point_cost` of the control
+        variate (measured on a 2-core CPU, ``docs/sample_tall.md``, "What a
+        residual costs"). On other hardware, measure it with
+        ``benchmarks/bench_point_costs.py``; ``1.0`` compares data points alone.
     seed
         Seeds the chains' starts and the runs.
     progress
@@ -364,7 +476,10 @@ def sample_tall(
         With ``result.diagnosis`` a :class:`TallDiagnosis`;
         ``result.setup_data_used`` counts every one-off pass (the mode search
         or ``"fast_setup"``'s subsample phase and first pass, the control
-        variate, the start check), ``result.warmup_info`` every warm-up step.
+        variate, the start check: ``"start check (subsample)"``, the chains'
+        starts on :data:`START_CHECK_ROWS` rows each, or sample's full
+        ``"start check"`` where N is no larger or on the random-walk path),
+        ``result.warmup_info`` every warm-up step.
 
     Warns
     -----
@@ -377,6 +492,8 @@ def sample_tall(
     num_chains = integer_at_least(num_chains, "num_chains")
     num_warmup = integer_at_least(num_warmup, "num_warmup", 20, why="its second half measures the tests' costs")
     batch_size = integer_at_least(batch_size, "batch_size", 2)
+    if residual_cost is not None:
+        residual_cost = positive_finite(residual_cost, "residual_cost", _RESIDUAL_COST_MEANING)
     if not isinstance(model, Model):
         raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
     if setup not in SETUPS:
@@ -469,18 +586,31 @@ def sample_tall(
             step_size_jitter=STEP_SIZE_JITTER,
         )
         minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
+        starts = _starts(mode.position, covariance, num_chains, key)
+        checked = _check_starts(model, starts, seed)  # None: too few rows to subsample, sample's full check runs
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
         warmed = warmup(
             model,
             proposal,
             minibatch,
-            initial_positions=_starts(mode.position, covariance, num_chains, key),
+            initial_positions=starts,
             num_warmup=num_warmup,
             seed=seed,
+            check_starts=checked is None,
             **{k: v for k, v in options.items() if k not in ("num_chunks", "checkpoint", "checkpoint_every")},
         )
+        if checked is not None:
+            warmed = dataclasses.replace(
+                warmed, setup_data_used={"start check (subsample)": checked, **warmed.setup_data_used}
+            )
         pool = warmed.states.cache
-        choice = choose_test(_window(warmed), model.num_data, to_host(pool) if hasattr(pool, "fourth") else None)
+        choice = choose_test(
+            _window(warmed),
+            model.num_data,
+            to_host(pool) if hasattr(pool, "fourth") else None,
+            control_variate,
+            residual_cost=residual_cost,
+        )
         measured = choice.describe(model.num_data)
         if choice.minibatch:
             decision, reason = "minibatch", f"the control variate pays: {measured}"
@@ -488,13 +618,17 @@ def sample_tall(
             reason = (
                 f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the "
                 + ("TunaMH test with the given bound runs" if bound is not None else "exact Metropolis test runs")
-                + " rather than spending most of N per step under a minibatch name"
+                + (
+                    ", at less cost per effective draw"
+                    if choice.cause == "residual cost"
+                    else " rather than spending most of N per step under a minibatch name"
+                )
             )
             decision = "tuna" if bound is not None else "exact"
         factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
         tuned = proposal.tune(jnp.asarray(factor, jnp.float32))
         pilot = None
-        if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs fewer points per ESS
+        if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
             say(
                 f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
                 flush=True,
@@ -516,8 +650,7 @@ def sample_tall(
             if choice.tuna_cost < (choice.minibatch_cost if choice.minibatch else choice.exact_cost):
                 decision = "tuna"
                 reason = (
-                    f"TunaMH on the residuals costs the fewest points per effective draw: "
-                    f"{choice.describe_tuna()}; {measured}"
+                    f"TunaMH on the residuals costs the least per effective draw: {choice.describe_tuna()}; {measured}"
                 )
             else:
                 decision = rival
@@ -646,6 +779,65 @@ def _starts(center: Position, covariance: np.ndarray, num_chains: int, key: jax.
     noise = np.asarray(jax.random.normal(jax.random.fold_in(key, 1), (num_chains, flat.shape[0])), np.float64)
     draws = np.asarray(flat, np.float64) + noise @ factor.T
     return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
+
+
+def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
+    """Check the model at each chain's start on :data:`START_CHECK_ROWS` fixed rows; the points touched.
+
+    The rows are drawn once from ``seed`` (without replacement, the same for
+    every start); at each start the log-prior and each of those rows'
+    log-likelihoods must be finite scalars (:func:`tallmcmc.check_model` on
+    them, the offending row named by its index in the data). Returns
+    ``None``, checking nothing, where ``sample``'s full check is to run
+    instead: N ≤ :data:`START_CHECK_ROWS` (the subsample would be every row),
+    or data that this process cannot gather rows of (split over processes).
+    Why a subsample is enough here: ``docs/sample_tall.md``, "The start check".
+
+    Raises
+    ------
+    ValueError
+        Naming the chain whose start fails, the subsample and the first
+        offending row, with ``check_model``'s explanation.
+    """
+    num_data = model.num_data
+    leaves = jax.tree_util.tree_leaves(model.data)
+    if num_data <= START_CHECK_ROWS or not all(getattr(leaf, "is_fully_addressable", True) for leaf in leaves):
+        return None
+    generator = np.random.default_rng([_START_CHECK_STREAM, int(seed) % (1 << 64)])
+    rows = np.sort(generator.choice(num_data, START_CHECK_ROWS, replace=False))
+    indices = jnp.asarray(rows, jnp.int32)
+    subsample = jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), model.data)
+    evaluate = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
+
+    def summary(position, data):  # check_model's evaluate_data: (count, first bad row of the data, its value, sum)
+        values = np.asarray(evaluate(position, data))
+        bad = np.flatnonzero(~np.isfinite(values))
+        first = int(bad[0]) if bad.size else 0
+        return bad.size, int(rows[first]), values[first] if bad.size else 0.0, values.sum()
+
+    datum_shape = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), subsample)
+    checked = model.with_data(subsample)
+    num_chains = int(jax.tree_util.tree_leaves(starts)[0].shape[0])
+    for chain in range(num_chains):
+        start = jax.tree_util.tree_map(lambda leaf: leaf[chain], starts)  # noqa: B023 (used within this iteration)
+        try:
+            check_model(
+                checked,
+                start,
+                f"the start of chain {chain}",
+                evaluate_data=summary,
+                datum_shape=datum_shape,
+                data=subsample,
+            )
+        except ValueError as error:
+            raise ValueError(
+                f"sample_tall: the model fails at a chain's start, checked on {len(rows):,} of the N = {num_data:,} "
+                "rows (the same rows for every chain; each start is a draw from the Laplace approximation around the "
+                f"mode, near which the setup's full passes found every row finite): {error}. The model breaks down within "
+                "the posterior's spread around its mode: fix the log-likelihood or the prior there (log-space "
+                "formulas, an unconstrained parametrisation), or run tallmcmc.sample with starts of your own"
+            ) from error
+    return num_chains * len(rows)
 
 
 def _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup) -> TallDiagnosis:
