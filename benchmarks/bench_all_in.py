@@ -1,0 +1,193 @@
+"""Everything a user waits for and every point touched: ``sample_tall`` against NumPyro's HMCECS (issue 26 goals).
+
+Each method runs in a fresh Python process, as a user's script would, and is charged from the moment it is called
+(the data already simulated, the imports done) to its draws: every setup pass, the warm-up, and all compilation
+(JAX's persistent cache off for both, ``TALLMCMC_COMPILATION_CACHE=0``; a second run with the cache on is printed
+apart for ours). Data: ``logistic_regression.simulate(N, d, seed=0)``, prior N(0, I), 4 chains.
+
+* **tallmcmc**: ``sample_tall(model, num_samples=S)`` with its defaults (fast setup, warm-up, the test it chooses).
+  Points: ``result.total_data_used`` (setup, start check, warm-up, kept draws).
+* **HMCECS**: NumPyro ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy({"beta": mode}))``, m = 1,000,
+  500 warm-up and ``--hmcecs-draws`` draws per chain, chains one after the other (HMCECS cannot vectorise chains in
+  numpyro 0.22). Its reference point is the mode from ``tallmcmc.fast_setup`` — the cheapest mode we know, charged
+  to it in seconds and points (a user of HMCECS would need a mode from somewhere). Points as counted in
+  ``bench_logistic.py`` (``run_numpyro``): the Taylor proxy's 3 passes, each step's block, estimator and NUTS
+  leapfrog points, warm-up included.
+
+Printed per N: seconds all in (and of it compilation, JAX's own duration events), bulk ESS (min over coordinates),
+ESS/s all in, ESS per 10⁶ points all in, the ratios ours / HMCECS, and the largest |mean − ref| / MCSE and
+|sd / ref sd − 1| against a reference (the exact independence Metropolis sampler with the Laplace proposal,
+``bench_logistic.reference_posterior``, cached in ``~/.cache/tallmcmc/bench``).
+
+    python benchmarks/bench_all_in.py --sizes 1000000 10000000
+    python benchmarks/bench_all_in.py --sizes 10000000 --reference-only   # build the cached reference first
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+OURS = """
+import tallmcmc
+began = time.perf_counter()
+result = tallmcmc.sample_tall(model, num_chains=4, num_samples={draws}, progress=False)
+seconds = time.perf_counter() - began
+draws = np.asarray(result.positions)
+extra = dict(points=float(result.total_data_used), decision=result.diagnosis.decision,
+             setup_passes=sum(result.diagnosis.setup_passes.values()), kept_compile=result.compile_seconds)
+"""
+
+HMCECS = """
+import tallmcmc, jax.numpy as jnp
+from bench_logistic import run_numpyro
+began = time.perf_counter()
+built = tallmcmc.fast_setup(model, jnp.zeros({d}))
+run = run_numpyro("hmcecs", covariates, response, built.mode.position, num_warmup={warmup}, num_samples={draws}, seed=0)
+seconds = time.perf_counter() - began
+draws = run["draws"]
+points = float(built.data_used) + run["setup_points"] + run["warmup_points"] + run["sample_points"]
+extra = dict(points=points, mode_points=float(built.data_used))
+"""
+
+PROLOGUE = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {here!r})
+import jax, numpy as np
+compile_seconds = [0.0]
+def _on(event, duration, **_):
+    if event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                 "/jax/core/compile/backend_compile_duration"):
+        compile_seconds[0] += duration
+jax.monitoring.register_event_duration_secs_listener(_on)
+from tallmcmc.examples import logistic_regression
+covariates, response = logistic_regression.simulate({n}, {d}, seed=0)
+model = logistic_regression.model(covariates, response)
+"""
+
+EPILOGUE = """
+np.save({out!r}, draws)
+print("RESULT " + json.dumps(dict(seconds=seconds, compile=compile_seconds[0], **extra)))
+"""
+
+
+def run_process(body: str, n: int, d: int, cache: str | None, **fill) -> tuple[dict, np.ndarray]:
+    """``body`` in a fresh process after the data are made; its RESULT line and its draws (chain, draw, d)."""
+    out = tempfile.mktemp(suffix=".npy")
+    code = PROLOGUE.format(here=str(HERE), n=n, d=d) + body.format(d=d, **fill) + EPILOGUE.format(out=out)
+    environment = {**os.environ, "TALLMCMC_COMPILATION_CACHE": cache or "0"}
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
+    if completed.returncode != 0:
+        raise RuntimeError(completed.stderr[-3000:])
+    line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
+    draws = np.load(out)
+    os.unlink(out)
+    return json.loads(line[len("RESULT ") :]), draws
+
+
+def errors(draws: np.ndarray, reference: dict) -> tuple[float, float, float]:
+    """Min bulk ESS, max |mean − ref| / MCSE (both MCSEs in quadrature), max |sd / ref sd − 1|."""
+    sys.path.insert(0, str(HERE))
+    from bench_logistic import coordinate_stats
+
+    ess, mcse = coordinate_stats(draws)
+    z = np.abs(draws.mean((0, 1)) - reference["mean"]) / np.sqrt(mcse**2 + reference["mcse"] ** 2)
+    return float(ess.min()), float(z.max()), float(np.abs(draws.std((0, 1)) / reference["sd"] - 1).max())
+
+
+def reference_for(n: int, d: int, draws: int) -> dict:
+    sys.path.insert(0, str(HERE))
+    import jax.numpy as jnp
+    from bench_logistic import reference_posterior
+
+    import tallmcmc
+    from tallmcmc.examples import logistic_regression
+
+    covariates, response = logistic_regression.simulate(n, d, seed=0)
+    model = logistic_regression.model(covariates, response)
+    mode = tallmcmc.find_mode(model, jnp.zeros(d))
+    reference, path = reference_posterior(
+        "independence",
+        model,
+        mode,
+        covariates,
+        response,
+        draws=draws,
+        warmup=1000,
+        seed=0,
+        cache_dir="~/.cache/tallmcmc/bench",
+        chain_method="sequential",
+    )
+    print(f"reference N = {n:,}: {'cached' if reference['cached'] else 'built'} ({path.name})", flush=True)
+    return reference
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--dimension", type=int, default=10)
+    parser.add_argument("--draws", type=int, default=2000, help="sample_tall's kept draws per chain")
+    parser.add_argument("--hmcecs-draws", type=int, default=1000)
+    parser.add_argument("--hmcecs-warmup", type=int, default=500)
+    parser.add_argument("--reference-draws", type=int, default=None, help="default 10,000 (N ≤ 10⁶), 1,000 above")
+    parser.add_argument("--reference-only", action="store_true")
+    parser.add_argument("--skip-hmcecs", action="store_true")
+    args = parser.parse_args()
+    d = args.dimension
+    for n in args.sizes:
+        reference_draws = args.reference_draws or (10_000 if n <= 1_000_000 else 1_000)
+        reference = reference_for(n, d, reference_draws)
+        if args.reference_only:
+            continue
+        print(f"\nN = {n:,}, d = {d}; load {os.getloadavg()[0]:.2f} at {time.strftime('%H:%M UTC', time.gmtime())}")
+        rows = {}
+        ours, draws = run_process(OURS, n, d, None, draws=args.draws)
+        rows["sample_tall (first run)"] = (ours, draws)
+        cache = tempfile.mkdtemp(prefix="tallmcmc-cache-")
+        run_process(OURS, n, d, cache, draws=args.draws)  # fills the cache
+        again, draws_again = run_process(OURS, n, d, cache, draws=args.draws)
+        rows["sample_tall (second run, cache)"] = (again, draws_again)
+        if not args.skip_hmcecs:
+            hmcecs = run_process(HMCECS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
+            rows["HMCECS (mode by fast_setup)"] = hmcecs
+        print(
+            "| method | s all in | of it compiling | bulk ESS min | ESS/s | ESS per 10⁶ points | "
+            "max \\|z\\| mean | max \\|sd ratio − 1\\| | notes |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        summary = {}
+        for name, (row, draws) in rows.items():
+            ess, z, sd_error = errors(draws, reference)
+            per_second, per_points = ess / row["seconds"], ess / row["points"] * 1e6
+            summary[name] = (per_second, per_points)
+            notes = ""
+            if "decision" in row:
+                notes = f"{row['decision']}; setup {row['setup_passes']:.2f} passes"
+            print(
+                f"| {name} | {row['seconds']:.2f} | {row['compile']:.2f} | {ess:,.0f} | {per_second:,.0f} | "
+                f"{per_points:,.1f} | {z:.2f} | {sd_error:.3f} | {notes} |"
+            )
+        if "HMCECS (mode by fast_setup)" in summary:
+            theirs = summary["HMCECS (mode by fast_setup)"]
+            for name in ("sample_tall (first run)", "sample_tall (second run, cache)"):
+                mine = summary[name]
+                print(
+                    f"{name} / HMCECS: ESS/s {mine[0] / theirs[0]:.2f}×, ESS per 10⁶ points {mine[1] / theirs[1]:.2f}×"
+                )
+        first = rows["sample_tall (first run)"][0]
+        print(f"compilation share of sample_tall's first run: {first['compile'] / first['seconds']:.0%}")
+
+
+if __name__ == "__main__":
+    main()
