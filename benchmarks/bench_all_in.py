@@ -7,6 +7,9 @@ apart for ours). Data: ``logistic_regression.simulate(N, d, seed=0)``, prior N(0
 
 * **tallmcmc**: ``sample_tall(model, num_samples=S)`` with its defaults (fast setup, warm-up, the test it chooses).
   Points: ``result.total_data_used`` (setup, start check, warm-up, kept draws).
+* **tallmcmc with a bound** (``--with-bound``): the same with
+  ``bound=lambda cv: logistic_regression.tuna_bound(model, cv)``, so ``sample_tall`` also pilots the exact,
+  Metropolis-type TunaMH test on the residuals and keeps it where it is cheaper (the bound's pass counted).
 * **HMCECS**: NumPyro ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy({"beta": mode}))``, m = 1,000,
   500 warm-up and ``--hmcecs-draws`` draws per chain, chains one after the other (HMCECS cannot vectorise chains in
   numpyro 0.22). Its reference point is the mode from ``tallmcmc.fast_setup`` — the cheapest mode we know, charged
@@ -19,7 +22,7 @@ ESS/s all in, ESS per 10⁶ points all in, the ratios ours / HMCECS, and the lar
 |sd / ref sd − 1| against a reference (the exact independence Metropolis sampler with the Laplace proposal,
 ``bench_logistic.reference_posterior``, cached in ``~/.cache/tallmcmc/bench``).
 
-    python benchmarks/bench_all_in.py --sizes 1000000 10000000
+    python benchmarks/bench_all_in.py --sizes 1000000 10000000 --with-bound
     python benchmarks/bench_all_in.py --sizes 10000000 --reference-only   # build the cached reference first
 """
 
@@ -41,7 +44,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 OURS = """
 import tallmcmc
 began = time.perf_counter()
-result = tallmcmc.sample_tall(model, num_chains=4, num_samples={draws}, progress=False)
+result = tallmcmc.sample_tall(model, num_chains=4, num_samples={draws}, progress=False{options})
 seconds = time.perf_counter() - began
 draws = np.asarray(result.positions)
 extra = dict(points=float(result.total_data_used), decision=result.diagnosis.decision,
@@ -143,6 +146,7 @@ def main() -> None:
     parser.add_argument("--reference-draws", type=int, default=None, help="default 10,000 (N ≤ 10⁶), 1,000 above")
     parser.add_argument("--reference-only", action="store_true")
     parser.add_argument("--skip-hmcecs", action="store_true")
+    parser.add_argument("--with-bound", action="store_true", help="also sample_tall with the logistic residual bound")
     args = parser.parse_args()
     d = args.dimension
     for n in args.sizes:
@@ -152,12 +156,17 @@ def main() -> None:
             continue
         print(f"\nN = {n:,}, d = {d}; load {os.getloadavg()[0]:.2f} at {time.strftime('%H:%M UTC', time.gmtime())}")
         rows = {}
-        ours, draws = run_process(OURS, n, d, None, draws=args.draws)
+        ours, draws = run_process(OURS, n, d, None, draws=args.draws, options="")
         rows["sample_tall (first run)"] = (ours, draws)
         cache = tempfile.mkdtemp(prefix="tallmcmc-cache-")
-        run_process(OURS, n, d, cache, draws=args.draws)  # fills the cache
-        again, draws_again = run_process(OURS, n, d, cache, draws=args.draws)
+        run_process(OURS, n, d, cache, draws=args.draws, options="")  # fills the cache
+        again, draws_again = run_process(OURS, n, d, cache, draws=args.draws, options="")
         rows["sample_tall (second run, cache)"] = (again, draws_again)
+        if args.with_bound:
+            bounded = ", bound=lambda cv: logistic_regression.tuna_bound(model, cv)"
+            rows["sample_tall with a bound (first run)"] = run_process(
+                OURS, n, d, None, draws=args.draws, options=bounded
+            )
         if not args.skip_hmcecs:
             hmcecs = run_process(HMCECS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
             rows["HMCECS (mode by fast_setup)"] = hmcecs
@@ -180,7 +189,7 @@ def main() -> None:
             )
         if "HMCECS (mode by fast_setup)" in summary:
             theirs = summary["HMCECS (mode by fast_setup)"]
-            for name in ("sample_tall (first run)", "sample_tall (second run, cache)"):
+            for name in [name for name in summary if name.startswith("sample_tall")]:
                 mine = summary[name]
                 print(
                     f"{name} / HMCECS: ESS/s {mine[0] / theirs[0]:.2f}×, ESS per 10⁶ points {mine[1] / theirs[1]:.2f}×"

@@ -1,20 +1,25 @@
-"""Compilation with and without JAX's persistent cache (issue 26 item 2): the same script run twice in fresh
-processes, the cache folder empty before the first run.
+"""Compilation with and without JAX's persistent cache, and where a first run's compilation goes (issue 26 item 2).
 
 Usage::
 
-    python benchmarks/bench_compilation.py                    # quickstart and sample_tall at N = 10⁶
-    python benchmarks/bench_compilation.py --only quickstart
+    python benchmarks/bench_compilation.py                    # quickstart, recipe, sample_tall at N = 10⁶
+    python benchmarks/bench_compilation.py --only sample_tall --where   # plus every compilation by source line
+    TALLMCMC_XLA_OPTIONS=default python benchmarks/bench_compilation.py # XLA's own options (no level-1 LLVM)
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
 * ``quickstart``: the README's quickstart (mixture N = 10⁵, 4 chains × 3,000 draws, minibatch Barker);
+* ``recipe``: the README's control-variate recipe by hand (``find_mode``, ``taylor_control_variate``, proxy HMC,
+  ``minibatch_barker(100, cv)``, 4 chains, 500 warm-up steps, 1,000 draws) on logistic regression, N = 10⁶, d = 10;
 * ``sample_tall``: ``tallmcmc.sample_tall`` on ``examples.logistic_regression.simulate(N = 10⁶, d = 10)``,
   4 chains × 2,000 draws (data simulated in the process, not timed in "run s").
 
-Printed per script and run (cold: empty cache; warm: the same folder again; off: ``TALLMCMC_COMPILATION_CACHE=0``):
-the process's wall seconds, the seconds of the run itself (the ``sample``/``sample_tall`` call), the kept draws'
-``compile_seconds`` as ``SamplingResult`` reports it, and the sampling seconds. Same machine, same run; load printed.
+Printed per script and run (off: ``TALLMCMC_COMPILATION_CACHE=0``; cold: an empty cache folder; warm: the same
+folder again): the process's wall seconds, the seconds of the run itself (from the first tallmcmc call to the
+draws), **compilation** as JAX reports it (tracing + lowering to MLIR + XLA's compilation, or its load from the
+cache: JAX's own duration events, every program of the run), its share of the run, and ``result.sampling_seconds``.
+With ``--where``, the first run also lists every compilation by the tallmcmc source line that caused it (its
+tracing, lowering and XLA seconds, and the number of XLA programs). Same machine, same run; load printed.
 """
 
 from __future__ import annotations
@@ -36,6 +41,18 @@ began = time.perf_counter()
 result = tallmcmc.sample(model, proposal=tallmcmc.random_walk(0.15), test=tallmcmc.minibatch_barker(batch_size=50),
                          initial_position=jnp.array([0.0, 1.0]), num_samples=3000, num_chains=4, progress=False)
 """,
+    "recipe": """
+import jax.numpy as jnp, tallmcmc
+from tallmcmc.examples import logistic_regression
+model = logistic_regression.model(*logistic_regression.simulate(1_000_000, 10, seed=0))
+began = time.perf_counter()
+mode = tallmcmc.find_mode(model, jnp.zeros(10))
+cv = tallmcmc.taylor_control_variate(model, mode.position)
+proposal = tallmcmc.proxy_hamiltonian(cv, 0.5, 3, preconditioner=tallmcmc.laplace_covariance(mode))
+test = tallmcmc.minibatch_barker(100, control_variate=cv)
+result = tallmcmc.sample(model, proposal, test, initial_position=mode.position, num_chains=4, num_warmup=500,
+                         num_samples=1000, progress=False)
+""",
     "sample_tall": """
 import tallmcmc
 from tallmcmc.examples import logistic_regression
@@ -44,14 +61,45 @@ began = time.perf_counter()
 result = tallmcmc.sample_tall(model, num_chains=4, num_samples=2000, progress=False)
 """,
 }
+PROLOGUE = """
+import json, time, warnings, logging, traceback, collections
+warnings.simplefilter("ignore")
+import jax
+durations = collections.defaultdict(float)
+def _on(event, duration, **_):
+    durations[event.rsplit("/", 1)[-1]] += duration
+jax.monitoring.register_event_duration_secs_listener(_on)
+places = collections.defaultdict(lambda: collections.defaultdict(float))
+class _Where(logging.Handler):  # the tallmcmc frame that asked for each compilation (--where)
+    def emit(self, record):
+        message = record.getMessage()
+        if not message.startswith("Finished"):
+            return
+        frames = [f for f in traceback.extract_stack() if "/tallmcmc/" in f.filename]
+        where = (frames[-1].filename.split("/tallmcmc/")[-1] + f":{frames[-1].lineno} {frames[-1].name}") if frames else "?"
+        kind = "trace" if "tracing" in message else "mlir" if "MLIR" in message else "xla"
+        try:
+            places[where][kind] += float(message.split(" in ")[-1].split()[0])
+        except ValueError:
+            return
+        places[where]["programs"] += kind == "xla"
+if {where}:
+    jax.config.update("jax_log_compiles", True)
+    for name in ("jax._src.interpreters.pxla", "jax._src.dispatch", "jax._src.compiler"):
+        logger = logging.getLogger(name)
+        logger.addHandler(_Where()); logger.setLevel(logging.DEBUG); logger.propagate = False
+"""
 EPILOGUE = """
 seconds = time.perf_counter() - began
-print("RESULT " + json.dumps({"run": seconds, "compile": result.compile_seconds, "sampling": result.sampling_seconds}))
+# backend_compile_duration wraps XLA's compilation or, on a persistent-cache hit, the load from the cache
+compiling = sum(durations[k] for k in ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compile_duration"))
+print("RESULT " + json.dumps({"run": seconds, "compile": compiling, "parts": dict(durations),
+                              "sampling": result.sampling_seconds, "where": {k: dict(v) for k, v in places.items()}}))
 """
 
 
-def run(name: str, environment: dict[str, str]) -> dict:
-    code = "import json, time, warnings\nwarnings.simplefilter('ignore')\n" + SCRIPTS[name] + EPILOGUE
+def run(name: str, environment: dict[str, str], where: bool = False) -> dict:
+    code = PROLOGUE.format(where=where) + SCRIPTS[name] + EPILOGUE
     began = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, timeout=1200
@@ -66,10 +114,16 @@ def run(name: str, environment: dict[str, str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
+    parser.add_argument("--where", action="store_true", help="list the first run's compilations by source line")
     args = parser.parse_args()
-    print("load {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()))
-    print("| script | cache | process s | run s | kept draws' compile s | sampling s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "load {:.2f} {:.2f} {:.2f}; TALLMCMC_XLA_OPTIONS={}\n".format(
+            *os.getloadavg(), os.environ.get("TALLMCMC_XLA_OPTIONS", "")
+        )
+    )
+    print("| script | cache | process s | run s | compilation s | share of run | sampling s |")
+    print("|---|---|---|---|---|---|---|")
+    breakdowns = {}
     for name in args.only:
         folder = tempfile.mkdtemp(prefix="tallmcmc-cache-")
         for label, environment in (
@@ -77,11 +131,28 @@ def main() -> None:
             ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
             ("warm", {"TALLMCMC_COMPILATION_CACHE": folder}),
         ):
-            out = run(name, environment)
+            out = run(name, environment, where=args.where and label == "off")
+            if out["where"]:
+                breakdowns[name] = out["where"]
             print(
                 f"| {name} | {label} | {out['wall']:.2f} | {out['run']:.2f} | {out['compile']:.2f} | "
-                f"{out['sampling']:.2f} |",
+                f"{out['compile'] / out['run']:.0%} | {out['sampling']:.2f} |",
                 flush=True,
+            )
+    for name, places in breakdowns.items():
+        print(f"\n{name}, first run: compilations by source line (seconds; XLA programs)\n")
+        print("| source | total | tracing | lowering | XLA | programs |")
+        print("|---|---:|---:|---:|---:|---:|")
+        ranked = sorted(
+            places.items(), key=lambda item: -(item[1].get("trace", 0) + item[1].get("mlir", 0) + item[1].get("xla", 0))
+        )
+        for where, parts in ranked:
+            total = parts.get("trace", 0.0) + parts.get("mlir", 0.0) + parts.get("xla", 0.0)
+            if total < 0.02:
+                continue
+            print(
+                f"| `{where}` | {total:.3f} | {parts.get('trace', 0):.3f} | {parts.get('mlir', 0):.3f} | "
+                f"{parts.get('xla', 0):.3f} | {int(parts.get('programs', 0))} |"
             )
     print("\nload {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 

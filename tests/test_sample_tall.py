@@ -323,6 +323,11 @@ def test_bad_input_is_refused_naming_the_argument(regression):
         tallmcmc.sample_tall(model, residual_cost=0.0, progress=False)
     with pytest.raises(TypeError, match="model must be a tallmcmc.Model"):
         tallmcmc.sample_tall("model", progress=False)
+    with pytest.raises(ValueError, match="bound: a TunaMH bound built for a control variate needs"):
+        tallmcmc.sample_tall(model, bound=object(), progress=False)
+    # a function given as bound is called with the control variate the path built, before any chain runs
+    with pytest.raises(TypeError, match="bound: a function given as bound must return"):
+        tallmcmc.sample_tall(model, bound=lambda cv: cv, progress=False)
 
 
 # ------------------------------------------------------------------------------------------ the start check
@@ -370,7 +375,7 @@ def test_a_model_that_fails_at_a_start_for_many_rows_is_caught_naming_the_chain_
 
     model, mode = tall_logistic
     seed = 1
-    starts = np.asarray(_starts(mode.position, tallmcmc.laplace_covariance(mode), 4, jax.random.key(seed)))
+    starts = np.asarray(_starts(mode.position, tallmcmc.laplace_covariance(mode), 4, seed))
     centre = float(mode.position[0])
     assert starts[:, 0].max() > centre  # some start lies above the mode in β₀ (the threshold goes between)
     threshold = 0.5 * (centre + starts[:, 0].max())
@@ -430,13 +435,18 @@ def test_with_a_bound_tuna_is_measured_and_kept_where_it_costs_fewer_points_per_
 
     covariates, response = logistic_regression.simulate(10_000, 2, seed=3)
     model = logistic_regression.model(covariates, response)
-    mode = tallmcmc.find_mode(model, jnp.zeros(2))
-    control_variate = tallmcmc.taylor_control_variate(model, mode.position)
-    bound = logistic_regression.tuna_bound(model, control_variate)
+    # the bound as a function of the control variate sample_tall builds (the form the README gives)
     result = tallmcmc.sample_tall(
-        model, mode=mode, control_variate=control_variate, bound=bound, num_samples=500, seed=1, progress=False
+        model,
+        jnp.zeros(2),
+        bound=lambda cv: logistic_regression.tuna_bound(model, cv),
+        num_samples=500,
+        seed=1,
+        progress=False,
     )
     diagnosis = result.diagnosis
+    mode = diagnosis.mode
+    assert any(name.startswith("tuna bound") for name in result.setup_data_used), result.setup_data_used
     assert diagnosis.decision == "tuna", diagnosis.reason
     assert diagnosis.choice.tuna_cost < diagnosis.choice.minibatch_cost
     assert diagnosis.test.name.startswith("tuna") and "TunaMH pilot" not in result.setup_data_used

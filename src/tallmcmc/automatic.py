@@ -65,6 +65,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -75,11 +76,19 @@ from jax.flatten_util import ravel_pytree
 from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
-from tallmcmc.acceptance.tuna import tuna
+from tallmcmc.acceptance.tuna import TunaBound, tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.mode import find_mode
-from tallmcmc.model import Model, Position, as_position, check_model, expected_position_shapes, is_shape
+from tallmcmc.model import (
+    Model,
+    Position,
+    as_position,
+    check_model,
+    expected_position_shapes,
+    is_shape,
+    rows_of,
+)
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.proposals.proxy import proxy_hamiltonian
@@ -120,6 +129,7 @@ SETUPS = ("auto", "fast", "exact")
 START_CHECK_ROWS = 2**14
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
+_STARTS_STREAM = 0x57A275  # the chains' starts
 #: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
 #: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
 #: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
@@ -396,7 +406,7 @@ def sample_tall(
     num_chains: int = 4,
     num_warmup: int = 200,
     batch_size: int = 100,
-    bound: Any = None,
+    bound: TunaBound | Callable[[ControlVariate], TunaBound] | None = None,
     chi: float = 0.01,
     seed: int = 0,
     progress: bool = True,
@@ -435,17 +445,20 @@ def sample_tall(
     batch_size
         The minibatch Barker test's first minibatch and growth increment.
     bound
-        Optional :class:`tallmcmc.acceptance.tuna.TunaBound` for the
-        control-variate residuals (e.g.
-        ``tallmcmc.examples.logistic_regression.tuna_bound(model, cv)``; it
-        needs the control variate, so build both and pass
-        ``control_variate=`` too). After warm-up, TunaMH with it runs a
-        pilot of :data:`TUNA_PILOT_STEPS` kept steps from the warmed chains;
-        it is kept (the pilot's draws are then the first kept draws) when its
-        measured points per effective draw, a/(2 − a) for acceptance a, are
-        fewer than the minibatch Barker test's (or the exact test's, where
+        Optional TunaMH bound for the control-variate residuals: a function
+        of the control variate that returns a
+        :class:`tallmcmc.acceptance.tuna.TunaBound` (e.g.
+        ``bound=lambda cv: tallmcmc.examples.logistic_regression.tuna_bound(model, cv)``;
+        it is called once the path has built its control variate, so the
+        fast setup still runs), or a ``TunaBound`` already built for the
+        ``control_variate=`` given with it. After warm-up, TunaMH with it
+        runs a pilot of :data:`TUNA_PILOT_STEPS` kept steps from the warmed
+        chains; it is kept (the pilot's draws are then the first kept draws)
+        when its measured cost per effective draw, a/(2 − a) for acceptance
+        a, is below the minibatch Barker test's (or the exact test's, where
         the minibatch test does not pay). A pilot not kept is counted in
-        ``setup_data_used["TunaMH pilot"]``.
+        ``setup_data_used["TunaMH pilot"]``; the bound's own pass over the
+        data is counted under its name.
     chi
         TunaMH's χ when ``bound`` is used.
     residual_cost
@@ -512,10 +525,11 @@ def sample_tall(
                 f"sample_tall chooses {name} itself; to set it, run the steps by hand with tallmcmc.sample "
                 "(docs/sample_tall.md spells them out)"
             )
-    if bound is not None and control_variate is None:
+    if bound is not None and not callable(bound) and control_variate is None:
         raise ValueError(
-            "bound: a TunaMH bound for the control-variate residuals needs that control variate; build it with "
-            "tallmcmc.taylor_control_variate(model, mode.position) and pass control_variate= (and mode=) as well"
+            "bound: a TunaMH bound built for a control variate needs that control variate; pass a function of it "
+            "instead, e.g. bound=lambda cv: tallmcmc.examples.logistic_regression.tuna_bound(model, cv), which "
+            "sample_tall calls with the control variate it builds (or pass control_variate= and mode= as well)"
         )
     if initial_position is None:
         if model.position_shape is None:
@@ -549,7 +563,6 @@ def sample_tall(
     except ValueError:
         covariance = None
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
-    key = jax.random.key(seed)
     options = dict(num_chains=num_chains, progress=progress, **sample_options)
 
     if covariance is None:
@@ -564,7 +577,7 @@ def sample_tall(
             model,
             random_walk(0.1 / math.sqrt(dimension)),
             exact_metropolis(),
-            initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, num_chains, key),
+            initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, num_chains, seed),
             num_samples=num_samples,
             num_warmup=max(num_warmup, 200),
             adapt_covariance=True,
@@ -586,7 +599,9 @@ def sample_tall(
             step_size_jitter=STEP_SIZE_JITTER,
         )
         minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
-        starts = _starts(mode.position, covariance, num_chains, key)
+        if callable(bound):
+            bound = _bound_for(bound, control_variate)
+        starts = _starts(mode.position, covariance, num_chains, seed)
         checked = _check_starts(model, starts, seed)  # None: too few rows to subsample, sample's full check runs
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
         warmed = warmup(
@@ -726,6 +741,18 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
     return result
 
 
+def _bound_for(make_bound: Callable[[ControlVariate], TunaBound], control_variate: ControlVariate) -> TunaBound:
+    """``make_bound(control_variate)``, checked to be a :class:`~tallmcmc.acceptance.tuna.TunaBound`."""
+    bound = make_bound(control_variate)
+    if not isinstance(bound, TunaBound):
+        raise TypeError(
+            "bound: a function given as bound must return a tallmcmc.acceptance.tuna.TunaBound for the control "
+            f"variate it is called with (e.g. logistic_regression.tuna_bound(model, cv)); it returned "
+            f"{type(bound).__name__}"
+        )
+    return bound
+
+
 def _fast_setup_pays(setup: str, model: Model, start: Position) -> bool:
     """Whether ``setup`` asks for :func:`tallmcmc.fast_setup` (``"auto"``: tall enough data on one device)."""
     if setup != "auto":
@@ -769,16 +796,27 @@ def _joined(warmed: WarmupResult, kept: SamplingResult) -> SamplingResult:
 
 def _zeros(position_shape: Any) -> Position:
     shapes = expected_position_shapes(position_shape)
-    return jax.tree_util.tree_map(lambda shape: jnp.zeros(shape), shapes, is_leaf=is_shape)
+    return jax.tree_util.tree_map(lambda shape: np.zeros(shape, np.float32), shapes, is_leaf=is_shape)
 
 
-def _starts(center: Position, covariance: np.ndarray, num_chains: int, key: jax.Array) -> Position:
-    """One start per chain drawn from N(centre, covariance): dispersed as the posterior, so r̂ can see a stuck chain."""
-    flat, unravel = ravel_pytree(center)
+def _starts(center: Position, covariance: np.ndarray, num_chains: int, seed: int) -> Position:
+    """One start per chain drawn from N(centre, covariance): dispersed as the posterior, so r̂ can see a stuck chain.
+
+    Drawn on the host (NumPy, seeded by ``seed`` on a stream of its own) and shaped like ``center`` there: a few
+    numbers, which JAX would compile several small programs to draw (0.4 s of a first run, measured).
+    """
+    leaves, structure = jax.tree_util.tree_flatten(center)
+    flat = np.concatenate([np.ravel(np.asarray(leaf, np.float64)) for leaf in leaves])
     factor = np.linalg.cholesky(np.asarray(covariance, np.float64))
-    noise = np.asarray(jax.random.normal(jax.random.fold_in(key, 1), (num_chains, flat.shape[0])), np.float64)
-    draws = np.asarray(flat, np.float64) + noise @ factor.T
-    return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
+    noise = np.random.default_rng([_STARTS_STREAM, int(seed) % (1 << 64)]).standard_normal((num_chains, flat.size))
+    draws = flat + noise @ factor.T
+    parts, first = [], 0
+    for leaf in leaves:
+        size = int(np.size(leaf))
+        dtype = jnp.result_type(leaf, float)
+        parts.append(np.asarray(draws[:, first : first + size].reshape(num_chains, *np.shape(leaf)), dtype))
+        first += size
+    return jax.tree_util.tree_unflatten(structure, parts)
 
 
 def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
@@ -806,7 +844,7 @@ def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
     generator = np.random.default_rng([_START_CHECK_STREAM, int(seed) % (1 << 64)])
     rows = np.sort(generator.choice(num_data, START_CHECK_ROWS, replace=False))
     indices = jnp.asarray(rows, jnp.int32)
-    subsample = jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), model.data)
+    subsample = rows_of(model.data, indices)
     evaluate = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
 
     def summary(position, data):  # check_model's evaluate_data: (count, first bad row of the data, its value, sum)

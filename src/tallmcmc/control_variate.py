@@ -188,9 +188,22 @@ class ControlVariate:
         """
         if self.order != 2:
             raise ValueError("a first-order control variate has no curvature; build it with order=2")
-        identity = jnp.eye(self.gradient_sum.shape[0], dtype=self.gradient_sum.dtype)
-        columns = np.asarray(jax.vmap(self.hessian_times)(identity), np.float64)
-        return 0.5 * (columns + columns.T)
+
+        def host(part):  # on the host, in float64: a few d-vectors, not worth compiling a program for
+            return np.asarray(part, np.float64)
+
+        if self.hessian_sum is not None:
+            matrix = host(self.hessian_sum)
+        elif self.hessian_basis is None:
+            matrix = np.diag(host(self.hessian_diagonal))
+        else:  # A = Σ (V Λ Vᵀ + P E P) Σ, P = I − V Vᵀ (as hessian_times applies it)
+            basis = host(self.hessian_basis)
+            projector = np.eye(basis.shape[0]) - basis @ basis.T
+            inner = (basis * host(self.hessian_eigenvalues)) @ basis.T
+            inner += projector @ (host(self.hessian_diagonal)[:, None] * projector)
+            scale = np.ones(basis.shape[0]) if self.hessian_scale is None else host(self.hessian_scale)
+            matrix = scale[:, None] * inner * scale[None, :]
+        return 0.5 * (matrix + matrix.T)
 
     def proxy_log_ratio(self, position: Position, proposed: Position) -> jax.Array:
         """(1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)], exact and without data (O(d²), O(d) or O(dk): see :meth:`hessian_times`)."""

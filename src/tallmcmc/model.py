@@ -27,6 +27,13 @@ Position = Any  # a pytree of arrays
 Data = Any  # a pytree of arrays, every leaf with leading axis N
 
 
+@jax.jit
+def rows_of(data: Data, indices: jax.Array) -> Data:
+    """The rows of ``data`` (a pytree of arrays, rows first) at ``indices``, in one compiled program (gathered
+    eagerly, each leaf would compile programs of its own)."""
+    return jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), data)
+
+
 @dataclasses.dataclass(frozen=True)
 class AllRows:
     """The data all here: how a :class:`Model` reaches its rows outside a mesh (``Model.shards``, the default).

@@ -75,8 +75,17 @@ from tallmcmc.mode import (
     _trust_region_newton,
     find_mode,
 )
-from tallmcmc.model import Model, Position, as_position, check_model, expected_position_shapes, is_shape
+from tallmcmc.model import (
+    Model,
+    Position,
+    as_position,
+    check_model,
+    expected_position_shapes,
+    is_shape,
+    rows_of,
+)
 from tallmcmc.proposals.laplace import LaplaceCovariance, laplace_covariance
+from tallmcmc.sampling import compiler
 from tallmcmc.sharding import row_sharding
 
 __all__ = ["FIRST_SUBSAMPLE_PER_DIMENSION", "FastSetup", "SetupLevel", "SetupMode", "fast_setup"]
@@ -393,9 +402,7 @@ class _Attempt:
         budget_points = self.budget * num_data
         sizes = _level_sizes(self.first, self.chunk, num_data)
         order = np.random.default_rng(self.seed).permutation(num_data)[: sizes[-1]].astype(np.int32)
-        first_rows = jax.tree_util.tree_map(
-            lambda leaf: jnp.take(leaf, jnp.asarray(order[: self.first]), axis=0), model.data
-        )
+        first_rows = rows_of(model.data, jnp.asarray(order[: self.first]))
         check_model(model.with_data(first_rows), self.unravel(jnp.asarray(self.flat)), "initial_position")
         self._count(self.first, subsample=True)  # the start check, on the first subsample
         evaluate = self.passes = _Passes(model, self.unravel, self.dtype, order, self.chunk, self)
@@ -638,7 +645,7 @@ class _Passes:
 
             return negative(theta), jax.grad(negative)(theta), jax.hessian(negative)(theta)
 
-        self._add = jax.jit(add_chunks)
+        self._add = compiler.jit(add_chunks)  # a plain data pass: level-1 LLVM costs it nothing (compiler)
         self._prior = jax.jit(prior_terms)
         self._shapes = jax.eval_shape(
             chunk_sums, jnp.zeros(self.attempt.flat.shape, dtype), model.data, self.order, 0, 0, True

@@ -25,6 +25,7 @@ from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling import compiler
 from tallmcmc.sampling.adaptation import DualAveraging
 from tallmcmc.sampling.program import ChainProgram, chain_program, tuned_arguments
 from tallmcmc.sampling.schedule import Schedule
@@ -191,7 +192,7 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
                 if length not in compiled:
                     bar.set_description(f"compiling {call.test.name}")
                     compiled[length] = (
-                        jax.jit(program.run_chunk)
+                        compiler.jit(program.run_chunk)
                         .lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
                         .compile()
                     )

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling import compiler
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
@@ -89,9 +91,22 @@ class ChainProgram(NamedTuple):
         if length is None:
             raise ValueError("the first tuned chunk for these shapes needs its length")
         began = time.perf_counter()
-        run = jax.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+        run = compiler.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
         self.compiled[key] = (run, length)
         return TunedChunk(run, length, time.perf_counter() - began)
+
+
+def traced_once(function: Callable, *arguments) -> tuple[Callable, Any]:
+    """``function`` traced once at ``arguments``' types: a function that replays that trace (inlined in the
+    calling trace, as ``function`` itself would be) and the shapes of its result (``jax.eval_shape``'s)."""
+    closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
+    replay = jax.extend.core.jaxpr_as_fun(closed)
+    structure = jax.tree_util.tree_structure(shapes)
+
+    def replayed(*again):
+        return jax.tree_util.tree_unflatten(structure, replay(*jax.tree_util.tree_leaves(again)))
+
+    return replayed, shapes
 
 
 def tuned(held: Model, proposal: Proposal, data, factor=None, temperature=None) -> tuple[Model, Proposal]:
@@ -143,8 +158,11 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
                 kept = jax.tree_util.tree_map(lambda new, old: jnp.where(adapting, new, old), updated, adaptation)
                 return states, kept, (states.position, info)
 
+            # traced once: the draws' shapes and the loop's body come from one trace of the step (tracing it for
+            # each, or calling it as a nested jit, cost 0.2-0.3 s more of a first and of every later run)
             first_index = first_step.astype(jnp.uint32)
-            shapes = jax.eval_shape(step, states, adaptation, first_index)[2]
+            step, shapes = traced_once(step, states, adaptation, first_index)
+            shapes = shapes[2]
             draws = jax.tree_util.tree_map(lambda leaf: jnp.zeros((length, *leaf.shape), leaf.dtype), shapes)
 
             def body(i, carry):  # a loop of num_steps (traced) steps: one compiled program for any chunk ≤ length
@@ -162,9 +180,9 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         return layout.shard_map(run, kinds, (("state", "chains"), "draws"))
 
     if layout is None:
-        initialise = jax.jit(initialise)
+        initialise = compiler.jit(initialise)
     else:
-        initialise = jax.jit(layout.shard_map(initialise, ("data", "chains"), "state"))
+        initialise = compiler.jit(layout.shard_map(initialise, ("data", "chains"), "state"))
         run_chunk = layout.shard_map(
             run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
         )
