@@ -9,7 +9,9 @@ apart for ours). Data: ``logistic_regression.simulate(N, d, seed=0)``, prior N(0
   Points: ``result.total_data_used`` (setup, start check, warm-up, kept draws).
 * **tallmcmc with a bound** (``--with-bound``): the same with
   ``bound=lambda cv: logistic_regression.tuna_bound(model, cv)``, so ``sample_tall`` also pilots the exact,
-  Metropolis-type TunaMH test on the residuals and keeps it where it is cheaper (the bound's pass counted).
+  Metropolis-type TunaMH test on the residuals and keeps it where it is cheaper (the bound's pass counted), in
+  float64 (``jax_enable_x64`` and float64 data): in float32 the residuals' rounding exceeds the bound at N = 10⁶
+  (``docs/tuna.md``, "Bounds and float32").
 * **HMCECS**: NumPyro ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy({"beta": mode}))``, m = 1,000,
   500 warm-up and ``--hmcecs-draws`` draws per chain, chains one after the other (HMCECS cannot vectorise chains in
   numpyro 0.22). Its reference point is the mode from ``tallmcmc.fast_setup`` — the cheapest mode we know, charged
@@ -68,6 +70,8 @@ import json, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {here!r})
 import jax, numpy as np
+if {x64}:  # float64 throughout (TunaMH's residual bound: float32 rounding exceeds it at large N, docs/tuna.md)
+    jax.config.update("jax_enable_x64", True)
 compile_seconds = [0.0]
 def _on(event, duration, **_):
     if event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -76,6 +80,8 @@ def _on(event, duration, **_):
 jax.monitoring.register_event_duration_secs_listener(_on)
 from tallmcmc.examples import logistic_regression
 covariates, response = logistic_regression.simulate({n}, {d}, seed=0)
+if {x64}:
+    covariates, response = np.asarray(covariates, np.float64), np.asarray(response, np.float64)
 model = logistic_regression.model(covariates, response)
 """
 
@@ -85,10 +91,11 @@ print("RESULT " + json.dumps(dict(seconds=seconds, compile=compile_seconds[0], *
 """
 
 
-def run_process(body: str, n: int, d: int, cache: str | None, **fill) -> tuple[dict, np.ndarray]:
+def run_process(body: str, n: int, d: int, cache: str | None, x64: bool = False, **fill) -> tuple[dict, np.ndarray]:
     """``body`` in a fresh process after the data are made; its RESULT line and its draws (chain, draw, d)."""
     out = tempfile.mktemp(suffix=".npy")
-    code = PROLOGUE.format(here=str(HERE), n=n, d=d) + body.format(d=d, **fill) + EPILOGUE.format(out=out)
+    prologue = PROLOGUE.format(here=str(HERE), n=n, d=d, x64=x64)
+    code = prologue + body.format(d=d, **fill) + EPILOGUE.format(out=out)
     environment = {**os.environ, "TALLMCMC_COMPILATION_CACHE": cache or "0"}
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
     if completed.returncode != 0:
@@ -164,8 +171,8 @@ def main() -> None:
         rows["sample_tall (second run, cache)"] = (again, draws_again)
         if args.with_bound:
             bounded = ", bound=lambda cv: logistic_regression.tuna_bound(model, cv)"
-            rows["sample_tall with a bound (first run)"] = run_process(
-                OURS, n, d, None, draws=args.draws, options=bounded
+            rows["sample_tall with a bound, float64 (first run)"] = run_process(
+                OURS, n, d, None, x64=True, draws=args.draws, options=bounded
             )
         if not args.skip_hmcecs:
             hmcecs = run_process(HMCECS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)

@@ -99,7 +99,7 @@ print("RESULT " + json.dumps({"run": seconds, "compile": compiling, "parts": dic
 
 
 def run(name: str, environment: dict[str, str], where: bool = False) -> dict:
-    code = PROLOGUE.format(where=where) + SCRIPTS[name] + EPILOGUE
+    code = PROLOGUE.replace("{where}", str(where)) + SCRIPTS[name] + EPILOGUE
     began = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, timeout=1200

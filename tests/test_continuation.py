@@ -200,3 +200,21 @@ def test_a_resume_that_does_not_match_the_call_is_refused(finished):
         tallmcmc.sample(TARGET.model, proposal(), barker, resume=np.zeros(1), num_samples=5, progress=False)
     with pytest.raises(ValueError, match="extended_by"):
         finished.extended_by(finished)
+
+
+def test_a_run_without_warmup_compiles_one_program_for_every_chunk_and_its_continuation():
+    """Without warm-up or a schedule, chunks of different lengths run one compiled loop (of a traced number of steps),
+    and ``resume=result`` in the same process runs the program the first run compiled: the continuation compiles
+    nothing, and 2 × 3 chunks + one more run draw what one run of the same steps draws."""
+    test = tallmcmc.exact_barker()
+    chunked = tallmcmc.sample(
+        TARGET.model, proposal(), test, START, num_samples=70, num_chunks=3, num_chains=2, progress=False
+    )
+    assert chunked.compile_seconds > 0 and chunked.program is not None
+    more = tallmcmc.sample(
+        TARGET.model, chunked.program.source[1], test, resume=chunked, num_samples=30, progress=False
+    )
+    assert more.compile_seconds == chunked.compile_seconds  # nothing more compiled
+    whole = tallmcmc.sample(TARGET.model, proposal(), test, START, num_samples=100, num_chains=2, progress=False)
+    assert draws_equal(more, whole)
+    assert repr(more).count("program") == 0  # kept out of the result's repr

@@ -649,20 +649,34 @@ def sample_tall(
                 flush=True,
             )
             tuna_test = tuna(chi, bound, control_variate=control_variate)
-            pilot = sample(
-                model,
-                tuned,
-                tuna_test,
-                initial_positions=_positions(warmed),
-                num_samples=min(TUNA_PILOT_STEPS, num_samples),
-                seed=seed,
-                check_starts=False,
-                # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
-                **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
-            )
-            choice = choice.with_tuna(pilot.info)
+            violated = None
+            try:
+                pilot = sample(
+                    model,
+                    tuned,
+                    tuna_test,
+                    initial_positions=_positions(warmed),
+                    num_samples=min(TUNA_PILOT_STEPS, num_samples),
+                    seed=seed,
+                    check_starts=False,
+                    # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
+                    **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
+                )
+            except ValueError as error:  # the bound failed in the pilot: TunaMH is not exact here, say so, go on
+                if not (hasattr(error, "result") and "TunaMH bound was violated" in str(error)):
+                    raise
+                pilot, violated = error.result, str(error).split(". The `bound`")[0]
+                problems.append(
+                    f"TunaMH was not used: {violated} in its {TUNA_PILOT_STEPS}-step pilot, so the bound does not "
+                    "hold (in float32 at large N, rounding of the residuals can exceed a tight bound: "
+                    "docs/tuna.md, 'Bounds and float32')"
+                )
+            else:
+                choice = choice.with_tuna(pilot.info)
             rival = "minibatch" if choice.minibatch else "exact"
-            if choice.tuna_cost < (choice.minibatch_cost if choice.minibatch else choice.exact_cost):
+            if violated is None and choice.tuna_cost < (
+                choice.minibatch_cost if choice.minibatch else choice.exact_cost
+            ):
                 decision = "tuna"
                 reason = (
                     f"TunaMH on the residuals costs the least per effective draw: {choice.describe_tuna()}; {measured}"
@@ -674,7 +688,7 @@ def sample_tall(
                     if choice.minibatch
                     else f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact "
                     "Metropolis test runs"
-                ) + f"; {choice.describe_tuna()}"
+                ) + (f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}")
         say(f"sample_tall: {decision} — {reason}", flush=True)
         if decision == "minibatch":  # the warm-up continues exactly: each chain's step and the tail guard's pool
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
@@ -796,7 +810,8 @@ def _joined(warmed: WarmupResult, kept: SamplingResult) -> SamplingResult:
 
 def _zeros(position_shape: Any) -> Position:
     shapes = expected_position_shapes(position_shape)
-    return jax.tree_util.tree_map(lambda shape: np.zeros(shape, np.float32), shapes, is_leaf=is_shape)
+    dtype = jax.dtypes.canonicalize_dtype(np.float64)  # JAX's default float: float32, or float64 under x64
+    return jax.tree_util.tree_map(lambda shape: np.zeros(shape, dtype), shapes, is_leaf=is_shape)
 
 
 def _starts(center: Position, covariance: np.ndarray, num_chains: int, seed: int) -> Position:

@@ -179,7 +179,10 @@ class TunaBound:
                 f"to tallmcmc.tuna ({self.name!r}) does not hold for this model, so the chain is not exact. Fix the "
                 "constants or the distance of the bound (tallmcmc.acceptance.tuna.tuna_bound), or, for a shipped "
                 "example, use its own bound (tallmcmc.examples.<example>.tuna_bound(model), e.g. "
-                "tallmcmc.examples.logistic_regression.tuna_bound)"
+                "tallmcmc.examples.logistic_regression.tuna_bound). A bound that holds in exact arithmetic can still "
+                "fail where the values are float32 and the differences tiny (control-variate residuals at large N): "
+                "run in float64 (jax.config.update('jax_enable_x64', True) and float64 data; docs/tuna.md, 'Bounds "
+                "and float32')"
             )
 
 

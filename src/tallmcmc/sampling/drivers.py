@@ -151,17 +151,26 @@ def choose_driver(test: AcceptanceTest, num_chains: int, chain_shards: int = 1) 
 def run_vmapped(call: DriverCall) -> DriverOutput:
     """The steps with every step vmapped across chains, in ``lax.scan`` chunks of ``call.lengths``.
 
-    With step-size factors and no schedule (the kept draws after an adaptive
-    warm-up) the chunks run the program's tuned chunk, not adapting: the
-    program warm-up compiled (``call.program``), so the run compiles nothing
-    more; chunks longer than it are split. Interrupted (Ctrl-C) after at least
+    Without a schedule the chunks run the program's tuned chunk, not
+    adapting — one compiled loop of a traced number of steps for chunks of
+    any length up to its own (longer ones are split): after an adaptive
+    warm-up, the program warm-up compiled (``call.program``), so the run
+    compiles nothing more; without step-size factors, the plain step (on a
+    mesh, the scan below). With a schedule, ``lax.scan`` chunks, one
+    compilation per distinct length. Interrupted (Ctrl-C) after at least
     one chunk, it returns the draws made so far with a warning.
     """
     program = call.program
     if program is None:
         program = chain_program(call.held, call.proposal, call.test, call.layout)
     states, factors, bar = call.states, call.factors, call.bar
-    tuned = factors is not None and call.schedule.temperatures is None and call.schedule.step_factors is None
+    # one compiled loop of a traced number of steps serves chunks of every length (the plain scan compiles once
+    # per distinct length); with a schedule, or without factors on a mesh, the scan
+    tuned = (
+        call.schedule.temperatures is None
+        and call.schedule.step_factors is None
+        and (factors is not None or call.layout is None)
+    )
     compiled: dict[int, Any] = {}
     compile_seconds = 0.0
     sampling_seconds = 0.0

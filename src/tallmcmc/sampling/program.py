@@ -150,6 +150,9 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         def run(data, states, adaptation, chain_keys, first_step, num_steps, factors, adapting, target):
             def step(states, adaptation, step_index):
                 keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, step_index)
+                if factors is None:  # a run without step-size factors: the plain step, nothing adapted
+                    states, info = jax.vmap(lambda key, state: kernel_for(data).step(key, state))(keys, states)
+                    return states, adaptation, (states.position, info)
                 factor = jnp.where(adapting, jnp.exp(adaptation.log_factor), factors)
                 states, info = jax.vmap(lambda key, state, f: kernel_for(data, f).step(key, state))(
                     keys, states, factor

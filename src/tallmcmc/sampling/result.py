@@ -75,6 +75,12 @@ class SamplingResult:
         ``True`` if a proposal without its true log ratio (SGHMC) ran under a
         real test (``sample(..., allow_inexact_proposal=True)``): the draws do
         not target the posterior.
+    program
+        The compiled pieces that made the kept draws
+        (:class:`~tallmcmc.sampling.program.ChainProgram`), so that
+        ``sample(..., resume=result)`` with the same model, proposal and test
+        in this process compiles nothing more; ``None`` in a loaded result.
+        Not saved, not compared, not shown.
     """
 
     positions: Position
@@ -97,6 +103,7 @@ class SamplingResult:
     first_draw: int = 0
     target_draws: int | None = None
     inexact_proposal: bool = False
+    program: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def setup_data_passes(self) -> float:
@@ -206,6 +213,7 @@ class SamplingResult:
             sampling_seconds=self.sampling_seconds + later.sampling_seconds,
             final_state=later.final_state,
             last_state=later.last_state,
+            program=later.program,
             driver=later.driver,
             loop_iterations=iterations,
             diagnosis=None,

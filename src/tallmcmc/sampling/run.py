@@ -330,6 +330,9 @@ def sample(
         if warmed.program is not None and warmed.program.serves(plan.held, plan.proposal, plan.test, plan.layout):
             plan = plan._replace(program=warmed.program)  # what warm-up compiled runs the kept draws
         factors, covariance = warmed.step_size_factor, warmed.adapted_covariance
+    elif earlier is not None and getattr(earlier, "program", None) is not None:
+        if earlier.program.serves(plan.held, plan.proposal, plan.test, plan.layout):
+            plan = plan._replace(program=earlier.program)  # what the resumed run compiled goes on running
     run = _Run(
         plan,
         warmed,
@@ -473,6 +476,7 @@ class _Run:
             last_state=last,
             first_draw=self.first_step,
             inexact_proposal=plan.inexact_proposal,
+            program=plan.program,
         )
         return result if self.earlier is None else self.earlier.extended_by(result)
 
