@@ -12,6 +12,9 @@ apart for ours). Data: ``logistic_regression.simulate(N, d, seed=0)``, prior N(0
   Metropolis-type TunaMH test on the residuals and keeps it where it is cheaper (the bound's pass counted), in
   float64 (``jax_enable_x64`` and float64 data): in float32 the residuals' rounding exceeds the bound at N = 10⁶
   (``docs/tuna.md``, "Bounds and float32").
+* **NUTS** (``--with-nuts``): NumPyro's NUTS on all the data from zeros, as a user would run it (no mode needed),
+  500 warm-up and ``--hmcecs-draws`` draws per chain, chains one after the other (faster than vectorised on this
+  CPU, RESULTS "Surprises"); points: N per leapfrog step, warm-up included.
 * **HMCECS**: NumPyro ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy({"beta": mode}))``, m = 1,000,
   500 warm-up and ``--hmcecs-draws`` draws per chain, chains one after the other (HMCECS cannot vectorise chains in
   numpyro 0.22). Its reference point is the mode from ``tallmcmc.fast_setup`` — the cheapest mode we know, charged
@@ -63,6 +66,17 @@ seconds = time.perf_counter() - began
 draws = run["draws"]
 points = float(built.data_used) + run["setup_points"] + run["warmup_points"] + run["sample_points"]
 extra = dict(points=points, mode_points=float(built.data_used))
+"""
+
+NUTS = """
+import jax.numpy as jnp
+from bench_logistic import run_numpyro
+began = time.perf_counter()
+run = run_numpyro("nuts", covariates, response, jnp.zeros({d}), num_warmup={warmup}, num_samples={draws}, seed=0,
+                  chain_method="sequential")
+seconds = time.perf_counter() - began
+draws = run["draws"]
+extra = dict(points=run["setup_points"] + run["warmup_points"] + run["sample_points"])
 """
 
 PROLOGUE = """
@@ -153,6 +167,7 @@ def main() -> None:
     parser.add_argument("--reference-draws", type=int, default=None, help="default 10,000 (N ≤ 10⁶), 1,000 above")
     parser.add_argument("--reference-only", action="store_true")
     parser.add_argument("--skip-hmcecs", action="store_true")
+    parser.add_argument("--with-nuts", action="store_true", help="also NumPyro NUTS on all the data")
     parser.add_argument("--with-bound", action="store_true", help="also sample_tall with the logistic residual bound")
     args = parser.parse_args()
     d = args.dimension
@@ -174,6 +189,8 @@ def main() -> None:
             rows["sample_tall with a bound, float64 (first run)"] = run_process(
                 OURS, n, d, None, x64=True, draws=args.draws, options=bounded
             )
+        if args.with_nuts:
+            rows["NUTS (all data)"] = run_process(NUTS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
         if not args.skip_hmcecs:
             hmcecs = run_process(HMCECS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
             rows["HMCECS (mode by fast_setup)"] = hmcecs
@@ -194,12 +211,14 @@ def main() -> None:
                 f"| {name} | {row['seconds']:.2f} | {row['compile']:.2f} | {ess:,.0f} | {per_second:,.0f} | "
                 f"{per_points:,.1f} | {z:.2f} | {sd_error:.3f} | {notes} |"
             )
-        if "HMCECS (mode by fast_setup)" in summary:
-            theirs = summary["HMCECS (mode by fast_setup)"]
+        for peer, label in (("HMCECS (mode by fast_setup)", "HMCECS"), ("NUTS (all data)", "NUTS")):
+            if peer not in summary:
+                continue
+            theirs = summary[peer]
             for name in [name for name in summary if name.startswith("sample_tall")]:
                 mine = summary[name]
                 print(
-                    f"{name} / HMCECS: ESS/s {mine[0] / theirs[0]:.2f}×, ESS per 10⁶ points {mine[1] / theirs[1]:.2f}×"
+                    f"{name} / {label}: ESS/s {mine[0] / theirs[0]:.2f}×, ESS per 10⁶ points {mine[1] / theirs[1]:.2f}×"
                 )
         first = rows["sample_tall (first run)"][0]
         print(f"compilation share of sample_tall's first run: {first['compile'] / first['seconds']:.0%}")

@@ -62,6 +62,7 @@ import scipy.linalg
 import scipy.stats
 from jax.flatten_util import ravel_pytree
 
+from tallmcmc import compiler_options
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.mode import (
@@ -85,7 +86,6 @@ from tallmcmc.model import (
     rows_of,
 )
 from tallmcmc.proposals.laplace import LaplaceCovariance, laplace_covariance
-from tallmcmc.sampling import compiler
 from tallmcmc.sharding import row_sharding
 
 __all__ = ["FIRST_SUBSAMPLE_PER_DIMENSION", "FastSetup", "SetupLevel", "SetupMode", "fast_setup"]
@@ -645,7 +645,9 @@ class _Passes:
 
             return negative(theta), jax.grad(negative)(theta), jax.hessian(negative)(theta)
 
-        self._add = compiler.jit(add_chunks)  # a plain data pass: level-1 LLVM costs it nothing (compiler)
+        self._add = compiler_options.jit(
+            add_chunks
+        )  # a plain data pass: level-1 LLVM costs it nothing (compiler_options)
         self._prior = jax.jit(prior_terms)
         self._shapes = jax.eval_shape(
             chunk_sums, jnp.zeros(self.attempt.flat.shape, dtype), model.data, self.order, 0, 0, True

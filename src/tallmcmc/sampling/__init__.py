@@ -12,8 +12,8 @@
   run goes on with the same chains; :mod:`~tallmcmc.sampling.checkpoint` — results on disk (:func:`load_result`,
   ``result.save``, ``sample(checkpoint=...)``);
 * :mod:`~tallmcmc.sampling.program` — the compiled pieces they share; :mod:`~tallmcmc.sampling.schedule` — the
-  per-step schedules; :mod:`~tallmcmc.sampling.result` — :class:`SamplingResult`; :mod:`~tallmcmc.sampling.compiler`
-  — the XLA options every chain program is compiled with.
+  per-step schedules; :mod:`~tallmcmc.sampling.result` — :class:`SamplingResult` (every chain program compiled with
+  :mod:`tallmcmc.compiler_options`).
 """
 
 from tallmcmc.run_warnings import VACUOUS_ERROR_BOUND
@@ -21,7 +21,6 @@ from tallmcmc.sampling import (
     adaptation,
     asynchronous,
     checkpoint,
-    compiler,
     continuation,
     drivers,
     memory,

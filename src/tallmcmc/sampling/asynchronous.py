@@ -35,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tallmcmc import compiler_options
 from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
 from tallmcmc.kernel import MHInfo, MHState, ProposedStep, conclude_step, propose_step
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling import compiler
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
@@ -331,10 +331,10 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
         bar.set_description(f"compiling {test.name}")
     began = time.perf_counter()
     first_step = jnp.asarray(call.first_step, jnp.int32)
-    initialise = compiler.jit(initialise).lower(data, states, chain_keys, factors, first_step).compile()
+    initialise = compiler_options.jit(initialise).lower(data, states, chain_keys, factors, first_step).compile()
     carry = initialise(data, states, chain_keys, factors, first_step)
     zero = jnp.asarray(0, jnp.int32)
-    run = compiler.jit(run).lower(data, carry, chain_keys, factors, first_step, zero, zero).compile()
+    run = compiler_options.jit(run).lower(data, carry, chain_keys, factors, first_step, zero, zero).compile()
     compile_seconds += time.perf_counter() - began
     if bar is not None:
         bar.set_description(description)

@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from tallmcmc import compiler_options
 from tallmcmc.acceptance.base import AcceptanceTest, has_step_machine
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling import compiler
 from tallmcmc.sampling.adaptation import DualAveraging
 from tallmcmc.sampling.program import ChainProgram, chain_program, tuned_arguments
 from tallmcmc.sampling.schedule import Schedule
@@ -201,7 +201,7 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
                 if length not in compiled:
                     bar.set_description(f"compiling {call.test.name}")
                     compiled[length] = (
-                        compiler.jit(program.run_chunk)
+                        compiler_options.jit(program.run_chunk)
                         .lower(call.data, states, call.chain_keys, step_indices, factors, schedule)
                         .compile()
                     )

@@ -11,11 +11,11 @@ import jax
 import jax.extend
 import jax.numpy as jnp
 
+from tallmcmc import compiler_options
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling import compiler
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
@@ -91,7 +91,7 @@ class ChainProgram(NamedTuple):
         if length is None:
             raise ValueError("the first tuned chunk for these shapes needs its length")
         began = time.perf_counter()
-        run = compiler.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+        run = compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
         self.compiled[key] = (run, length)
         return TunedChunk(run, length, time.perf_counter() - began)
 
@@ -183,9 +183,9 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         return layout.shard_map(run, kinds, (("state", "chains"), "draws"))
 
     if layout is None:
-        initialise = compiler.jit(initialise)
+        initialise = compiler_options.jit(initialise)
     else:
-        initialise = compiler.jit(layout.shard_map(initialise, ("data", "chains"), "state"))
+        initialise = compiler_options.jit(layout.shard_map(initialise, ("data", "chains"), "state"))
         run_chunk = layout.shard_map(
             run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
         )

@@ -21,12 +21,12 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc import compiler_options
 from tallmcmc._checks import integer_at_least
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling import compiler
 from tallmcmc.sampling.adaptation import DualAveraging
 from tallmcmc.sampling.asynchronous import run_asynchronous
 from tallmcmc.sampling.drivers import DriverCall, progress_bar
@@ -243,7 +243,9 @@ def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, s
     run_chunk = program.run_chunk
     began = time.perf_counter()
     compiled = (
-        compiler.jit(lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None)))
+        compiler_options.jit(
+            lambda d, st, k: run_chunk(d, st, k, jnp.arange(steps, dtype=jnp.uint32), None, (None, None))
+        )
         .lower(plan.data, states, keys)
         .compile()
     )

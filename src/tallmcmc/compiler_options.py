@@ -1,4 +1,4 @@
-"""How the samplers' programs are compiled: the XLA options of every chain program.
+"""The XLA options chain programs are compiled with (layer 1: the sampling drivers and the fast setup use them).
 
 On a CPU, XLA hands each fused kernel to LLVM at its default optimisation level; at level 1 a default
 ``sample_tall`` run's chain program compiles about a fifth faster and draws as fast (``docs/compilation.md``,
