@@ -234,7 +234,7 @@ def warmups_equal(a, b) -> bool:
     )
 
 
-@pytest.mark.parametrize("adapt_covariance", [False, True])
+@pytest.mark.parametrize("adapt_covariance", [False, pytest.param(True, marks=pytest.mark.slow)])  # True: 20 s
 def test_warmup_and_step_size_schedule_give_the_vmapped_draws(adapt_covariance):
     """The asynchronous driver warms up asynchronously too (each chain adapts its step size as its
     own steps finish): the same warm-up draws, factors and kept draws as the lockstep warm-up."""
