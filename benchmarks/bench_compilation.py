@@ -140,7 +140,8 @@ def main() -> None:
                 flush=True,
             )
     for name, places in breakdowns.items():
-        print(f"\n{name}, first run: compilations by source line (seconds; XLA programs)\n")
+        programs = sum(int(parts.get("programs", 0)) for parts in places.values())
+        print(f"\n{name}, first run: {programs} XLA programs; compilations by source line (seconds; XLA programs)\n")
         print("| source | total | tracing | lowering | XLA | programs |")
         print("|---|---:|---:|---:|---:|---:|")
         ranked = sorted(

@@ -471,16 +471,13 @@ def test_a_bound_that_fails_in_the_pilot_is_not_used_and_the_run_warns(tall_logi
     sample_tall keeps the other test, counts the pilot and warns naming why. (A bound made too small draws fewer
     points and so is seldom caught in 50 steps; the check is made to report one here, as float32 rounding did at
     N = 10⁶, docs/tuna.md.)"""
-    from tallmcmc.acceptance.tuna import TunaBound
+    from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation
     from tallmcmc.examples import logistic_regression
 
     model, mode = tall_logistic
 
     def violated(self, info):
-        raise ValueError(
-            "the TunaMH bound was violated at 1 of 100 steps: a drawn datum had |U_i(θ′) − U_i(θ)| up to 1.05 times "
-            "c_i·M(θ, θ′). The `bound` passed to tallmcmc.tuna does not hold"
-        )
+        raise TunaBoundViolation(self.name, 1, 100, 1.05)
 
     monkeypatch.setattr(TunaBound, "check_info", violated)
     with pytest.warns(RuntimeWarning, match="TunaMH was not used: the TunaMH bound was violated at 1 of 100 steps"):

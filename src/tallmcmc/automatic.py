@@ -76,7 +76,7 @@ from jax.flatten_util import ravel_pytree
 from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
-from tallmcmc.acceptance.tuna import TunaBound, tuna
+from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation, tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.mode import find_mode
@@ -631,15 +631,14 @@ def sample_tall(
             decision, reason = "minibatch", f"the control variate pays: {measured}"
         else:
             reason = (
-                f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the "
-                + ("TunaMH test with the given bound runs" if bound is not None else "exact Metropolis test runs")
+                f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact Metropolis test runs"
                 + (
                     ", at less cost per effective draw"
                     if choice.cause == "residual cost"
                     else " rather than spending most of N per step under a minibatch name"
                 )
             )
-            decision = "tuna" if bound is not None else "exact"
+            decision = "exact"
         factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
         tuned = proposal.tune(jnp.asarray(factor, jnp.float32))
         pilot = None
@@ -662,10 +661,8 @@ def sample_tall(
                     # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
                     **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
                 )
-            except ValueError as error:  # the bound failed in the pilot: TunaMH is not exact here, say so, go on
-                if not (hasattr(error, "result") and "TunaMH bound was violated" in str(error)):
-                    raise
-                pilot, violated = error.result, str(error).split(". The `bound`")[0]
+            except TunaBoundViolation as error:  # the bound failed in the pilot: TunaMH is not exact here; go on
+                pilot, violated = error.result, error.summary
                 problems.append(
                     f"TunaMH was not used: {violated} in its {TUNA_PILOT_STEPS}-step pilot, so the bound does not "
                     "hold (in float32 at large N, rounding of the residuals can exceed a tight bound: "
@@ -673,7 +670,6 @@ def sample_tall(
                 )
             else:
                 choice = choice.with_tuna(pilot.info)
-            rival = "minibatch" if choice.minibatch else "exact"
             if violated is None and choice.tuna_cost < (
                 choice.minibatch_cost if choice.minibatch else choice.exact_cost
             ):
@@ -681,14 +677,8 @@ def sample_tall(
                 reason = (
                     f"TunaMH on the residuals costs the least per effective draw: {choice.describe_tuna()}; {measured}"
                 )
-            else:
-                decision = rival
-                reason = (
-                    f"the control variate pays: {measured}"
-                    if choice.minibatch
-                    else f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact "
-                    "Metropolis test runs"
-                ) + (f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}")
+            else:  # the decision above stands
+                reason += f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
         say(f"sample_tall: {decision} — {reason}", flush=True)
         if decision == "minibatch":  # the warm-up continues exactly: each chain's step and the tail guard's pool
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)

@@ -189,20 +189,16 @@ class ControlVariate:
         if self.order != 2:
             raise ValueError("a first-order control variate has no curvature; build it with order=2")
 
-        def host(part):  # on the host, in float64: a few d-vectors, not worth compiling a program for
-            return np.asarray(part, np.float64)
-
-        if self.hessian_sum is not None:
-            matrix = host(self.hessian_sum)
-        elif self.hessian_basis is None:
-            matrix = np.diag(host(self.hessian_diagonal))
-        else:  # A = Σ (V Λ Vᵀ + P E P) Σ, P = I − V Vᵀ (as hessian_times applies it)
-            basis = host(self.hessian_basis)
-            projector = np.eye(basis.shape[0]) - basis @ basis.T
-            inner = (basis * host(self.hessian_eigenvalues)) @ basis.T
-            inner += projector @ (host(self.hessian_diagonal)[:, None] * projector)
-            scale = np.ones(basis.shape[0]) if self.hessian_scale is None else host(self.hessian_scale)
-            matrix = scale[:, None] * inner * scale[None, :]
+        # hessian_times itself, on float64 host copies of the parts: a few d-vectors, not worth compiling programs
+        parts = ("hessian_sum", "hessian_diagonal", "hessian_basis", "hessian_eigenvalues", "hessian_scale")
+        host = dataclasses.replace(
+            self,
+            **{
+                name: None if getattr(self, name) is None else np.asarray(getattr(self, name), np.float64)
+                for name in parts
+            },
+        )
+        matrix = np.stack([host.hessian_times(column) for column in np.eye(self.gradient_sum.shape[0])])
         return 0.5 * (matrix + matrix.T)
 
     def proxy_log_ratio(self, position: Position, proposed: Position) -> jax.Array:

@@ -59,7 +59,7 @@ class AllRows:
 
     def data_at(self, model: Model, indices: jax.Array) -> Data:
         """The rows at ``indices``."""
-        return jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), model.data)
+        return rows_of(model.data, indices)
 
     def sum_over_data(self, values: jax.Array) -> jax.Array:
         """Σ of per-datum ``values``."""

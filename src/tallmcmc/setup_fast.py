@@ -609,7 +609,7 @@ class _Passes:
         def chunk_sums(theta, data, order, begin, first_kept, contiguous):
             position = begin + jnp.arange(chunk, dtype=jnp.int32)
             indices = jnp.where(contiguous, position, jax.lax.dynamic_slice_in_dim(order, begin, chunk))
-            part = jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, indices, axis=0), data)
+            part = rows_of(data, indices)
             keep = position >= first_kept
 
             def negative(t):

@@ -104,7 +104,7 @@ from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, deci
 from tallmcmc.acceptance.sequential import with_control_variate
 from tallmcmc.model import Model, Position
 
-__all__ = ["TunaBound", "tuna", "tuna_bound"]
+__all__ = ["TunaBound", "TunaBoundViolation", "tuna", "tuna_bound"]
 
 #: A drawn datum whose |Uᵢ(θ′) − Uᵢ(θ)| exceeds cᵢ M by more than this fraction violates the bound;
 #: within it (float32 rounding of two log-likelihoods) the difference is clipped to ±cᵢ M.
@@ -165,7 +165,8 @@ class TunaBound:
         return int(self.constants.shape[0])
 
     def check_info(self, info: dict) -> None:
-        """Raise a ``ValueError`` if any step of a run found this bound violated (called by :func:`tallmcmc.sample`).
+        """Raise :class:`TunaBoundViolation` (a ``ValueError``) if any step of a run found this bound violated
+        (called by :func:`tallmcmc.sample`).
 
         TunaMH marks such a step by rejecting it, ``non_finite`` and an
         ``error_bound`` > 1 (the largest |Uᵢ(θ′) − Uᵢ(θ)| / (cᵢ M) it saw).
@@ -173,17 +174,40 @@ class TunaBound:
         ratios = np.asarray(info["error_bound"])
         violated = np.asarray(info["non_finite"]) & (ratios > 1.0)
         if violated.any():
-            raise ValueError(
-                f"the TunaMH bound was violated at {int(violated.sum())} of {violated.size} steps: a drawn datum had "
-                f"|U_i(θ′) − U_i(θ)| up to {float(ratios[violated].max()):.4g} times c_i·M(θ, θ′). The `bound` passed "
-                f"to tallmcmc.tuna ({self.name!r}) does not hold for this model, so the chain is not exact. Fix the "
-                "constants or the distance of the bound (tallmcmc.acceptance.tuna.tuna_bound), or, for a shipped "
-                "example, use its own bound (tallmcmc.examples.<example>.tuna_bound(model), e.g. "
-                "tallmcmc.examples.logistic_regression.tuna_bound). A bound that holds in exact arithmetic can still "
-                "fail where the values are float32 and the differences tiny (control-variate residuals at large N): "
-                "run in float64 (jax.config.update('jax_enable_x64', True) and float64 data; docs/tuna.md, 'Bounds "
-                "and float32')"
-            )
+            raise TunaBoundViolation(self.name, int(violated.sum()), violated.size, float(ratios[violated].max()))
+
+
+class TunaBoundViolation(ValueError):
+    """A run's steps found a :class:`TunaBound` violated (raised by :meth:`TunaBound.check_info`).
+
+    Attributes
+    ----------
+    bound_name
+        The bound's ``name``.
+    violated, steps
+        How many steps found it violated, of how many.
+    worst
+        The largest |Uᵢ(θ′) − Uᵢ(θ)| / (cᵢ M(θ, θ′)) seen (> 1).
+    """
+
+    def __init__(self, bound_name: str, violated: int, steps: int, worst: float):
+        self.bound_name, self.violated, self.steps, self.worst = bound_name, violated, steps, worst
+        super().__init__(
+            f"{self.summary}. The `bound` passed to tallmcmc.tuna ({bound_name!r}) does not hold for this model, so the "
+            "chain is not exact. Fix the constants or the distance of the bound (tallmcmc.acceptance.tuna.tuna_bound), "
+            "or, for a shipped example, use its own bound (tallmcmc.examples.<example>.tuna_bound(model), e.g. "
+            "tallmcmc.examples.logistic_regression.tuna_bound). A bound that holds in exact arithmetic can still fail "
+            "where the values are float32 and the differences tiny (control-variate residuals at large N): run in "
+            "float64 (jax.config.update('jax_enable_x64', True) and float64 data; docs/tuna.md, 'Bounds and float32')"
+        )
+
+    @property
+    def summary(self) -> str:
+        """What was found, in one clause."""
+        return (
+            f"the TunaMH bound was violated at {self.violated} of {self.steps} steps: a drawn datum had "
+            f"|U_i(θ′) − U_i(θ)| up to {self.worst:.4g} times c_i·M(θ, θ′)"
+        )
 
 
 class TunaStepState(NamedTuple):

@@ -330,7 +330,7 @@ def sample(
         if warmed.program is not None and warmed.program.serves(plan.held, plan.proposal, plan.test, plan.layout):
             plan = plan._replace(program=warmed.program)  # what warm-up compiled runs the kept draws
         factors, covariance = warmed.step_size_factor, warmed.adapted_covariance
-    elif earlier is not None and getattr(earlier, "program", None) is not None:
+    elif earlier is not None and earlier.program is not None:
         if earlier.program.serves(plan.held, plan.proposal, plan.test, plan.layout):
             plan = plan._replace(program=earlier.program)  # what the resumed run compiled goes on running
     run = _Run(
