@@ -29,6 +29,11 @@ ESS/s all in, ESS per 10⁶ points all in, the ratios ours / HMCECS, and the lar
 
     python benchmarks/bench_all_in.py --sizes 1000000 10000000 --with-bound
     python benchmarks/bench_all_in.py --sizes 10000000 --reference-only   # build the cached reference first
+    python benchmarks/bench_all_in.py --sizes 10000000 --with-bound --timeout 250 --json all_in.json  # on a GPU
+
+Each row is printed (and, with ``--json``, written) as soon as its method finishes, so a method stopped by
+``--timeout`` loses nothing before it; the header names the device JAX runs on. ``benchmarks/device_check.sh`` runs
+the N = 10⁷ rows and the chain scaling on a lent GPU in one call.
 """
 
 from __future__ import annotations
@@ -105,19 +110,33 @@ print("RESULT " + json.dumps(dict(seconds=seconds, compile=compile_seconds[0], *
 """
 
 
-def run_process(body: str, n: int, d: int, cache: str | None, x64: bool = False, **fill) -> tuple[dict, np.ndarray]:
+def run_process(
+    body: str, n: int, d: int, cache: str | None, x64: bool = False, timeout: float | None = None, **fill
+) -> tuple[dict, np.ndarray]:
     """``body`` in a fresh process after the data are made; its RESULT line and its draws (chain, draw, d)."""
     out = tempfile.mktemp(suffix=".npy")
     prologue = PROLOGUE.format(here=str(HERE), n=n, d=d, x64=x64)
     code = prologue + body.format(d=d, **fill) + EPILOGUE.format(out=out)
     environment = {**os.environ, "TALLMCMC_COMPILATION_CACHE": cache or "0"}
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=timeout
+    )
     if completed.returncode != 0:
         raise RuntimeError(completed.stderr[-3000:])
     line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
     draws = np.load(out)
     os.unlink(out)
     return json.loads(line[len("RESULT ") :]), draws
+
+
+def device_line() -> str:
+    """The device the methods' processes run on (JAX's default backend), in words."""
+    import jax
+
+    device = jax.devices()[0]
+    return (
+        f"device: {jax.default_backend()} {device.device_kind} ({jax.device_count()} device(s)), jax {jax.__version__}"
+    )
 
 
 def errors(draws: np.ndarray, reference: dict) -> tuple[float, float, float]:
@@ -169,58 +188,78 @@ def main() -> None:
     parser.add_argument("--skip-hmcecs", action="store_true")
     parser.add_argument("--with-nuts", action="store_true", help="also NumPyro NUTS on all the data")
     parser.add_argument("--with-bound", action="store_true", help="also sample_tall with the logistic residual bound")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds allowed each method's process")
+    parser.add_argument("--json", default=None, help="write every finished row here as it finishes")
     args = parser.parse_args()
     d = args.dimension
+    everything: dict[str, dict] = {}
     for n in args.sizes:
         reference_draws = args.reference_draws or (10_000 if n <= 1_000_000 else 1_000)
         reference = reference_for(n, d, reference_draws)
         if args.reference_only:
             continue
-        print(f"\nN = {n:,}, d = {d}; load {os.getloadavg()[0]:.2f} at {time.strftime('%H:%M UTC', time.gmtime())}")
-        rows = {}
-        ours, draws = run_process(OURS, n, d, None, draws=args.draws, options="")
-        rows["sample_tall (first run)"] = (ours, draws)
-        cache = tempfile.mkdtemp(prefix="tallmcmc-cache-")
-        run_process(OURS, n, d, cache, draws=args.draws, options="")  # fills the cache
-        again, draws_again = run_process(OURS, n, d, cache, draws=args.draws, options="")
-        rows["sample_tall (second run, cache)"] = (again, draws_again)
-        if args.with_bound:
-            bounded = ", bound=lambda cv: logistic_regression.tuna_bound(model, cv)"
-            rows["sample_tall with a bound, float64 (first run)"] = run_process(
-                OURS, n, d, None, x64=True, draws=args.draws, options=bounded
-            )
-        if args.with_nuts:
-            rows["NUTS (all data)"] = run_process(NUTS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
-        if not args.skip_hmcecs:
-            hmcecs = run_process(HMCECS, n, d, None, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
-            rows["HMCECS (mode by fast_setup)"] = hmcecs
+        print(
+            f"\nN = {n:,}, d = {d}; {device_line()}; load {os.getloadavg()[0]:.2f} at "
+            f"{time.strftime('%H:%M UTC', time.gmtime())}",
+            flush=True,
+        )
         print(
             "| method | s all in | of it compiling | bulk ESS min | ESS/s | ESS per 10⁶ points | "
             "max \\|z\\| mean | max \\|sd ratio − 1\\| | notes |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-        summary = {}
-        for name, (row, draws) in rows.items():
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|", flush=True)
+        rows: dict[str, dict] = {}
+
+        def record(name: str, body: str, cache: str | None = None, x64: bool = False, **fill) -> None:
+            """Run one method, print its row at once (a later method that runs out of time loses nothing)."""
+            try:
+                row, draws = run_process(body, n, d, cache, x64=x64, timeout=args.timeout, **fill)
+            except subprocess.TimeoutExpired:
+                print(f"| {name} | > {args.timeout:.0f} (stopped) | | | | | | | timed out |", flush=True)
+                return
             ess, z, sd_error = errors(draws, reference)
-            per_second, per_points = ess / row["seconds"], ess / row["points"] * 1e6
-            summary[name] = (per_second, per_points)
-            notes = ""
-            if "decision" in row:
-                notes = f"{row['decision']}; setup {row['setup_passes']:.2f} passes"
-            print(
-                f"| {name} | {row['seconds']:.2f} | {row['compile']:.2f} | {ess:,.0f} | {per_second:,.0f} | "
-                f"{per_points:,.1f} | {z:.2f} | {sd_error:.3f} | {notes} |"
+            row.update(
+                ess=ess,
+                z=z,
+                sd_error=sd_error,
+                ess_per_second=ess / row["seconds"],
+                ess_per_million_points=ess / row["points"] * 1e6,
             )
+            rows[name] = row
+            notes = f"{row['decision']}; setup {row['setup_passes']:.2f} passes" if "decision" in row else ""
+            print(
+                f"| {name} | {row['seconds']:.2f} | {row['compile']:.2f} | {ess:,.0f} | {row['ess_per_second']:,.0f} | "
+                f"{row['ess_per_million_points']:,.1f} | {z:.2f} | {sd_error:.3f} | {notes} |",
+                flush=True,
+            )
+            if args.json:
+                everything.setdefault(str(n), {})[name] = row
+                pathlib.Path(args.json).write_text(json.dumps(dict(device=device_line(), rows=everything), indent=1))
+
+        record("sample_tall (first run)", OURS, draws=args.draws, options="")
+        cache = tempfile.mkdtemp(prefix="tallmcmc-cache-")
+        run_process(OURS, n, d, cache, draws=args.draws, options="")  # fills the cache
+        record("sample_tall (second run, cache)", OURS, cache, draws=args.draws, options="")
+        if args.with_bound:
+            bounded = ", bound=lambda cv: logistic_regression.tuna_bound(model, cv)"
+            record("sample_tall with a bound, float64 (first run)", OURS, x64=True, draws=args.draws, options=bounded)
+        if args.with_nuts:
+            record("NUTS (all data)", NUTS, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
+        if not args.skip_hmcecs:
+            record("HMCECS (mode by fast_setup)", HMCECS, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
         for peer, label in (("HMCECS (mode by fast_setup)", "HMCECS"), ("NUTS (all data)", "NUTS")):
-            if peer not in summary:
+            if peer not in rows:
                 continue
-            theirs = summary[peer]
-            for name in [name for name in summary if name.startswith("sample_tall")]:
-                mine = summary[name]
+            theirs = rows[peer]
+            for name in [name for name in rows if name.startswith("sample_tall")]:
+                mine = rows[name]
                 print(
-                    f"{name} / {label}: ESS/s {mine[0] / theirs[0]:.2f}×, ESS per 10⁶ points {mine[1] / theirs[1]:.2f}×"
+                    f"{name} / {label}: ESS/s {mine['ess_per_second'] / theirs['ess_per_second']:.2f}×, "
+                    f"ESS per 10⁶ points {mine['ess_per_million_points'] / theirs['ess_per_million_points']:.2f}×"
                 )
-        first = rows["sample_tall (first run)"][0]
+        if "sample_tall (first run)" not in rows:
+            continue
+        first = rows["sample_tall (first run)"]
         print(f"compilation share of sample_tall's first run: {first['compile'] / first['seconds']:.0%}")
 
 

@@ -1,0 +1,29 @@
+#!/bin/bash
+# The GPU check of issue 26 (and issue 11's chain figures), as one call of the `device` tool:
+#   run(command="bash benchmarks/device_check.sh", carry=[".whl", ".devref"], timeout_s=...)
+# .whl: the wheels the GPU image lacks (clarabel, cffi, pycparser, platformdirs, arviz, h5netcdf, xarray-einstats), and
+# numpyro 0.22 (the image's 0.21 HMCECS fails at its first step: "all sites must have unique names but got
+# `_biased_corrected_log_likelihood` duplicated");
+# .devref: the cached reference posteriors (~/.cache/tallmcmc/bench/reference_*.npz, 1.7 kB each).
+# Every table is printed as it finishes and written under $OUT, so a step that runs out of time loses nothing before it.
+set -u
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false  # the benches run one JAX process after another
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
+export PYTHONPATH=/tmp/site:$PWD/src
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" ~/.cache/tallmcmc/bench && cp .devref/*.npz ~/.cache/tallmcmc/bench/
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+python3 - <<'PY' || exit
+import time, jax, numpyro, numpy as np
+print("jax", jax.__version__, "numpyro", numpyro.__version__, jax.devices())
+import tallmcmc
+from tallmcmc.examples import logistic_regression
+x, y = logistic_regression.simulate(20_000, 5, seed=0)
+began = time.perf_counter()
+result = tallmcmc.sample_tall(logistic_regression.model(x, y), num_samples=200, progress=False)
+print(f"smoke: sample_tall N = 20,000 ran in {time.perf_counter() - began:.1f} s, decision {result.diagnosis.decision}")
+PY
+timeout ${ALL_IN_SECONDS:-330} python3 benchmarks/bench_all_in.py --sizes 10000000 --with-bound --timeout ${METHOD_SECONDS:-150} \
+    --json "$OUT/all_in.json" 2>&1 | tee "$OUT/all_in.log"
+[ -n "${SKIP_CHAINS:-}" ] || timeout ${CHAINS_SECONDS:-100} python3 benchmarks/bench_chains.py --only gmm logistic --chains 1 64 512 4096 \
+    --repeats 2 2>&1 | tee "$OUT/chains.log"
