@@ -74,13 +74,14 @@ SMALL_NOISE = 0.1
 
 
 class LoopHelpers(NamedTuple):
-    """What the stopping rule and the decision of one step share (built by ``helpers`` inside :func:`minibatch_barker`).
+    """What the stopping rule and the decision of one step share (built by :func:`stopping_helpers`).
 
     ``buffer_size`` values are kept for the moments, the first stage has
     ``first_size`` points; the rest are functions of the loop's state:
     ``moments`` (b, Var(Δ*)), ``clt_error`` (the bound on the CLT error),
     ``first_stage_variance``, ``fourth_power_sum`` (Σ z⁴ over the buffered
-    lᵢ) and ``stop`` (the stopping rule).
+    lᵢ), ``pooled_kurtosis`` (κ̂ over this step's moment sample and the
+    chain's earlier ones) and ``stop`` (the stopping rule).
     """
 
     buffer_size: int
@@ -89,6 +90,7 @@ class LoopHelpers(NamedTuple):
     clt_error: Callable
     first_stage_variance: Callable
     fourth_power_sum: Callable
+    pooled_kurtosis: Callable
     stop: Callable
 
 
@@ -136,6 +138,102 @@ def smoothed_error_bound(variance, absolute_third, batch_size, sigma_squared):
     tau = jnp.sqrt(jnp.maximum(sigma_squared - variance, 0.0))
     bound = jnp.sqrt(jnp.maximum(variance, 0.0)) * absolute_third / (jnp.sqrt(batch_size) * tau * _SQRT_TWO_PI)
     return jnp.where(tau > 0, bound, jnp.inf)
+
+
+def stopping_helpers(
+    num_data: int,
+    dtype,
+    pool: TailPool,
+    *,
+    batch_size: int,
+    sigma_squared: float,
+    moment_sample_size: int | None,
+    variance_rse: float | None,
+    delta: float | None,
+    smoothing: Callable,
+) -> LoopHelpers:
+    """The stopping rule of Algorithm 1 with the tail guard, and what the decision reads of the loop's state.
+
+    Shared by :func:`minibatch_barker` and
+    :func:`~tallmcmc.acceptance.penalty.minibatch_penalty`, which stop their
+    minibatch the same way (Var(Δ*) < σ², the tail guard, optionally ε ≤ δ)
+    and differ only in the decision. ``smoothing(variance, absolute_third, b)``
+    is the test's own second bound on its CLT error (the smaller of it and
+    Novak's is reported).
+    """
+    buffer_size = min(num_data, moment_sample_size or 20 * batch_size)
+    first_size = min(batch_size, num_data)
+
+    def moments(state):
+        # Var(Δ*) = N² Var(l)/b · (1 − b/N)  (without replacement)
+        b = state.count.astype(dtype)
+        variance = float(num_data) ** 2 * sample_variance(state) / b * (1 - b / num_data)
+        return b, variance
+
+    def clt_error(state):
+        b, variance = moments(state)
+        used = jnp.minimum(state.count, buffer_size).astype(dtype)
+        mask = jnp.arange(state.buffer.values.shape[0]) < used
+        # one pass over the buffer for both absolute moments; standardised after summing
+        deviation = jnp.abs(jnp.where(mask, state.buffer.values - state.mean, 0))
+        absolute_sums = jnp.sum(jnp.stack([deviation, deviation * deviation * deviation]), axis=1)
+        scale = jnp.sqrt(state.sum_squares / b)
+        spread = scale > 0
+        scale = jnp.where(spread, scale, 1)
+        absolute_first = absolute_sums[0] / scale / used
+        absolute_third = absolute_sums[1] / scale**3 / used
+        novak = (6.4 * absolute_third + 2.0 * absolute_first) / jnp.sqrt(b)
+        return jnp.where(
+            spread & (state.count < num_data), jnp.minimum(novak, smoothing(variance, absolute_third, b)), 0.0
+        )
+
+    def fourth_power_sum(state):
+        """Σ z⁴ over the buffered lᵢ, from the loop's running moments (no pass over the buffer)."""
+        b = state.count.astype(dtype)
+        spread = jnp.sqrt(state.sum_squares / b)
+        spread = jnp.where(spread > 0, spread, 1)
+        return buffered_fourth_central_sum(state, state.mean) / spread**4
+
+    def pooled_kurtosis(state):
+        used = jnp.minimum(state.count, buffer_size).astype(dtype)
+        return (pool.fourth + fourth_power_sum(state)) / jnp.maximum(pool.count + used, 1.0)
+
+    def first_stage_variance(state):
+        # the first stage's points are the buffer's first ``first_size`` values
+        values = state.buffer.values[:first_size]
+        return float(num_data) ** 2 * jnp.var(values, ddof=1) / first_size * (1 - first_size / num_data)
+
+    def tails_matter(state):
+        """Whether the typical first-stage noise, pooled over steps, is not far below σ²."""
+        typical = (pool.first_variance + first_stage_variance(state)) / (pool.steps + 1.0)
+        return typical > SMALL_NOISE * sigma_squared
+
+    def stop(state):
+        _, variance = moments(state)
+        small = variance < sigma_squared
+        if variance_rse is not None:
+            trusted = state.count.astype(dtype) >= (pooled_kurtosis(state) - 1.0) / variance_rse**2
+            small = small & (trusted | ~tails_matter(state))
+        if delta is not None:
+            small = small & (clt_error(state) <= delta)
+        return small
+
+    return LoopHelpers(
+        buffer_size, first_size, moments, clt_error, first_stage_variance, fourth_power_sum, pooled_kurtosis, stop
+    )
+
+
+def pooled_tails(pool: TailPool, shared: LoopHelpers, state, dtype) -> TailPool:
+    """The chain's tail pool with this step's moment sample added (where it has one)."""
+    fourth = shared.fourth_power_sum(state)
+    used = jnp.minimum(state.count, shared.buffer_size).astype(dtype)
+    learned = (state.count >= max(shared.first_size, 2)) & jnp.isfinite(fourth)
+    return TailPool(
+        pool.fourth + jnp.where(learned, fourth, 0.0),
+        pool.count + jnp.where(learned, used, 0.0),
+        pool.first_variance + jnp.where(learned, shared.first_stage_variance(state), 0.0),
+        pool.steps + learned.astype(dtype),
+    )
 
 
 def minibatch_barker(
@@ -244,63 +342,17 @@ def minibatch_barker(
 
     def helpers(num_data: int, dtype, pool: TailPool) -> LoopHelpers:
         """The functions of the loop's state that the stopping rule and the decision share."""
-        buffer_size = min(num_data, moment_sample_size or 20 * batch_size)
-        first_size = min(batch_size, num_data)
-
-        def moments(state):
-            # Var(Δ*) = N² Var(l)/b · (1 − b/N)  (without replacement)
-            b = state.count.astype(dtype)
-            variance = float(num_data) ** 2 * sample_variance(state) / b * (1 - b / num_data)
-            return b, variance
-
-        def clt_error(state):
-            b, variance = moments(state)
-            used = jnp.minimum(state.count, buffer_size).astype(dtype)
-            mask = jnp.arange(state.buffer.values.shape[0]) < used
-            # one pass over the buffer for both absolute moments; standardised after summing
-            deviation = jnp.abs(jnp.where(mask, state.buffer.values - state.mean, 0))
-            absolute_sums = jnp.sum(jnp.stack([deviation, deviation * deviation * deviation]), axis=1)
-            scale = jnp.sqrt(state.sum_squares / b)
-            spread = scale > 0
-            scale = jnp.where(spread, scale, 1)
-            absolute_first = absolute_sums[0] / scale / used
-            absolute_third = absolute_sums[1] / scale**3 / used
-            novak = (6.4 * absolute_third + 2.0 * absolute_first) / jnp.sqrt(b)
-            smoothing = smoothed_error_bound(variance, absolute_third, b, sigma_squared)
-            return jnp.where(spread & (state.count < num_data), jnp.minimum(novak, smoothing), 0.0)
-
-        def fourth_power_sum(state):
-            """Σ z⁴ over the buffered lᵢ, from the loop's running moments (no pass over the buffer)."""
-            b = state.count.astype(dtype)
-            spread = jnp.sqrt(state.sum_squares / b)
-            spread = jnp.where(spread > 0, spread, 1)
-            return buffered_fourth_central_sum(state, state.mean) / spread**4
-
-        def pooled_kurtosis(state):
-            used = jnp.minimum(state.count, buffer_size).astype(dtype)
-            return (pool.fourth + fourth_power_sum(state)) / jnp.maximum(pool.count + used, 1.0)
-
-        def first_stage_variance(state):
-            # the first stage's points are the buffer's first ``first_size`` values
-            values = state.buffer.values[:first_size]
-            return float(num_data) ** 2 * jnp.var(values, ddof=1) / first_size * (1 - first_size / num_data)
-
-        def tails_matter(state):
-            """Whether the typical first-stage noise, pooled over steps, is not far below σ²."""
-            typical = (pool.first_variance + first_stage_variance(state)) / (pool.steps + 1.0)
-            return typical > SMALL_NOISE * sigma_squared
-
-        def stop(state):
-            _, variance = moments(state)
-            small = variance < sigma_squared
-            if variance_rse is not None:
-                trusted = state.count.astype(dtype) >= (pooled_kurtosis(state) - 1.0) / variance_rse**2
-                small = small & (trusted | ~tails_matter(state))
-            if delta is not None:
-                small = small & (clt_error(state) <= delta)
-            return small
-
-        return LoopHelpers(buffer_size, first_size, moments, clt_error, first_stage_variance, fourth_power_sum, stop)
+        return stopping_helpers(
+            num_data,
+            dtype,
+            pool,
+            batch_size=batch_size,
+            sigma_squared=sigma_squared,
+            moment_sample_size=moment_sample_size,
+            variance_rse=variance_rse,
+            delta=delta,
+            smoothing=lambda variance, third, b: smoothed_error_bound(variance, third, b, sigma_squared),
+        )
 
     if growth == "linear":
         next_stage = lambda count, stage: count + batch_size  # noqa: E731
@@ -333,15 +385,7 @@ def minibatch_barker(
         )
         # all N points seen: Δ* is exact, and the exact Barker test draws the logistic itself
         noise = jnp.where(state.count >= num_data, jax.random.logistic(logistic_key, dtype=dtype), noise)
-        fourth = shared.fourth_power_sum(state)
-        used = jnp.minimum(state.count, shared.buffer_size).astype(dtype)
-        learned = (state.count >= max(shared.first_size, 2)) & jnp.isfinite(fourth)
-        pool = TailPool(
-            pool.fourth + jnp.where(learned, fourth, 0.0),
-            pool.count + jnp.where(learned, used, 0.0),
-            pool.first_variance + jnp.where(learned, shared.first_stage_variance(state), 0.0),
-            pool.steps + learned.astype(dtype),
-        )
+        pool = pooled_tails(pool, shared, state, dtype)
         return sequential_decision(
             state,
             num_data,
