@@ -24,6 +24,7 @@ from tallmcmc.acceptance.base import AcceptanceInfo, AcceptanceTest
 from tallmcmc.acceptance.confidence import confidence_sampler
 from tallmcmc.acceptance.exact import always_accept, exact_barker, exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
+from tallmcmc.acceptance.penalty import minibatch_penalty
 from tallmcmc.acceptance.tuna import tuna
 from tallmcmc.automatic import TallDiagnosis, sample_tall
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
@@ -81,6 +82,7 @@ __all__ = [
     "load_result",
     "minibatch_barker",
     "minibatch_hamiltonian",
+    "minibatch_penalty",
     "proposals",
     "random_walk",
     "laplace_covariance",

@@ -5,6 +5,7 @@ Modules: :mod:`~tallmcmc.acceptance.base` (the types every test shares),
 :mod:`~tallmcmc.acceptance.sequential` (the growing-minibatch core shared by
 the subsampling tests), :mod:`~tallmcmc.acceptance.subsample` (drawing without
 replacement), :mod:`~tallmcmc.acceptance.minibatch_barker`,
+:mod:`~tallmcmc.acceptance.penalty` (the minibatch penalty test),
 :mod:`~tallmcmc.acceptance.austere` and :mod:`~tallmcmc.acceptance.austere_design`
 (AustereMH), :mod:`~tallmcmc.acceptance.confidence` (MHSubLhd).
 """
@@ -16,8 +17,19 @@ from tallmcmc.acceptance import (
     confidence,
     exact,
     minibatch_barker,
+    penalty,
     sequential,
     subsample,
 )
 
-__all__ = ["austere", "austere_design", "base", "confidence", "exact", "minibatch_barker", "sequential", "subsample"]
+__all__ = [
+    "austere",
+    "austere_design",
+    "base",
+    "confidence",
+    "exact",
+    "minibatch_barker",
+    "penalty",
+    "sequential",
+    "subsample",
+]
