@@ -185,6 +185,10 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
         assert result.test_name == "exact_metropolis" and np.all(result.data_used == model.num_data)
     else:
         assert choice.residual_cost == 1.0 and diagnosis.data_fraction < 0.25
+        # N = 1,000: Δ* is too far from normal for the penalty test (mean CLT bound ≈ 0.04 > 0.01): the Barker test
+        assert result.test_name.startswith("minibatch_barker") and "the minibatch test is the Barker test" in str(
+            diagnosis.reason
+        )
     # every one-off pass is counted, the mode's included (it reaches the run through its Laplace covariance),
     # the starts checked once (the kept draws continue from the warm-up's states)
     assert result.setup_data_used == {
@@ -494,3 +498,40 @@ def test_a_bound_that_fails_in_the_pilot_is_not_used_and_the_run_warns(tall_logi
     diagnosis = result.diagnosis
     assert diagnosis.decision in ("minibatch", "exact") and "TunaMH's bound failed" in diagnosis.reason
     assert result.setup_data_used["TunaMH pilot"] > 0 and not np.isfinite(diagnosis.choice.tuna_cost)
+
+
+@pytest.fixture(scope="module")
+def tall_regression():
+    covariates, response = linear_regression.simulate(50_000, 9, seed=1)
+    exact = linear_regression.posterior(covariates, response)
+    mean = np.concatenate([exact["beta"][0], [exact["log_sigma"][0]]])
+    sd = np.concatenate([exact["beta"][1], [exact["log_sigma"][1]]])
+    return linear_regression.model(covariates, response), mean, sd
+
+
+def test_sample_tall_keeps_the_penalty_test_where_its_bound_is_small(tall_regression):
+    """The default minibatch test ("auto") on a tall regression: the penalty test, Metropolis-type, exact posterior."""
+    model, mean, sd = tall_regression
+    result = tallmcmc.sample_tall(model, num_samples=2000, seed=5, progress=False)
+    passed, report = reproduces(result, mean, sd)
+    assert passed, report
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "minibatch" and result.test_name.startswith("minibatch_penalty"), diagnosis.reason
+    assert "the minibatch test is the penalty test" in diagnosis.reason
+    assert float(np.mean(result.warmup_info["error_bound"])) < tallmcmc.automatic.PENALTY_ERROR_LIMIT
+    # Metropolis-type: past the Barker test's ceiling of ½
+    assert float(np.mean(result.info["accepted"])) > 0.8
+
+
+def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_regression, monkeypatch):
+    """Deliberately wrong: the penalty test's Δ* without the prior and proposal terms (the proxy-HMC correction)."""
+    from tallmcmc.acceptance import penalty as penalty_module
+
+    estimated = penalty_module.estimated_log_ratio
+    monkeypatch.setattr(
+        penalty_module, "estimated_log_ratio", lambda state, num_data, offset: estimated(state, num_data, 0.0 * offset)
+    )
+    model, mean, sd = tall_regression
+    result = tallmcmc.sample_tall(model, num_samples=2000, seed=5, progress=False)
+    passed, report = reproduces(result, mean, sd)
+    assert not passed, report

@@ -17,7 +17,9 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    independent proposals) with the step jittered by ±50%, so the trajectory
    never reaches half a period (3π/4 at most).
 4. **Warm-up with the minibatch test, measured** (:func:`tallmcmc.warmup`):
-   ``num_warmup`` steps of the minibatch Barker test on the residuals,
+   ``num_warmup`` steps of the minibatch test on the residuals (the
+   Metropolis-type penalty test, :func:`tallmcmc.minibatch_penalty`, unless
+   ``minibatch_test="barker"``: ``docs/penalty.md``),
    adapting the leapfrog step on the proxy's own acceptance (data-free;
    :mod:`tallmcmc.sampling.adaptation`), chains started from Laplace draws,
    each checked on a fixed subsample of :data:`START_CHECK_ROWS` rows
@@ -40,14 +42,15 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    min(1, e^{Δ*}) over the window (Δ* the minibatch test's estimate of Δ,
    which it reports). With ESS per draw approximated by a/(2 − a) for an
    acceptance rate a (the rule of thumb for nearly independent proposals),
-   the minibatch test is kept when b̄·c/e_Barker < N/e_Metropolis and it used
+   the minibatch test is kept when b̄·c/e(a_minibatch) < N/e(a_Metropolis) and it used
    at most a quarter of N per step (:func:`tallmcmc.sample` warns above the
    same fraction). Otherwise the path says why (spread or tail weight of the
    residuals, N small against the first minibatch, or the residuals' price)
    and runs the exact test. With a ``bound`` for the residuals,
-   TunaMH (exact and Metropolis-type, so not held to the Barker test's ESS per
-   draw of about ⅓) runs a short measured pilot, and whichever of it and the
-   test chosen above costs less per effective draw is kept.
+   TunaMH (exact and Metropolis-type, and often fewer residuals per step than
+   the minibatch test's first minibatch) runs a short measured pilot, and
+   whichever of it and the test chosen above costs less per effective draw
+   is kept.
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
@@ -76,6 +79,7 @@ from jax.flatten_util import ravel_pytree
 from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
+from tallmcmc.acceptance.penalty import minibatch_penalty
 from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation, tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
@@ -119,10 +123,18 @@ FAST_SETUP_ROWS_PER_DIMENSION = 10_000
 #: Above this many coordinates ``setup="auto"`` uses ``find_mode`` (a d × d Hessian per row chunk per pass).
 FAST_SETUP_MAX_DIMENSION = 100
 #: With a TunaMH ``bound``, the kept steps of its pilot (the first kept draws if TunaMH is chosen, else counted and
-#: set aside): TunaMH is Metropolis-type, so it can beat the Barker test's ESS per draw of about ⅓ (docs/sample_tall.md).
+#: set aside): TunaMH is Metropolis-type and may touch fewer residuals per step than the minibatch test (docs/tuna.md).
 TUNA_PILOT_STEPS = 50
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
+#: The values of ``sample_tall(minibatch_test=...)``: ``"auto"`` (default) warms up with the penalty test and keeps
+#: it where its CLT error bound is small (:data:`PENALTY_ERROR_LIMIT`), else the Barker test.
+MINIBATCH_TESTS = ("auto", "penalty", "barker")
+#: ``minibatch_test="auto"`` keeps the penalty test when the mean of its bound on the CLT error of the acceptance
+#: probability over the measurement window is at most this (measured: 0.0014 on the logistic regression at
+#: N = 10⁶, 0.004-0.005 at 10⁵, 0.04 on the N = 1,000 mixture, where both minibatch tests narrow the posterior sd
+#: by a few per cent; docs/penalty.md, "Where the penalty test is used").
+PENALTY_ERROR_LIMIT = 0.01
 #: ``sample_tall`` checks the model at each chain's start on this many rows (a fixed, seeded subsample, the same rows
 #: for every start) instead of all N; with N at most this, ``sample``'s own full check runs (docs/sample_tall.md,
 #: "The start check").
@@ -194,7 +206,7 @@ class TestChoice:
     use
         The window's :class:`~tallmcmc.run_warnings.DataUse` (fraction of N,
         N²·Var(rᵢ), kurtosis, the minibatch each rule asks for).
-    barker_acceptance, metropolis_acceptance
+    minibatch_acceptance, metropolis_acceptance
         The minibatch test's acceptance rate in the window, and the mean of
         min(1, e^{Δ*}) there (the exact Metropolis test's, estimated).
     minibatch_cost, exact_cost
@@ -216,7 +228,7 @@ class TestChoice:
     minibatch: bool
     cause: str
     use: DataUse
-    barker_acceptance: float
+    minibatch_acceptance: float
     metropolis_acceptance: float
     minibatch_cost: float
     exact_cost: float
@@ -249,7 +261,7 @@ class TestChoice:
         )
         return (
             f"in warm-up the minibatch test used {100 * self.use.fraction:.2g}% of N = {num_data:,} per step "
-            f"({spread}, {kurtosis}) and accepted {100 * self.barker_acceptance:.2g}%: ≈ {points:,.0f} residuals per "
+            f"({spread}, {kurtosis}) and accepted {100 * self.minibatch_acceptance:.2g}%: ≈ {points:,.0f} residuals per "
             f"effective draw at ≈ {self.residual_cost:.3g} plain points each, ≈ {self.minibatch_cost:,.0f} plain "
             f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (N plain points per "
             f"step, estimated acceptance {100 * self.metropolis_acceptance:.2g}%)"
@@ -324,7 +336,7 @@ class TallDiagnosis:
     Attributes
     ----------
     decision
-        ``"minibatch"`` (minibatch Barker test on control-variate residuals),
+        ``"minibatch"`` (the minibatch test on control-variate residuals),
         ``"exact"`` (exact Metropolis with the proxy proposal), ``"tuna"``
         (TunaMH on the residuals) or ``"random walk"`` (no Laplace
         approximation: exact Metropolis with a covariance-adapted random walk).
@@ -406,6 +418,7 @@ def sample_tall(
     num_chains: int = 4,
     num_warmup: int = 200,
     batch_size: int = 100,
+    minibatch_test: str = "auto",
     bound: TunaBound | Callable[[ControlVariate], TunaBound] | None = None,
     chi: float = 0.01,
     seed: int = 0,
@@ -443,7 +456,21 @@ def sample_tall(
         at least 20 on the proxy path, whose second half is the measurement
         window). Counted.
     batch_size
-        The minibatch Barker test's first minibatch and growth increment.
+        The minibatch test's first minibatch and growth increment.
+    minibatch_test
+        Which minibatch test runs on the residuals. ``"penalty"``:
+        :func:`tallmcmc.minibatch_penalty`, Metropolis-type (it accepts with
+        min(1, e^{Δ* − ŝ²/2}), at least the Barker probability for every Δ, so
+        with the same minibatch it mixes at least as well: ESS per draw ≈ 0.8
+        against ≈ 0.3 on the logistic benchmark). ``"barker"``:
+        :func:`tallmcmc.minibatch_barker`, Seita et al.'s test, whose
+        acceptance is held to the Barker probability, and whose added noise
+        smooths a Δ* that is not quite normal. ``"auto"`` (default): warm up
+        with the penalty test and keep it when the mean of its CLT error
+        bound over the measurement window is at most
+        :data:`PENALTY_ERROR_LIMIT`, else continue with the Barker test. Both
+        grow the minibatch by the same rule; ``docs/penalty.md`` compares
+        them.
     bound
         Optional TunaMH bound for the control-variate residuals: a function
         of the control variate that returns a
@@ -455,7 +482,7 @@ def sample_tall(
         runs a pilot of :data:`TUNA_PILOT_STEPS` kept steps from the warmed
         chains; it is kept (the pilot's draws are then the first kept draws)
         when its measured cost per effective draw, a/(2 − a) for acceptance
-        a, is below the minibatch Barker test's (or the exact test's, where
+        a, is below the minibatch test's (or the exact test's, where
         the minibatch test does not pay). A pilot not kept is counted in
         ``setup_data_used["TunaMH pilot"]``; the bound's own pass over the
         data is counted under its name.
@@ -507,6 +534,11 @@ def sample_tall(
     batch_size = integer_at_least(batch_size, "batch_size", 2)
     if residual_cost is not None:
         residual_cost = positive_finite(residual_cost, "residual_cost", _RESIDUAL_COST_MEANING)
+    if minibatch_test not in MINIBATCH_TESTS:
+        raise ValueError(
+            f"minibatch_test must be one of {', '.join(repr(name) for name in MINIBATCH_TESTS)} (the test run on the "
+            f"control-variate residuals); got {minibatch_test!r}"
+        )
     if not isinstance(model, Model):
         raise TypeError(f"model must be a tallmcmc.Model; got {type(model).__name__}")
     if setup not in SETUPS:
@@ -598,7 +630,10 @@ def sample_tall(
             preconditioner=covariance,
             step_size_jitter=STEP_SIZE_JITTER,
         )
-        minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
+        first_minibatch = min(batch_size, model.num_data)
+        warmup_test = (minibatch_barker if minibatch_test == "barker" else minibatch_penalty)(
+            first_minibatch, control_variate=control_variate
+        )
         if callable(bound):
             bound = _bound_for(bound, control_variate)
         starts = _starts(mode.position, covariance, num_chains, seed)
@@ -607,7 +642,7 @@ def sample_tall(
         warmed = warmup(
             model,
             proposal,
-            minibatch,
+            warmup_test,
             initial_positions=starts,
             num_warmup=num_warmup,
             seed=seed,
@@ -619,14 +654,27 @@ def sample_tall(
                 warmed, setup_data_used={"start check (subsample)": checked, **warmed.setup_data_used}
             )
         pool = warmed.states.cache
+        window = _window(warmed)
+        minibatch, minibatch_note = warmup_test, ""
+        if minibatch_test == "auto":
+            error = float(np.mean(window["error_bound"]))
+            if error > PENALTY_ERROR_LIMIT:  # Δ* too far from normal to trust the penalty: the Barker test smooths it
+                minibatch = minibatch_barker(first_minibatch, control_variate=control_variate)
+                window = {**window, "accepted": 1.0 / (1.0 + np.exp(-np.asarray(window["statistic"], np.float64)))}
+                minibatch_note = (
+                    f"; the minibatch test is the Barker test (its acceptance predicted from the window's Δ*): the "
+                    f"penalty test's mean CLT error bound in warm-up was {error:.2g} > {PENALTY_ERROR_LIMIT}"
+                )
+            else:
+                minibatch_note = f"; the minibatch test is the penalty test (mean CLT error bound {error:.2g})"
         choice = choose_test(
-            _window(warmed),
+            window,
             model.num_data,
             to_host(pool) if hasattr(pool, "fourth") else None,
             control_variate,
             residual_cost=residual_cost,
         )
-        measured = choice.describe(model.num_data)
+        measured = choice.describe(model.num_data) + minibatch_note
         if choice.minibatch:
             decision, reason = "minibatch", f"the control variate pays: {measured}"
         else:
@@ -680,9 +728,23 @@ def sample_tall(
             else:  # the decision above stands
                 reason += f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
         say(f"sample_tall: {decision} — {reason}", flush=True)
-        if decision == "minibatch":  # the warm-up continues exactly: each chain's step and the tail guard's pool
+        if decision == "minibatch" and minibatch is warmup_test:
+            # the warm-up continues exactly: each chain's step and the tail guard's pool
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
             kept_proposal, kept_test = proposal, minibatch
+        elif decision == "minibatch":  # another minibatch test: from the warm-up's final states, as the exact test
+            kept = sample(
+                model,
+                tuned,
+                minibatch,
+                initial_positions=_positions(warmed),
+                num_samples=num_samples,
+                seed=seed,
+                check_starts=False,
+                **options,
+            )
+            result = _joined(warmed, kept)
+            kept_proposal, kept_test = tuned, minibatch
         elif decision == "tuna":  # the pilot's draws are the first kept draws
             more = num_samples - int(pilot.info["accepted"].shape[1])
             kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **options)
