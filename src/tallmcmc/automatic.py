@@ -131,10 +131,11 @@ SETUPS = ("auto", "fast", "exact")
 #: it where its CLT error bound is small (:data:`PENALTY_ERROR_LIMIT`), else the Barker test.
 MINIBATCH_TESTS = ("auto", "penalty", "barker")
 #: ``minibatch_test="auto"`` keeps the penalty test when the mean of its bound on the CLT error of the acceptance
-#: probability over the measurement window is at most this (measured: 0.0014 on the logistic regression at
-#: N = 10⁶, 0.004-0.005 at 10⁵, 0.04 on the N = 1,000 mixture, where both minibatch tests narrow the posterior sd
-#: by a few per cent; docs/penalty.md, "Where the penalty test is used").
-PENALTY_ERROR_LIMIT = 0.01
+#: probability over the measurement window is at most this. Measured (docs/penalty.md, "Where the penalty test is
+#: used"): 0.0013 on the logistic regression at N = 10⁶, 0.015 at N = 10⁷ in float32 (rounding noise in the
+#: residuals; the posterior within 1.9 MCSE there), at most 0.008 on the other tall targets tried, and 0.04 on the
+#: N = 1,000 mixture, where both minibatch tests narrow the posterior sd by a few per cent.
+PENALTY_ERROR_LIMIT = 0.02
 #: ``sample_tall`` checks the model at each chain's start on this many rows (a fixed, seeded subsample, the same rows
 #: for every start) instead of all N; with N at most this, ``sample``'s own full check runs (docs/sample_tall.md,
 #: "The start check").
