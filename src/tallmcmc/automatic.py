@@ -134,7 +134,7 @@ MINIBATCH_TESTS = ("auto", "penalty", "barker")
 #: probability over the measurement window is at most this. Measured (docs/penalty.md, "Where the penalty test is
 #: used"): 0.0013 on the logistic regression at N = 10⁶, 0.015 at N = 10⁷ in float32 (rounding noise in the
 #: residuals; the posterior within 1.9 MCSE there), at most 0.008 on the other tall targets tried, and 0.04 on the
-#: N = 1,000 mixture, where both minibatch tests narrow the posterior sd by a few per cent.
+#: N = 1,000 mixture, where both minibatch tests break detailed balance at some pairs from the posterior's tails.
 PENALTY_ERROR_LIMIT = 0.02
 #: ``sample_tall`` checks the model at each chain's start on this many rows (a fixed, seeded subsample, the same rows
 #: for every start) instead of all N; with N at most this, ``sample``'s own full check runs (docs/sample_tall.md,
