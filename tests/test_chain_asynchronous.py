@@ -117,6 +117,8 @@ def test_a_full_pass_at_the_start_is_made_only_for_the_chains_that_start(control
         assert (len(begins) == steps) if expected == "exact" else (len(begins) > steps), (name, len(begins), steps)
 
 
+# slow (21 s, suite time): the end-to-end equalities test_asynchronous_draws_equal_vmapped_draws[*] stay in the default suite)
+@pytest.mark.slow
 def test_step_parts_equal_the_kernel_step_bit_for_bit(control_variate):
     model = TARGET.model
     tests = {**subsampling_tests(control_variate), "exact_barker": tallmcmc.exact_barker()}
@@ -195,6 +197,8 @@ def test_asynchronous_draws_equal_vmapped_draws(control_variate, name):
     assert vmapped.acceptance_rate > 0
 
 
+# slow (12 s, suite time): the asynchronous driver's draws are checked against the vmapped driver's in the default suite)
+@pytest.mark.slow
 def test_a_chain_draws_the_same_whatever_the_number_of_chains():
     test = tallmcmc.minibatch_barker(20)
     starts = jnp.asarray(TARGET.starts(5, 6))
@@ -234,7 +238,10 @@ def warmups_equal(a, b) -> bool:
     )
 
 
-@pytest.mark.parametrize("adapt_covariance", [False, pytest.param(True, marks=pytest.mark.slow)])  # True: 20 s
+# slow (17 s and 20 s, suite time): the asynchronous warm-up stays in the default suite through
+# tests/test_warmup.py::test_warmup_as_its_own_step_then_sample_equals_the_shorthand[asynchronous-False]
+@pytest.mark.slow
+@pytest.mark.parametrize("adapt_covariance", [False, True])
 def test_warmup_and_step_size_schedule_give_the_vmapped_draws(adapt_covariance):
     """The asynchronous driver warms up asynchronously too (each chain adapts its step size as its
     own steps finish): the same warm-up draws, factors and kept draws as the lockstep warm-up."""
@@ -245,6 +252,8 @@ def test_warmup_and_step_size_schedule_give_the_vmapped_draws(adapt_covariance):
     assert draws_equal(vmapped, asynchronous)
 
 
+# slow (8 s, suite time): the wrong variant of the warm-up equality below, slow with it)
+@pytest.mark.slow
 def test_a_wrong_asynchronous_adaptation_fails_the_warmup_check(monkeypatch):
     """Wrong: each chain's adaptation counts its steps from 1 instead of 0."""
     test = tallmcmc.minibatch_barker(20)
@@ -254,6 +263,8 @@ def test_a_wrong_asynchronous_adaptation_fails_the_warmup_check(monkeypatch):
     assert not warmups_equal(vmapped, run(test, "asynchronous", 2, num_warmup=40))
 
 
+# slow (11 s, suite time))
+@pytest.mark.slow
 def test_temperature_schedule_gives_the_vmapped_draws_up_to_rounding():
     """Here a chain's temperature is its own (chains are at different steps), so the tempered
     ratios (new − old)/K are computed batched over chains rather than with one shared K, and XLA
@@ -347,7 +358,10 @@ def test_recording_proposals_fails_the_posterior_check(monkeypatch):
 MESH_SCRIPT = SCRIPTS / "asynchronous_mesh.py"
 
 
-@pytest.mark.parametrize("every", [False, pytest.param(True, marks=pytest.mark.slow)])
+# slow (31 s, a subprocess on forced host devices): the asynchronous driver on a mesh stays in the default suite
+# through tests/test_continuation.py::test_continued_runs_on_a_mesh_equal_one_longer_run
+@pytest.mark.slow
+@pytest.mark.parametrize("every", [False, True])
 def test_asynchronous_driver_on_a_mesh_equals_the_run_without_one(every):
     """A 2 × 2 mesh (4 forced host devices; with ``every``, also data and chains meshes, exact Barker and
     AustereMH(nc)): the same draws, decisions and data counts bit for bit, with and without warm-up; the psum

@@ -55,7 +55,7 @@ def configurations(control_variate):
 @pytest.mark.parametrize(
     ("name", "driver"),
     [
-        ("warm-up", "vmap"),
+        pytest.param("warm-up", "vmap", marks=pytest.mark.slow),  # 14 s; test_warming_up_again_only_when_asked stays
         pytest.param("warm-up", "asynchronous", marks=pytest.mark.slow),  # asynchronous: the control variate's
         ("control variate", "asynchronous"),
         ("tuna", "vmap"),

@@ -49,18 +49,21 @@ def test_residuals_are_far_smaller_than_the_log_ratios(logistic):
 
 
 def decision_frequencies(model, mode, test, pairs, num_decisions, drop_proxy=False):
-    """Acceptance frequency of ``test`` over ``num_decisions`` independent decisions per (θ, θ′) pair."""
+    """Acceptance frequency of ``test`` over ``num_decisions`` independent decisions per (θ, θ′) pair.
+
+    One compiled program for all pairs (the pair and its prior offset are arguments, not constants).
+    """
+    decide = test.decide
+    if drop_proxy:  # the residual estimate alone, without the exact proxy sum
+        cv = test.setup[0]
+        inner = tallmcmc.minibatch_barker(100)
+        decide = lambda key, m, a, b, o, c: inner.decide(key, cv.residual_model(m), a, b, o, c)  # noqa: E731
+    keys = jax.random.split(jax.random.key(17), num_decisions)
+    decide_all = jax.jit(jax.vmap(lambda key, a, b, o: decide(key, model, a, b, o, ()).accepted, (0, None, None, None)))
     frequencies = []
     for theta, theta_new in pairs:
         offset = jnp.asarray(model.log_prior(theta_new) - model.log_prior(theta), jnp.float32)
-        decide = test.decide
-        if drop_proxy:  # the residual estimate alone, without the exact proxy sum
-            cv = test.setup[0]
-            inner = tallmcmc.minibatch_barker(100)
-            decide = lambda key, m, a, b, o, c: inner.decide(key, cv.residual_model(m), a, b, o, c)  # noqa: E731
-        keys = jax.random.split(jax.random.key(17), num_decisions)
-        accepted = jax.jit(jax.vmap(lambda key: decide(key, model, theta, theta_new, offset, ()).accepted))(keys)
-        frequencies.append(float(jnp.mean(accepted)))
+        frequencies.append(float(jnp.mean(decide_all(keys, theta, theta_new, offset))))
     return np.array(frequencies)
 
 

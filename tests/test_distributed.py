@@ -140,7 +140,10 @@ def load_example():
 
 @pytest.mark.parametrize(
     "driver, num_chains, devices_per_process, mesh_text",
-    [("vmap", 1, 1, "mesh {'data': 2}"), ("asynchronous", 4, 2, "mesh {'data': 2, 'chains': 2}")],
+    [
+        pytest.param("vmap", 1, 1, "mesh {'data': 2}", marks=pytest.mark.slow),  # 10 s; suite time
+        ("asynchronous", 4, 2, "mesh {'data': 2, 'chains': 2}"),
+    ],
     ids=["vmap-data", "asynchronous-data-chains"],
 )
 def test_two_processes_reproduce_the_single_process_draws(tmp_path, driver, num_chains, devices_per_process, mesh_text):

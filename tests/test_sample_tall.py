@@ -327,6 +327,8 @@ def test_bad_input_is_refused_naming_the_argument(regression):
         tallmcmc.sample_tall(model, residual_cost=0.0, progress=False)
     with pytest.raises(TypeError, match="model must be a tallmcmc.Model"):
         tallmcmc.sample_tall("model", progress=False)
+    with pytest.raises(ValueError, match="minibatch_test must be one of 'auto', 'penalty', 'barker'"):
+        tallmcmc.sample_tall(model, minibatch_test="metropolis", progress=False)
     with pytest.raises(ValueError, match="bound: a TunaMH bound built for a control variate needs"):
         tallmcmc.sample_tall(model, bound=object(), progress=False)
     # a function given as bound is called with the control variate the path built, before any chain runs

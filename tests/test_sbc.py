@@ -112,12 +112,16 @@ def test_exact_metropolis_is_calibrated():
     assert result.data_used_per_step == 10_000
 
 
+# slow (16 s each): the decisions are checked against the Barker probability in the default suite
+# (tests/acceptance/test_minibatch_barker.py, with the wrong corrections failing there)
+@pytest.mark.slow
 def test_minibatch_barker_is_calibrated():
     result = calibrate(tallmcmc.minibatch_barker(50), SMALL)
     assert_calibrated(result)
     assert result.data_used_per_step < 0.1 * 10_000  # it really subsampled
 
 
+@pytest.mark.slow
 def test_minibatch_barker_without_correction_fails():
     result = calibrate(tallmcmc.minibatch_barker(50, correction=_ZeroCorrection()), SMALL)
     assert not result.passed, str(result)

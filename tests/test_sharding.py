@@ -206,6 +206,8 @@ def test_device_memory_query_answers_on_this_machine():
 SETUP_SCRIPT = SCRIPTS / "sharded_setup_passes.py"
 
 
+# slow (22 s, suite time): sharded sampling stays in the default suite (test_sharded_runs_match_the_unsharded_run))
+@pytest.mark.slow
 def test_setup_passes_on_sharded_data_match_the_unsharded_ones():
     """find_mode, taylor_control_variate and the TunaMH bounds on rows split over 4 devices equal the unsharded ones.
 

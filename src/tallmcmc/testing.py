@@ -200,6 +200,12 @@ def run_and_check(
     return result, check
 
 
+#: ``repeated_decisions``'s compiled programs by (model, test, repetitions, warm-up, seed, dtype), the model and
+#: test held with them (so their ids cannot be reused): another pair of the same model and test compiles nothing.
+_DECISION_PROGRAMS: dict[tuple, tuple] = {}
+_DECISION_PROGRAMS_KEPT = 8
+
+
 def repeated_decisions(
     model: Model,
     test: AcceptanceTest,
@@ -217,13 +223,20 @@ def repeated_decisions(
     sequential decisions at the same pair (a chain's earlier steps, for a
     test that learns across steps, such as the minibatch Barker test's tail
     pool). The data-free part of Δ is 0 (flat prior, symmetric proposal).
+    The compiled program is kept for the last few (model, test) pairs, so
+    further pairs of the same model and test compile nothing.
 
     Returns
     -------
     Decision
         With a leading axis of length ``repetitions`` on every field.
     """
-    zero = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(position), float))
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(position), float)
+    key = (id(model), id(test), repetitions, warmup_decisions, seed, str(dtype))
+    cached = _DECISION_PROGRAMS.get(key)
+    if cached is not None and cached[0] is model and cached[1] is test:  # the objects are held: ids not reused
+        return cached[2](position, proposed)
+    zero = jnp.zeros((), dtype)
 
     @jax.jit
     def run(position, proposed):
@@ -237,6 +250,9 @@ def repeated_decisions(
         keys = jax.random.split(jax.random.key(seed), repetitions)
         return jax.vmap(lambda key: test.decide(key, model, position, proposed, zero, cache))(keys)
 
+    if len(_DECISION_PROGRAMS) >= _DECISION_PROGRAMS_KEPT:
+        _DECISION_PROGRAMS.pop(next(iter(_DECISION_PROGRAMS)))
+    _DECISION_PROGRAMS[key] = (model, test, run)
     return run(position, proposed)
 
 

@@ -9,6 +9,9 @@ from tallmcmc.cli import main
 from tallmcmc.reproduce import mnist
 
 
+# slow (25 s): end to end, the MNIST reproduction then runs only under --runslow; its pieces (held-out metrics,
+# curves, trials parsing, the --posterior flag's options) stay in the default suite
+@pytest.mark.slow
 def test_mnist_smoke(tmp_path):
     status = main(
         [

@@ -87,6 +87,8 @@ def test_smoke_without_reference(tmp_path):
     assert set(summary["residual_spread"]) == {"order2/rw", "order2/indep", "order1/rw", "order1/indep"}
 
 
+# slow (13 s, suite time): test_smoke_without_reference stays in the default suite)
+@pytest.mark.slow
 def test_smoke_with_nuts_reference(tmp_path):
     pytest.importorskip("numpyro")
     cache = tmp_path / "cache"

@@ -168,6 +168,8 @@ def test_claims_at_equal_passes():
     assert claims["test_beats_adagrad"]["passes"] == 3 and claims["test_beats_adagrad"]["holds"] is None
 
 
+# slow (13 s, suite time): the --quick smoke run stays in the default suite)
+@pytest.mark.slow
 def test_probe_at_temperature_1(tmp_path):
     """After a tested run, steps at K = 1 (not counted in its passes) measure what the test reads there."""
     status = main(
