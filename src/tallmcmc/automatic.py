@@ -733,29 +733,17 @@ def sample_tall(
             # the warm-up continues exactly: each chain's step and the tail guard's pool
             result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
             kept_proposal, kept_test = proposal, minibatch
-        elif decision == "minibatch":  # another minibatch test: from the warm-up's final states, as the exact test
-            kept = sample(
-                model,
-                tuned,
-                minibatch,
-                initial_positions=_positions(warmed),
-                num_samples=num_samples,
-                seed=seed,
-                check_starts=False,
-                **options,
-            )
-            result = _joined(warmed, kept)
-            kept_proposal, kept_test = tuned, minibatch
         elif decision == "tuna":  # the pilot's draws are the first kept draws
             more = num_samples - int(pilot.info["accepted"].shape[1])
             kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **options)
             result = _joined(warmed, kept)
             kept_proposal, kept_test = tuned, tuna_test
-        else:
+        else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
+            kept_test = minibatch if decision == "minibatch" else exact_metropolis()
             kept = sample(
                 model,
                 tuned,
-                exact_metropolis(),
+                kept_test,
                 initial_positions=_positions(warmed),
                 num_samples=num_samples,
                 seed=seed,
@@ -763,7 +751,7 @@ def sample_tall(
                 **options,
             )
             result = _joined(warmed, kept)
-            kept_proposal, kept_test = tuned, exact_metropolis()
+            kept_proposal = tuned
         if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
             result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
     result.diagnosis = dataclasses.replace(

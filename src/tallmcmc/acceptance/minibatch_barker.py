@@ -116,6 +116,12 @@ class TailPool(NamedTuple):
         zero = jnp.zeros((), dtype)
         return cls(zero, zero, zero, zero)
 
+    @classmethod
+    def of(cls, cache, dtype) -> TailPool:
+        """A chain's cache as a pool in ``dtype`` (an empty one where the cache is not a pool)."""
+        pool = cache if isinstance(cache, cls) else cls.empty(dtype)
+        return cls(*(field.astype(dtype) for field in pool))
+
 
 def smoothed_error_bound(variance, absolute_third, batch_size, sigma_squared):
     r"""Bound on |P(accept) − Barker| from the smoothing by the added N(0, σ² − s²).
@@ -138,6 +144,19 @@ def smoothed_error_bound(variance, absolute_third, batch_size, sigma_squared):
     tau = jnp.sqrt(jnp.maximum(sigma_squared - variance, 0.0))
     bound = jnp.sqrt(jnp.maximum(variance, 0.0)) * absolute_third / (jnp.sqrt(batch_size) * tau * _SQRT_TWO_PI)
     return jnp.where(tau > 0, bound, jnp.inf)
+
+
+def check_stopping_arguments(delta, variance_rse, moment_sample_size) -> None:
+    """The arguments of :func:`stopping_helpers` a user passes, checked by name (a ``ValueError`` naming the bad one)."""
+    if delta is not None and not (float(delta) > 0):
+        raise ValueError(f"delta must be > 0 (a bound on the CLT error ε) or None; got {delta!r}")
+    if variance_rse is not None and not (0.0 < float(variance_rse) < math.inf):
+        raise ValueError(
+            f"variance_rse must be a positive number (the allowed relative standard error of the variance "
+            f"estimate; 0.35 is the default) or None to switch the tail guard off; got {variance_rse!r}"
+        )
+    if moment_sample_size is not None and moment_sample_size < 2:
+        raise ValueError(f"moment_sample_size must be >= 2; got {moment_sample_size!r}")
 
 
 def stopping_helpers(
@@ -310,19 +329,11 @@ def minibatch_barker(
             f"sigma must lie in (0, π/√3 ≈ {LOGISTIC_STANDARD_DEVIATION:.4f}): the correction X_corr needs "
             f"variance π²/3 − σ² > 0 left over; got {sigma!r}. σ = 1.0 is the paper's choice"
         )
-    if delta is not None and not (float(delta) > 0):
-        raise ValueError(f"delta must be > 0 (a bound on the CLT error ε) or None; got {delta!r}")
     if growth not in GROWTH_RULES:
         raise ValueError(f"growth must be one of {GROWTH_RULES}; got {growth!r}")
     if growth == "geometric" and not float(growth_factor) > 1:
         raise ValueError(f"growth_factor must be > 1 for geometric growth; got {growth_factor!r}")
-    if variance_rse is not None and not (0.0 < float(variance_rse) < math.inf):
-        raise ValueError(
-            f"variance_rse must be a positive number (the allowed relative standard error of the variance "
-            f"estimate; 0.35 is the default) or None to switch the tail guard off; got {variance_rse!r}"
-        )
-    if moment_sample_size is not None and moment_sample_size < 2:
-        raise ValueError(f"moment_sample_size must be >= 2; got {moment_sample_size!r}")
+    check_stopping_arguments(delta, variance_rse, moment_sample_size)
     if correction is None:
         correction = correction_distribution(sigma)
     elif not (hasattr(correction, "sample") and hasattr(correction, "sigma")):
@@ -362,8 +373,7 @@ def minibatch_barker(
     def prepare(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         dtype = log_ratio_offset.dtype
         order_key, normal_key, correction_key, logistic_key = jax.random.split(rng_key, 4)
-        pool = cache if isinstance(cache, TailPool) else TailPool.empty(dtype)
-        pool = TailPool(*(field.astype(dtype) for field in pool))
+        pool = TailPool.of(cache, dtype)
         context = ((normal_key, correction_key, logistic_key), pool)
         return context, order_key, log_ratio_offset == -jnp.inf
 

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from tallmcmc.acceptance.base import AcceptanceTest
-from tallmcmc.acceptance.minibatch_barker import TailPool, pooled_tails, stopping_helpers
+from tallmcmc.acceptance.minibatch_barker import TailPool, check_stopping_arguments, pooled_tails, stopping_helpers
 from tallmcmc.acceptance.sequential import (
     LoopRule,
     checked_batch_size,
@@ -123,15 +123,7 @@ def minibatch_penalty(
             f"sigma must be a positive number (the minibatch grows until the sd of Δ* is below it; 1.0 is the "
             f"default); got {sigma!r}"
         )
-    if delta is not None and not (float(delta) > 0):
-        raise ValueError(f"delta must be > 0 (a bound on the CLT error) or None; got {delta!r}")
-    if variance_rse is not None and not (0.0 < float(variance_rse) < math.inf):
-        raise ValueError(
-            f"variance_rse must be a positive number (0.35 is the default) or None to switch the tail guard off; "
-            f"got {variance_rse!r}"
-        )
-    if moment_sample_size is not None and moment_sample_size < 2:
-        raise ValueError(f"moment_sample_size must be >= 2; got {moment_sample_size!r}")
+    check_stopping_arguments(delta, variance_rse, moment_sample_size)
     sigma_squared = sigma**2
     check_init = minibatch_test_init(batch_size)
 
@@ -159,8 +151,7 @@ def minibatch_penalty(
     def prepare(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
         dtype = log_ratio_offset.dtype
         order_key, uniform_key = jax.random.split(rng_key)
-        pool = cache if isinstance(cache, TailPool) else TailPool.empty(dtype)
-        pool = TailPool(*(field.astype(dtype) for field in pool))
+        pool = TailPool.of(cache, dtype)
         return (uniform_key, pool), order_key, log_ratio_offset == -jnp.inf
 
     def rule(context, model: Model, log_ratio_offset) -> LoopRule:
