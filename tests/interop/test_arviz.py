@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -69,6 +72,26 @@ def test_the_switch_picks_the_line_and_refuses_nonsense(monkeypatch):
 
 def test_the_line_is_the_one_asked_for(line):
     assert bridge.backend() == line
+    assert bridge.diagnostics_backend() == line
+
+
+@pytest.mark.skipif(not _arviz1_installed(), reason="arviz-base/arviz-stats not installed")
+def test_the_diagnostics_use_arviz_stats_unless_told_and_never_import_arviz(monkeypatch):
+    """Unset, the diagnostics take the 1.x line even beside an arviz 0.x (whose objects backend() keeps), and a
+    process that computes them never imports ``arviz`` itself (3 s with numba compiling, docs/arviz.md)."""
+    monkeypatch.delenv(bridge.BACKEND_VARIABLE, raising=False)
+    assert bridge.diagnostics_backend() == 1
+    code = (
+        "import sys, numpy as np; from tallmcmc.interop import arviz as bridge; "
+        "x = np.random.default_rng(0).standard_normal((4, 100, 2)); bridge.rhat(x); bridge.ess(x); bridge.mcse(x); "
+        "print('arviz' in sys.modules)"
+    )
+    environment = {key: value for key, value in os.environ.items() if key != bridge.BACKEND_VARIABLE}
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.strip() == "False"
 
 
 # ----------------------------------------------------------------------------------------------- diagnostics
