@@ -5,6 +5,8 @@ Usage::
     python benchmarks/bench_compilation.py                    # quickstart, recipe, sample_tall at N = 10⁶
     python benchmarks/bench_compilation.py --only sample_tall --where   # plus every compilation by source line
     TALLMCMC_XLA_OPTIONS=default python benchmarks/bench_compilation.py # XLA's own options (no level-1 LLVM)
+    git archive b28ec5c src | tar -x -C /tmp/before       # another tree, run alternately with this one:
+    python benchmarks/bench_compilation.py --only sample_tall --against /tmp/before/src --repeats 2
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
@@ -19,7 +21,9 @@ folder again): the process's wall seconds, the seconds of the run itself (from t
 draws), **compilation** as JAX reports it (tracing + lowering to MLIR + XLA's compilation, or its load from the
 cache: JAX's own duration events, every program of the run), its share of the run, and ``result.sampling_seconds``.
 With ``--where``, the first run also lists every compilation by the tallmcmc source line that caused it (its
-tracing, lowering and XLA seconds, and the number of XLA programs). Same machine, same run; load printed.
+tracing, lowering and XLA seconds, and the number of XLA programs). With ``--against SRC``, every script also runs
+with ``PYTHONPATH=SRC`` (another tree's ``src``, e.g. from ``git archive``), the two trees alternating ``--repeats``
+times, each on a cache folder of its own. Same machine, same run; load printed.
 """
 
 from __future__ import annotations
@@ -115,30 +119,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
     parser.add_argument("--where", action="store_true", help="list the first run's compilations by source line")
+    parser.add_argument("--against", metavar="SRC", help="also run another tree's src (PYTHONPATH), alternating")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the trees, alternating (default 1)")
     args = parser.parse_args()
     print(
         "load {:.2f} {:.2f} {:.2f}; TALLMCMC_XLA_OPTIONS={}\n".format(
             *os.getloadavg(), os.environ.get("TALLMCMC_XLA_OPTIONS", "")
         )
     )
-    print("| script | cache | process s | run s | compilation s | share of run | sampling s |")
-    print("|---|---|---|---|---|---|---|")
+    trees = [("this", {})] + ([("against", {"PYTHONPATH": args.against})] if args.against else [])
+    print("| script | tree | cache | process s | run s | compilation s | share of run | sampling s |")
+    print("|---|---|---|---|---|---|---|---|")
     breakdowns = {}
     for name in args.only:
-        folder = tempfile.mkdtemp(prefix="tallmcmc-cache-")
-        for label, environment in (
-            ("off", {"TALLMCMC_COMPILATION_CACHE": "0"}),
-            ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
-            ("warm", {"TALLMCMC_COMPILATION_CACHE": folder}),
-        ):
-            out = run(name, environment, where=args.where and label == "off")
-            if out["where"]:
-                breakdowns[name] = out["where"]
-            print(
-                f"| {name} | {label} | {out['wall']:.2f} | {out['run']:.2f} | {out['compile']:.2f} | "
-                f"{out['compile'] / out['run']:.0%} | {out['sampling']:.2f} |",
-                flush=True,
-            )
+        for _ in range(args.repeats):
+            for tree, source in trees:
+                folder = tempfile.mkdtemp(prefix="tallmcmc-cache-")
+                for label, environment in (
+                    ("off", {"TALLMCMC_COMPILATION_CACHE": "0"}),
+                    ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
+                    ("warm", {"TALLMCMC_COMPILATION_CACHE": folder}),
+                ):
+                    out = run(name, {**environment, **source}, where=args.where and label == "off" and not source)
+                    if out["where"]:
+                        breakdowns[name] = out["where"]
+                    print(
+                        f"| {name} | {tree} | {label} | {out['wall']:.2f} | {out['run']:.2f} | {out['compile']:.2f} | "
+                        f"{out['compile'] / out['run']:.0%} | {out['sampling']:.2f} |",
+                        flush=True,
+                    )
     for name, places in breakdowns.items():
         programs = sum(int(parts.get("programs", 0)) for parts in places.values())
         print(f"\n{name}, first run: {programs} XLA programs; compilations by source line (seconds; XLA programs)\n")

@@ -77,6 +77,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, positive_finite
+from tallmcmc._device import to_device
 from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.penalty import minibatch_penalty
@@ -689,7 +690,7 @@ def sample_tall(
             )
             decision = "exact"
         factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
-        tuned = proposal.tune(jnp.asarray(factor, jnp.float32))
+        tuned = proposal.tune(to_device(factor, np.float32))
         pilot = None
         if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
             say(
@@ -899,7 +900,7 @@ def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
         return None
     generator = np.random.default_rng([_START_CHECK_STREAM, int(seed) % (1 << 64)])
     rows = np.sort(generator.choice(num_data, START_CHECK_ROWS, replace=False))
-    indices = jnp.asarray(rows, jnp.int32)
+    indices = to_device(rows, np.int32)
     subsample = rows_of(model.data, indices)
     evaluate = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
 

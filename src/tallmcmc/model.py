@@ -23,8 +23,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._device import to_device
+
 Position = Any  # a pytree of arrays
 Data = Any  # a pytree of arrays, every leaf with leading axis N
+
+
+def _first_row(data: Data) -> Data:
+    """Row 0 of every leaf: NumPy leaves indexed on the host, device leaves in one compiled program (eager
+    indexing compiles a slice and a squeeze per leaf)."""
+    if all(isinstance(leaf, np.ndarray) for leaf in jax.tree_util.tree_leaves(data)):
+        return jax.tree_util.tree_map(lambda leaf: leaf[0], data)
+    return _first_row_compiled(data)
+
+
+@jax.jit
+def _first_row_compiled(data: Data) -> Data:
+    return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf)[0], data)
 
 
 @jax.jit
@@ -382,8 +397,8 @@ def as_position(value: Position, name: str = "initial_position") -> Position:
         value = np.asarray(value)
 
     def floating(leaf):
-        try:
-            array = jnp.asarray(leaf)
+        try:  # a NumPy leaf is transferred (jnp.asarray would compile a program per shape, tallmcmc._device)
+            array = to_device(leaf) if isinstance(leaf, (np.ndarray, np.generic)) else jnp.asarray(leaf)
         except (TypeError, ValueError) as error:
             raise ValueError(
                 f"{name} must be an array or a pytree of arrays of numbers; got a leaf of type "
@@ -495,7 +510,7 @@ def check_model(
     if evaluate_data is not None:
         one = evaluate(jax.eval_shape, model.log_likelihood, position, datum_shape)
     else:
-        first = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[0], model.data)
+        first = _first_row(model.data)
         one = evaluate(jax.jit(model.log_likelihood), position, first)
     if one.shape != ():
         raise ValueError(

@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._device import to_device
+
 GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
 #: μ = log 10 (rounded to float32, as the warm-up computes in float32): a bias towards larger
 #: steps than the proposal's own, as in NUTS. NumPy, not JAX, so that importing tallmcmc does not
@@ -44,7 +46,7 @@ class DualAveraging(NamedTuple):
 
     @classmethod
     def start(cls, num_chains: int) -> DualAveraging:
-        zeros = jnp.zeros((num_chains,), jnp.float32)
+        zeros = to_device(np.zeros((num_chains,), np.float32))
         return cls(zeros, zeros, zeros)
 
 

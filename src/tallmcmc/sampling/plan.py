@@ -137,11 +137,10 @@ def plan_run(
     if chosen_automatically:
         driver = choose_driver(test, num_chains, 1 if layout is None else layout.num_chain_shards)
     starts = _starts(initial_position, initial_positions, num_chains, check if check_starts else None)
-    first_start = jax.tree_util.tree_map(lambda leaf: leaf[0], starts)
-    if layout is None:
-        test.init(model, first_start)  # settings checked before compiling
-    else:  # the same checks, on shapes only (the data may live in other processes)
-        jax.eval_shape(lambda position: test.init(model, position), first_start)
+    # the test's settings checked before compiling, on shapes only: on a mesh the data may live in other processes,
+    # and an eager initial state would compile a program for each of its operations
+    first_start = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), starts)
+    jax.eval_shape(lambda position: test.init(model, position), first_start)
     num_warmup = integer_at_least(num_warmup, "num_warmup", 0)
     inexact_proposal = _check_inexact_proposal(proposal, test, allow_inexact_proposal)
     target = target_acceptance_for(target_acceptance, proposal, test)

@@ -3,6 +3,8 @@ vmapped steps, and the tuned chunk that warm-up and the kept draws after it both
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -10,8 +12,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.extend
 import jax.numpy as jnp
+import numpy as np
 
 from tallmcmc import compiler_options
+from tallmcmc._device import to_device
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
@@ -91,9 +95,23 @@ class ChainProgram(NamedTuple):
         if length is None:
             raise ValueError("the first tuned chunk for these shapes needs its length")
         began = time.perf_counter()
-        run = compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+        with _collector_paused():
+            run = compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
         self.compiled[key] = (run, length)
         return TunedChunk(run, length, time.perf_counter() - began)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector paused (if it was on) while JAX traces and lowers a chain program."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def traced_once(function: Callable, *arguments) -> tuple[Callable, Any]:
@@ -209,9 +227,9 @@ def tuned_arguments(
         states,
         adaptation,
         chain_keys,
-        jnp.asarray(first_step, jnp.uint32),
-        jnp.asarray(num_steps, jnp.int32),
+        to_device(first_step, np.uint32),  # transfers, not compiled conversions (tallmcmc._device)
+        to_device(num_steps, np.int32),
         factors,
-        jnp.asarray(adapting),
-        jnp.asarray(target, jnp.float32),
+        to_device(adapting, bool),
+        to_device(target, np.float32),
     )

@@ -451,7 +451,7 @@ class _Run:
                 proposal_name=self.proposal_name,
                 num_data=plan.model.num_data,
                 mesh_shape=None if plan.layout is None else dict(plan.layout.mesh.shape),
-                position_kind=position_kind(jax.tree_util.tree_map(lambda leaf: leaf[0], plan.starts)),
+                position_kind=position_kind(plan.starts),  # the structure, which the chains' starts share
                 model=plan.model,
             )
         setup = {}

@@ -23,6 +23,7 @@ import numpy as np
 
 from tallmcmc import compiler_options
 from tallmcmc._checks import integer_at_least
+from tallmcmc._device import to_device
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import MHInfo, MHState
 from tallmcmc.model import Model, Position
@@ -285,7 +286,7 @@ def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chai
     """
     num_chains = chain_keys.shape[0]
     adaptation = DualAveraging.start(num_chains)
-    unused = jnp.ones((num_chains,), jnp.float32)  # the kept draws' factors, unused while adapting
+    unused = to_device(np.ones((num_chains,), np.float32))  # the kept draws' factors, unused while adapting
 
     def arguments(states, adaptation, first, length):
         return tuned_arguments(plan.data, states, adaptation, chain_keys, first, length, unused, True, plan.target)
