@@ -38,20 +38,20 @@ def heavy():
     return weighted_mean.model(data, TEMPERATURE), pairs
 
 
-def decisions(model, test, theta, proposed):
-    """20,000 decisions at (θ, θ′), from the cache a chain would have after 300 steps there."""
+def decisions(model, test, theta, proposed, repetitions=REPETITIONS):
+    """``repetitions`` decisions at (θ, θ′), from the cache a chain would have after 300 steps there."""
     return repeated_decisions(
-        model, test, jnp.float32(theta), jnp.float32(proposed), REPETITIONS, warmup_decisions=WARMUP_DECISIONS
+        model, test, jnp.float32(theta), jnp.float32(proposed), repetitions, warmup_decisions=WARMUP_DECISIONS
     )
 
 
-def mismatch(model, test, pairs):
+def mismatch(model, test, pairs, repetitions=REPETITIONS):
     z, used = [], []
     for theta, proposed, delta in pairs:
-        decision = decisions(model, test, theta, proposed)
+        decision = decisions(model, test, theta, proposed, repetitions)
         probability = 1.0 / (1.0 + np.exp(-delta))
         frequency = float(jnp.mean(decision.accepted))
-        z.append((frequency - probability) / np.sqrt(probability * (1 - probability) / REPETITIONS))
+        z.append((frequency - probability) / np.sqrt(probability * (1 - probability) / repetitions))
         used.append(float(jnp.mean(decision.info.data_used)))
     return np.array(z), np.array(used)
 
@@ -70,7 +70,9 @@ def test_the_heavy_model_is_heavy(heavy):
 
 def test_algorithm_1_as_printed_drifts_towards_one_half(heavy):
     model, pairs = heavy
-    z, used = mismatch(model, tallmcmc.minibatch_barker(100, variance_rse=None), pairs)
+    # 5,000 decisions a pair, not 20,000 (suite time): the printed algorithm misses by +38, +14, -11, -39 binomial
+    # standard errors at 20,000 (docs/minibatch_error.md), so about half of that here, still far past 4
+    z, used = mismatch(model, tallmcmc.minibatch_barker(100, variance_rse=None), pairs, repetitions=5_000)
     assert np.max(np.abs(z)) > 4, z
     assert z[0] > 4 and z[-1] < -4  # too many acceptances where Δ < 0, too few where Δ > 0
     assert np.all(used < 1000)

@@ -136,6 +136,7 @@ def test_both_lines_agree_where_they_compute_the_same_thing(monkeypatch, normal_
         values[line] = [
             bridge.ess(normal_draws),
             bridge.ess(normal_draws, "mean"),
+            bridge.ess(normal_draws, "tail"),  # arviz_stats needs the tail's probability on arrays: 0.05, as 0.x
             bridge.rhat(normal_draws),
             bridge.mcse(normal_draws),
         ]

@@ -341,7 +341,10 @@ def ess(draws, method: str = "bulk") -> float | np.ndarray:
     if diagnostics_backend() == 1:
         import arviz_stats
 
-        return _as_result(arviz_stats.ess(draws, method=method, chain_axis=0, draw_axis=1), draws)
+        # on arrays arviz_stats asks for the tail's probability, which ArviZ 0.x (and its own DataTree call) default
+        # to 0.05: the 5% and 95% quantiles
+        options = {"prob": 0.05} if method == "tail" else {}
+        return _as_result(arviz_stats.ess(draws, method=method, chain_axis=0, draw_axis=1, **options), draws)
     import arviz as az
 
     return _per_coordinate(draws, lambda x: az.ess(x, method=method))
