@@ -20,6 +20,7 @@ from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
+from tallmcmc.sampling import program_cache
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
@@ -64,6 +65,12 @@ class ChainProgram(NamedTuple):
         ``num_steps`` of ``length`` rows. Warm-up runs it adapting and the kept
         draws after it not adapting, so one compilation serves both
         (:meth:`tuned_chunk`).
+    one_chain_step
+        ``one_chain_step(arguments) -> (jaxpr, (state, info))``: the step
+        ``run_tuned_chunk``'s loop runs for ``arguments`` (its own), for one
+        chain, traced unbatched with the data as an argument, and the shapes
+        it returns: what keys the kept lowered loop
+        (:mod:`tallmcmc.sampling.program_cache`).
     source
         ``(held, proposal, test, layout)``: what it was built from.
     compiled
@@ -74,6 +81,7 @@ class ChainProgram(NamedTuple):
     initialise: Callable
     run_chunk: Callable
     run_tuned_chunk: Callable[[int], Callable]
+    one_chain_step: Callable[[tuple], tuple]
     source: tuple
     compiled: dict
 
@@ -96,9 +104,26 @@ class ChainProgram(NamedTuple):
             raise ValueError("the first tuned chunk for these shapes needs its length")
         began = time.perf_counter()
         with _collector_paused():
-            run = compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+            run = self._compile_tuned(arguments, length)
         self.compiled[key] = (run, length)
         return TunedChunk(run, length, time.perf_counter() - began)
+
+    def _compile_tuned(self, arguments: tuple, length: int) -> Callable:
+        """``run_tuned_chunk(length)`` compiled for ``arguments``: through the lowered program kept between
+        processes where there is a cache folder and no mesh (:mod:`tallmcmc.sampling.program_cache`), else
+        directly (and whenever keeping it fails: a host callback cannot be exported)."""
+        loop = self.run_tuned_chunk(length)
+        where = program_cache.folder() if self.source[3] is None else None
+        if where is not None:
+            try:
+                step, (state, info) = self.one_chain_step(arguments)
+                out_tree = jax.tree_util.tree_structure(((arguments[1], arguments[2]), (state.position, info)))
+                variant = (length, arguments[6] is None, adapts_on_proxy(self.source[1]))
+                key = program_cache.program_key(step, arguments, variant)
+                return program_cache.compile_kept(loop, arguments, out_tree, key, where)
+            except Exception:  # noqa: BLE001 - anything the direct compilation does not also raise is ours to skip
+                pass
+        return compiler_options.jit(loop).lower(*arguments).compile()
 
 
 @contextlib.contextmanager
@@ -200,6 +225,20 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         kinds = ("data", "state", "chains", "chains", "replicated", "replicated", "chains", "replicated", "replicated")
         return layout.shard_map(run, kinds, (("state", "chains"), "draws"))
 
+    def one_chain_step(arguments):
+        data, states, _, chain_keys, _, _, factors = arguments[:7]
+
+        def shapes(tree, drop: int):
+            return jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[drop:], leaf.dtype), tree)
+
+        one = (shapes(data, 0), shapes(chain_keys, 1), shapes(states, 1))
+        if factors is None:
+            return jax.make_jaxpr(lambda data, key, state: kernel_for(data).step(key, state), return_shape=True)(*one)
+        factor = jax.ShapeDtypeStruct((), factors.dtype)
+        return jax.make_jaxpr(
+            lambda data, key, state, factor: kernel_for(data, factor).step(key, state), return_shape=True
+        )(*one, factor)
+
     if layout is None:
         initialise = compiler_options.jit(initialise)
     else:
@@ -207,7 +246,9 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         run_chunk = layout.shard_map(
             run_chunk, ("data", "state", "chains", "replicated", "chains", "replicated"), ("state", "draws")
         )
-    return ChainProgram(kernel_for, initialise, run_chunk, run_tuned_chunk, (held, proposal, test, layout), {})
+    return ChainProgram(
+        kernel_for, initialise, run_chunk, run_tuned_chunk, one_chain_step, (held, proposal, test, layout), {}
+    )
 
 
 def tuned_arguments(

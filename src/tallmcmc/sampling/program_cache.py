@@ -1,0 +1,168 @@
+"""The lowered chain program kept between processes, so that a later run of the same script neither traces nor
+lowers it again (``docs/compilation.md``, "The lowered chain program, kept").
+
+JAX's persistent cache keeps compiled executables keyed by the *lowered* module, so every process still traces
+the vmapped loop of a chain program and lowers it before it can look the executable up: about 0.55 s of a
+second ``sample_tall`` run at N = 10⁶, d = 10 on a 2-core CPU, half of what that run spent compiling. This
+module keys the lowered program by what determines it and keeps it with :mod:`jax.export`:
+
+* one chain's step, traced unbatched (about 0.1 s): its printed jaxpr and the bytes of its constants (the
+  control variate's centre and sums, a preconditioner, …); the data are an argument, so their values are not
+  part of the key, only their shapes;
+* the arguments' tree, shapes, dtypes and placements, the loop's compiled length and the step variant;
+* the source of every tallmcmc module (which builds the loop around the step), JAX's version, the backend and
+  device kind, the XLA options and every JAX flag.
+
+A program found under its key is deserialised and compiled (a persistent-cache hit after the first run); one
+not found is exported from the loop (the tracing and lowering a compilation does anyway), written, and compiled
+the same way, so the first run and later ones run the same program and draw the same. The export's inputs and
+outputs are flat lists of arrays (its serialisation knows only registered pytree types), rebuilt here; an entry
+whose input shapes or output count do not match is exported again. The folder is ``tallmcmc-programs`` inside
+JAX's cache folder (which JAX's own cache never lists); with the cache off (``TALLMCMC_COMPILATION_CACHE=0``), on
+a mesh, or for a program JAX cannot export (a host callback), the loop is compiled directly, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from tallmcmc import compiler_options
+
+__all__ = ["FOLDER_NAME", "compile_kept", "folder", "program_key"]
+
+#: The folder, inside JAX's persistent cache folder, that holds the exported chain programs.
+FOLDER_NAME = "tallmcmc-programs"
+
+
+def folder() -> Path | None:
+    """Where exported chain programs are kept: ``tallmcmc-programs`` in JAX's persistent cache folder, or ``None``
+    when that cache is off or not a local folder."""
+    directory = jax.config.jax_compilation_cache_dir
+    if not directory or "://" in str(directory):
+        return None
+    return Path(directory) / FOLDER_NAME
+
+
+@functools.cache
+def _source_digest() -> bytes:
+    """A digest of every tallmcmc module's source (the loop around the step is built by them)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def _environment() -> str:
+    """JAX's and jaxlib's versions, the backend, the device kind, the XLA options and every JAX flag."""
+    device = jax.devices()[0]
+    flags = sorted((name, repr(value)) for name, value in jax.config.values.items())
+    return repr(
+        (
+            jax.__version__,
+            importlib.metadata.version("jaxlib"),
+            jax.default_backend(),
+            device.device_kind,
+            jax.device_count(),
+            compiler_options.chain_compiler_options(),
+            flags,
+        )
+    )
+
+
+def _array_bytes(value) -> tuple[str, tuple[int, ...], bytes]:
+    if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+        return str(value.dtype), value.shape, np.asarray(jax.random.key_data(value)).tobytes()
+    array = np.asarray(value)
+    return str(array.dtype), array.shape, array.tobytes()
+
+
+def program_key(step: jax.extend.core.ClosedJaxpr, arguments: tuple, variant: tuple) -> str:
+    """The key of the loop built around ``step`` (one chain's step, traced unbatched, the data an argument) for
+    ``arguments`` (the loop's, whose values do not matter, only their tree, shapes, dtypes and placements) and
+    ``variant`` (the loop's compiled length and anything else of its own that shapes it)."""
+    digest = hashlib.sha256()
+    digest.update(_source_digest())
+    digest.update(_environment().encode())
+    digest.update(repr(variant).encode())
+    digest.update(str(step).encode())
+    for constant in step.consts:
+        dtype, shape, content = _array_bytes(constant)
+        digest.update(f"{dtype}{shape}".encode())
+        digest.update(content)
+    leaves, tree = jax.tree_util.tree_flatten(arguments)
+    digest.update(str(tree).encode())
+    for leaf in leaves:
+        digest.update(f"{jax.typeof(leaf)}|{getattr(leaf, 'sharding', None)}".encode())
+    return digest.hexdigest()
+
+
+def _load(path: Path, leaves: list, num_outputs: int):
+    """The exported program at ``path``, or ``None`` if absent, unreadable or not the one these arguments need."""
+    try:
+        exported = jax.export.deserialize(bytearray(path.read_bytes()))
+    except Exception:  # absent, half-written by a process that died, from another flatbuffers: export it again
+        return None
+    shapes = [(tuple(aval.shape), aval.dtype) for aval in exported.in_avals]
+    if shapes != [(tuple(np.shape(leaf)), jax.typeof(leaf).dtype) for leaf in leaves]:
+        return None
+    if len(exported.out_avals) != num_outputs:
+        return None
+    return exported
+
+
+def _store(path: Path, exported) -> None:
+    """Writes ``exported`` to ``path`` whole or not at all (a temporary file renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(exported.serialize())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def compile_kept(loop: Callable, arguments: tuple, out_tree, key: str, where: Path) -> Callable:
+    """``loop`` compiled for ``arguments`` through the exported program kept under ``key`` in ``where`` (exported
+    and written first if absent); returns a function of the loop's arguments that gives its outputs as the tree
+    ``out_tree``."""
+    leaves = jax.tree_util.tree_leaves(arguments)
+    path = where / f"{key}.jaxexport"
+    exported = _load(path, leaves, out_tree.num_leaves)
+    if exported is None:
+        in_tree = jax.tree_util.tree_structure(arguments)
+
+        traced = {}
+
+        def flat(*flat_arguments):
+            outputs, traced["tree"] = jax.tree_util.tree_flatten(
+                loop(*jax.tree_util.tree_unflatten(in_tree, flat_arguments))
+            )
+            return tuple(outputs)
+
+        exported = jax.export.export(jax.jit(flat))(*leaves)
+        if traced["tree"] != out_tree:  # a later run rebuilds the outputs with out_tree: it must be the loop's own
+            raise ValueError(f"the loop's outputs are {traced['tree']}, not {out_tree}")
+        try:
+            _store(path, exported)
+        except OSError:  # a read-only or full cache folder: this run still has its program
+            pass
+    compiled = compiler_options.jit(exported.call).lower(*leaves).compile()
+
+    def run(*again: Any):
+        return jax.tree_util.tree_unflatten(out_tree, compiled(*jax.tree_util.tree_leaves(again)))
+
+    return run

@@ -1,0 +1,101 @@
+"""The lowered chain program kept between processes (``tallmcmc.sampling.program_cache``): a run through a kept
+program draws what a directly compiled run draws, a damaged entry is exported again, and the key changes with
+everything that shapes the program and with nothing else."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import tallmcmc
+from tallmcmc.examples import gaussian_mean
+from tallmcmc.sampling import program_cache
+
+DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float32)
+
+
+def sample(scale=0.03):
+    cv = tallmcmc.taylor_control_variate(gaussian_mean.model(DATA), jnp.ones(2))
+    return tallmcmc.sample(
+        gaussian_mean.model(DATA),
+        tallmcmc.random_walk(scale),
+        tallmcmc.minibatch_barker(50, control_variate=cv),
+        jnp.zeros(2),
+        num_samples=60,
+        num_chains=2,
+        num_warmup=40,
+        progress=False,
+    )
+
+
+def entries(folder):
+    return sorted(folder.glob("*.jaxexport"))
+
+
+def test_a_kept_program_draws_what_a_direct_compilation_draws(tmp_path, monkeypatch):
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    first = sample()  # exported, written, compiled from the export
+    assert len(entries(folder)) == 1
+    again = sample()  # loaded: neither traced nor lowered
+    assert len(entries(folder)) == 1
+    monkeypatch.setattr(program_cache, "folder", lambda: None)
+    direct = sample()  # compiled directly, as with the cache off
+    for other in (again, direct):
+        np.testing.assert_array_equal(np.asarray(other.positions), np.asarray(first.positions))
+        np.testing.assert_array_equal(np.asarray(other.info["accepted"]), np.asarray(first.info["accepted"]))
+        np.testing.assert_array_equal(np.asarray(other.step_size_factor), np.asarray(first.step_size_factor))
+    # the same shapes with another proposal scale (a constant of the step): another program, whose draws are its
+    # own, not the kept one's
+    moved = sample(scale=0.05)
+    assert not np.array_equal(np.asarray(moved.positions), np.asarray(first.positions))
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    np.testing.assert_array_equal(np.asarray(sample(scale=0.05).positions), np.asarray(moved.positions))
+    assert len(entries(folder)) == 2
+
+
+def test_a_damaged_entry_is_exported_again(tmp_path, monkeypatch):
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    first = sample()
+    (entry,) = entries(folder)
+    entry.write_bytes(b"half a file")  # a process killed while writing, or another flatbuffers
+    again = sample()
+    np.testing.assert_array_equal(np.asarray(again.positions), np.asarray(first.positions))
+    assert jax.export.deserialize(bytearray(entry.read_bytes())) is not None  # written whole again
+
+
+def key(function, *arguments, variant=(100, False, False)):
+    return program_cache.program_key(jax.make_jaxpr(function)(*arguments), arguments, variant)
+
+
+def test_the_key_changes_with_what_shapes_the_program_and_nothing_else():
+    centre = jnp.array([1.0, 2.0])
+
+    def step(x, c=centre):
+        return jnp.sum((x - c) ** 2)
+
+    x = jnp.zeros(2)
+    reference = key(step, x)
+    assert key(step, x) == reference  # traced again: the same key
+    assert key(lambda x: jnp.sum((x - jnp.array([1.0, 2.0])) ** 2), x) == reference  # the same program
+    assert key(step, jnp.ones(2)) == reference  # argument values do not shape the program
+    assert key(lambda x: step(x, jnp.array([1.0, 2.5])), x) != reference  # a constant's value does
+    plain = lambda x: jnp.sum(x**2)  # noqa: E731
+    assert key(plain, jnp.zeros(3)) != key(plain, x)  # so do the arguments' shapes
+    assert key(plain, jnp.zeros(2, jnp.int32)) != key(plain, x)  # and dtypes
+    assert key(lambda x: jnp.sum((x - centre) ** 3), x) != reference  # and the operations
+    assert key(step, x, variant=(200, False, False)) != reference  # and the loop's own settings
+
+
+def test_no_folder_without_a_local_cache():
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        for directory in (None, "gs://bucket/jax"):  # off, or not a local folder
+            jax.config.update("jax_compilation_cache_dir", directory)
+            assert program_cache.folder() is None
+        jax.config.update("jax_compilation_cache_dir", "/some/folder")
+        assert program_cache.folder() == program_cache.Path("/some/folder") / program_cache.FOLDER_NAME
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
