@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import jax
 from forced_devices import SCRIPTS
 
 import tallmcmc.compilation_cache as compilation_cache
@@ -38,8 +39,16 @@ PROBE = "import jax, tallmcmc, json; print('RESULT ' + json.dumps({'cache': jax.
 
 
 def test_opting_out_and_a_cache_configured_before(tmp_path):
-    for off in ("0", "off", "False"):
-        assert run(["-c", PROBE], TALLMCMC_COMPILATION_CACHE=off)["cache"] is None
+    assert run(["-c", PROBE], TALLMCMC_COMPILATION_CACHE="0")["cache"] is None
+    # the other spellings, without a process each: configure() on an unconfigured JAX leaves it off for them
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", None)
+        for off in ("off", "False", " no "):
+            assert compilation_cache.configure({compilation_cache.ENVIRONMENT_VARIABLE: off}) is None
+            assert jax.config.jax_compilation_cache_dir is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
     own = str(tmp_path / "own")
     assert run(["-c", PROBE], TALLMCMC_COMPILATION_CACHE="", JAX_COMPILATION_CACHE_DIR=own)["cache"] == own
     default = run(["-c", PROBE], TALLMCMC_COMPILATION_CACHE="")["cache"]

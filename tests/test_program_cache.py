@@ -1,6 +1,6 @@
 """The lowered chain program kept between processes (``tallmcmc.sampling.program_cache``): a run through a kept
-program draws what a directly compiled run draws, a damaged entry is exported again, and the key changes with
-everything that shapes the program and with nothing else."""
+program (written, loaded, or exported again over a damaged entry) draws what a directly compiled run draws, and the
+key changes with everything that shapes the program and with nothing else."""
 
 from __future__ import annotations
 
@@ -33,16 +33,20 @@ def entries(folder):
     return sorted(folder.glob("*.jaxexport"))
 
 
-def test_a_kept_program_draws_what_a_direct_compilation_draws(tmp_path, monkeypatch):
+def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_is_replaced(tmp_path, monkeypatch):
     folder = tmp_path / "programs"
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
     first = sample()  # exported, written, compiled from the export
     assert len(entries(folder)) == 1
     again = sample()  # loaded: neither traced nor lowered
     assert len(entries(folder)) == 1
+    (entry,) = entries(folder)
+    entry.write_bytes(b"half a file")  # a process killed while writing, or another flatbuffers: exported again
+    damaged = sample()
+    assert jax.export.deserialize(bytearray(entry.read_bytes())) is not None  # written whole again
     monkeypatch.setattr(program_cache, "folder", lambda: None)
     direct = sample()  # compiled directly, as with the cache off
-    for other in (again, direct):
+    for other in (again, damaged, direct):
         np.testing.assert_array_equal(np.asarray(other.positions), np.asarray(first.positions))
         np.testing.assert_array_equal(np.asarray(other.info["accepted"]), np.asarray(first.info["accepted"]))
         np.testing.assert_array_equal(np.asarray(other.step_size_factor), np.asarray(first.step_size_factor))
@@ -53,17 +57,6 @@ def test_a_kept_program_draws_what_a_direct_compilation_draws(tmp_path, monkeypa
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
     np.testing.assert_array_equal(np.asarray(sample(scale=0.05).positions), np.asarray(moved.positions))
     assert len(entries(folder)) == 2
-
-
-def test_a_damaged_entry_is_exported_again(tmp_path, monkeypatch):
-    folder = tmp_path / "programs"
-    monkeypatch.setattr(program_cache, "folder", lambda: folder)
-    first = sample()
-    (entry,) = entries(folder)
-    entry.write_bytes(b"half a file")  # a process killed while writing, or another flatbuffers
-    again = sample()
-    np.testing.assert_array_equal(np.asarray(again.positions), np.asarray(first.positions))
-    assert jax.export.deserialize(bytearray(entry.read_bytes())) is not None  # written whole again
 
 
 def key(function, *arguments, variant=(100, False, False)):
