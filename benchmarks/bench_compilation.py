@@ -7,6 +7,7 @@ Usage::
     TALLMCMC_XLA_OPTIONS=default python benchmarks/bench_compilation.py # XLA's own options (no level-1 LLVM)
     git archive b28ec5c src | tar -x -C /tmp/before       # another tree, run alternately with this one:
     python benchmarks/bench_compilation.py --only sample_tall --against /tmp/before/src --repeats 2
+    python benchmarks/bench_compilation.py --only sample_tall --num-data 10000000      # at N = 10⁷
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
@@ -102,8 +103,9 @@ print("RESULT " + json.dumps({"run": seconds, "compile": compiling, "parts": dic
 """
 
 
-def run(name: str, environment: dict[str, str], where: bool = False) -> dict:
-    code = PROLOGUE.replace("{where}", str(where)) + SCRIPTS[name] + EPILOGUE
+def run(name: str, environment: dict[str, str], where: bool = False, num_data: int = 1_000_000) -> dict:
+    script = SCRIPTS[name].replace("1_000_000", f"{num_data:_}")  # the recipe's and sample_tall's N
+    code = PROLOGUE.replace("{where}", str(where)) + script + EPILOGUE
     began = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, timeout=1200
@@ -121,6 +123,7 @@ def main() -> None:
     parser.add_argument("--where", action="store_true", help="list the first run's compilations by source line")
     parser.add_argument("--against", metavar="SRC", help="also run another tree's src (PYTHONPATH), alternating")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the trees, alternating (default 1)")
+    parser.add_argument("--num-data", type=int, default=1_000_000, help="N of the recipe and sample_tall scripts")
     args = parser.parse_args()
     print(
         "load {:.2f} {:.2f} {:.2f}; TALLMCMC_XLA_OPTIONS={}\n".format(
@@ -140,7 +143,12 @@ def main() -> None:
                     ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
                     ("warm", {"TALLMCMC_COMPILATION_CACHE": folder}),
                 ):
-                    out = run(name, {**environment, **source}, where=args.where and label == "off" and not source)
+                    out = run(
+                        name,
+                        {**environment, **source},
+                        where=args.where and label == "off" and not source,
+                        num_data=args.num_data,
+                    )
                     if out["where"]:
                         breakdowns[name] = out["where"]
                     print(
