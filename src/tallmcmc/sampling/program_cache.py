@@ -104,8 +104,16 @@ def program_key(step: jax.extend.core.ClosedJaxpr, arguments: tuple, variant: tu
     leaves, tree = jax.tree_util.tree_flatten(arguments)
     digest.update(str(tree).encode())
     for leaf in leaves:
-        digest.update(f"{jax.typeof(leaf)}|{getattr(leaf, 'sharding', None)}".encode())
+        digest.update(
+            f"{_shape_and_dtype(leaf)}|{getattr(leaf, 'weak_type', None)}|{getattr(leaf, 'sharding', None)}".encode()
+        )
     return digest.hexdigest()
+
+
+def _shape_and_dtype(leaf) -> tuple[tuple[int, ...], str]:
+    """A leaf's shape and dtype as JAX sees it (a NumPy float64 leaf is float32 without x64)."""
+    dtype = leaf.dtype if isinstance(leaf, jax.Array) else jax.dtypes.canonicalize_dtype(np.result_type(leaf))
+    return tuple(np.shape(leaf)), str(dtype)
 
 
 def _load(path: Path, leaves: list, num_outputs: int):
@@ -114,8 +122,7 @@ def _load(path: Path, leaves: list, num_outputs: int):
         exported = jax.export.deserialize(bytearray(path.read_bytes()))
     except Exception:  # absent, half-written by a process that died, from another flatbuffers: export it again
         return None
-    shapes = [(tuple(aval.shape), aval.dtype) for aval in exported.in_avals]
-    if shapes != [(tuple(np.shape(leaf)), jax.typeof(leaf).dtype) for leaf in leaves]:
+    if [(tuple(aval.shape), str(aval.dtype)) for aval in exported.in_avals] != [_shape_and_dtype(x) for x in leaves]:
         return None
     if len(exported.out_avals) != num_outputs:
         return None
