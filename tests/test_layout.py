@@ -177,3 +177,18 @@ def test_core_modules_import_no_example():
                 if any(name.startswith("tallmcmc.examples") for name in names):
                     offenders.append(f"{module}:{node.lineno}")
     assert not offenders, f"core modules importing an example: {offenders}"
+
+
+def test_import_tallmcmc_leaves_the_stein_subpackage_until_it_is_used():
+    """``import tallmcmc`` does not import numba (0.4 s with scipy.spatial, for tallmcmc.stein only); the first
+    ``tallmcmc.stein`` imports it, and an unknown name is still an AttributeError."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tallmcmc; before = 'numba' in sys.modules; name = tallmcmc.stein.graph_stein_discrepancy.__name__; "
+        "missing = not hasattr(tallmcmc, 'no_such_name'); print(before, name, 'numba' in sys.modules, missing)"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.split() == ["False", "graph_stein_discrepancy", "True", "True"]

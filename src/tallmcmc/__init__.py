@@ -16,7 +16,12 @@ from tallmcmc import compilation_cache
 
 compilation_cache.configure()  # JAX's persistent compilation cache, on unless TALLMCMC_COMPILATION_CACHE=0
 
-from tallmcmc import acceptance, correction, distributed, proposals, stein  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+from tallmcmc import acceptance, correction, distributed, proposals  # noqa: E402
+
+if TYPE_CHECKING:
+    from tallmcmc import stein
 from tallmcmc._version import __version__ as __version__
 from tallmcmc.acceptance.austere import austere, austere_adaptive, austere_conservative
 from tallmcmc.acceptance.austere_design import choose_austere_parameters
@@ -98,3 +103,13 @@ __all__ = [
     "tuna",
     "warmup",
 ]
+
+
+def __getattr__(name: str):
+    """:mod:`tallmcmc.stein` on first use: it imports numba and scipy.spatial, 0.4 s that a script which never
+    measures a Stein discrepancy would otherwise wait for at ``import tallmcmc``."""
+    if name == "stein":
+        import importlib
+
+        return importlib.import_module("tallmcmc.stein")
+    raise AttributeError(f"module 'tallmcmc' has no attribute {name!r}")
