@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/bench_compilation.py                    # quickstart, recipe, sample_tall at N = 10⁶
     python benchmarks/bench_compilation.py --only sample_tall --where   # plus every compilation by source line
+    python benchmarks/bench_compilation.py --only sample_tall --where warm   # the same for the warm (second) run
     TALLMCMC_XLA_OPTIONS=default python benchmarks/bench_compilation.py # XLA's own options (no level-1 LLVM)
     git archive b28ec5c src | tar -x -C /tmp/before       # another tree, run alternately with this one:
     python benchmarks/bench_compilation.py --only sample_tall --against /tmp/before/src --repeats 2
@@ -21,7 +22,7 @@ Printed per script and run (off: ``TALLMCMC_COMPILATION_CACHE=0``; cold: an empt
 folder again): the process's wall seconds, the seconds of the run itself (from the first tallmcmc call to the
 draws), **compilation** as JAX reports it (tracing + lowering to MLIR + XLA's compilation, or its load from the
 cache: JAX's own duration events, every program of the run), its share of the run, and ``result.sampling_seconds``.
-With ``--where``, the first run also lists every compilation by the tallmcmc source line that caused it (its
+With ``--where`` (or ``--where warm``), the first (or the warm) run also lists every compilation by the tallmcmc source line that caused it (its
 tracing, lowering and XLA seconds, and the number of XLA programs). With ``--against SRC``, every script also runs
 with ``PYTHONPATH=SRC`` (another tree's ``src``, e.g. from ``git archive``), the two trees alternating ``--repeats``
 times, each on a cache folder of its own. Same machine, same run; load printed.
@@ -120,7 +121,13 @@ def run(name: str, environment: dict[str, str], where: bool = False, num_data: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
-    parser.add_argument("--where", action="store_true", help="list the first run's compilations by source line")
+    parser.add_argument(
+        "--where",
+        nargs="?",
+        const="first",
+        choices=("first", "warm"),
+        help="list the first (default) or the warm run's compilations by source line",
+    )
     parser.add_argument("--against", metavar="SRC", help="also run another tree's src (PYTHONPATH), alternating")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the trees, alternating (default 1)")
     parser.add_argument("--num-data", type=int, default=1_000_000, help="N of the recipe and sample_tall scripts")
@@ -146,7 +153,7 @@ def main() -> None:
                     out = run(
                         name,
                         {**environment, **source},
-                        where=args.where and label == "off" and not source,
+                        where={"first": "off", "warm": "warm"}.get(args.where) == label and not source,
                         num_data=args.num_data,
                     )
                     if out["where"]:
@@ -158,7 +165,8 @@ def main() -> None:
                     )
     for name, places in breakdowns.items():
         programs = sum(int(parts.get("programs", 0)) for parts in places.values())
-        print(f"\n{name}, first run: {programs} XLA programs; compilations by source line (seconds; XLA programs)\n")
+        run_name = "warm run" if args.where == "warm" else "first run"
+        print(f"\n{name}, {run_name}: {programs} XLA programs; compilations by source line (seconds; XLA programs)\n")
         print("| source | total | tracing | lowering | XLA | programs |")
         print("|---|---:|---:|---:|---:|---:|")
         ranked = sorted(

@@ -80,6 +80,10 @@ def test_the_key_changes_with_what_shapes_the_program_and_nothing_else():
     assert key(plain, jnp.zeros(2, jnp.int32)) != key(plain, x)  # and dtypes
     assert key(lambda x: jnp.sum((x - centre) ** 3), x) != reference  # and the operations
     assert key(step, x, variant=(200, False, False)) != reference  # and the loop's own settings
+    with jax.default_matmul_precision("highest"):
+        assert key(step, x) != reference  # and JAX's flags
+    with jax.log_compiles(True):
+        assert key(step, x) == reference  # but not those that only log (bench_compilation.py --where sets this one)
 
 
 def test_no_folder_without_a_local_cache():

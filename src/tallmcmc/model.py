@@ -39,7 +39,7 @@ def _first_row(data: Data) -> Data:
 
 @jax.jit
 def _first_row_compiled(data: Data) -> Data:
-    return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf)[0], data)
+    return jax.tree_util.tree_map(lambda leaf: leaf[0], data)
 
 
 @jax.jit

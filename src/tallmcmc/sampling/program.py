@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -25,6 +26,8 @@ from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statist
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
 __all__ = ["ChainProgram", "TunedChunk", "chain_program", "tuned"]
+
+_log = logging.getLogger(__name__)
 
 
 class TunedChunk(NamedTuple):
@@ -113,16 +116,18 @@ class ChainProgram(NamedTuple):
         processes where there is a cache folder and no mesh (:mod:`tallmcmc.sampling.program_cache`), else
         directly (and whenever keeping it fails: a host callback cannot be exported)."""
         loop = self.run_tuned_chunk(length)
-        where = program_cache.folder() if self.source[3] is None else None
+        _, proposal, _, layout = self.source
+        where = program_cache.folder() if layout is None else None
         if where is not None:
+            _, states, adaptation, _, _, _, factors = arguments[:7]
             try:
                 step, (state, info) = self.one_chain_step(arguments)
-                out_tree = jax.tree_util.tree_structure(((arguments[1], arguments[2]), (state.position, info)))
-                variant = (length, arguments[6] is None, adapts_on_proxy(self.source[1]))
+                out_tree = jax.tree_util.tree_structure(((states, adaptation), (state.position, info)))
+                variant = (length, factors is None, adapts_on_proxy(proposal))
                 key = program_cache.program_key(step, arguments, variant)
                 return program_cache.compile_kept(loop, arguments, out_tree, key, where)
-            except Exception:  # noqa: BLE001 - anything the direct compilation does not also raise is ours to skip
-                pass
+            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
+                _log.debug("chain program compiled directly, not kept: %s: %s", type(error).__name__, error)
         return compiler_options.jit(loop).lower(*arguments).compile()
 
 

@@ -11,7 +11,7 @@ module keys the lowered program by what determines it and keeps it with :mod:`ja
   part of the key, only their shapes;
 * the arguments' tree, shapes, dtypes and placements, the loop's compiled length and the step variant;
 * the source of every tallmcmc module (which builds the loop around the step), JAX's version, the backend and
-  device kind, the XLA options and every JAX flag.
+  device kind, the XLA options and every JAX flag but those that only log (:data:`LOGGING_FLAGS`).
 
 A program found under its key is deserialised and compiled (a persistent-cache hit after the first run); one
 not found is exported from the loop (the tracing and lowering a compilation does anyway), written, and compiled
@@ -38,7 +38,7 @@ import numpy as np
 
 from tallmcmc import compiler_options
 
-__all__ = ["FOLDER_NAME", "compile_kept", "folder", "program_key"]
+__all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "program_key"]
 
 #: The folder, inside JAX's persistent cache folder, that holds the exported chain programs.
 FOLDER_NAME = "tallmcmc-programs"
@@ -64,10 +64,16 @@ def _source_digest() -> bytes:
     return digest.digest()
 
 
+#: JAX flags that only log, left out of the key (so that ``jax_log_compiles``, which ``bench_compilation.py --where``
+#: turns on, still finds the kept program).
+LOGGING_FLAGS = frozenset({"jax_log_compiles", "jax_explain_cache_misses"})
+
+
 def _environment() -> str:
-    """JAX's and jaxlib's versions, the backend, the device kind, the XLA options and every JAX flag."""
+    """JAX's and jaxlib's versions, the backend, the device kind, the XLA options and every JAX flag but those that
+    only log."""
     device = jax.devices()[0]
-    flags = sorted((name, repr(value)) for name, value in jax.config.values.items())
+    flags = sorted((name, repr(value)) for name, value in jax.config.values.items() if name not in LOGGING_FLAGS)
     return repr(
         (
             jax.__version__,
