@@ -5,10 +5,12 @@ Usage::
     python benchmarks/bench_compilation.py                    # quickstart, recipe, sample_tall at N = 10⁶
     python benchmarks/bench_compilation.py --only sample_tall --where   # plus every compilation by source line
     python benchmarks/bench_compilation.py --only sample_tall --where warm   # the same for the warm (second) run
+    python benchmarks/bench_compilation.py --only sample_tall --where other  # ... for the run on other data
     TALLMCMC_XLA_OPTIONS=default python benchmarks/bench_compilation.py # XLA's own options (no level-1 LLVM)
     git archive b28ec5c src | tar -x -C /tmp/before       # another tree, run alternately with this one:
     python benchmarks/bench_compilation.py --only sample_tall --against /tmp/before/src --repeats 2
     python benchmarks/bench_compilation.py --only sample_tall --num-data 10000000      # at N = 10⁷
+    python benchmarks/bench_compilation.py --only sample_tall --draws 20000 --against /tmp/before/src  # sampling
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
@@ -19,10 +21,11 @@ Scripts (each a fresh ``python`` process, so every import and compilation counts
   4 chains × 2,000 draws (data simulated in the process, not timed in "run s").
 
 Printed per script and run (off: ``TALLMCMC_COMPILATION_CACHE=0``; cold: an empty cache folder; warm: the same
-folder again): the process's wall seconds, the seconds of the run itself (from the first tallmcmc call to the
+folder again; other data: the same folder, the script's data simulated with ``seed=1`` instead of 0 — a user's
+next data set of the same shapes): the process's wall seconds, the seconds of the run itself (from the first tallmcmc call to the
 draws), **compilation** as JAX reports it (tracing + lowering to MLIR + XLA's compilation, or its load from the
 cache: JAX's own duration events, every program of the run), its share of the run, and ``result.sampling_seconds``.
-With ``--where`` (or ``--where warm``), the first (or the warm) run also lists every compilation by the tallmcmc source line that caused it (its
+With ``--where`` (or ``--where warm``, ``--where other``), the first (or that) run also lists every compilation by the tallmcmc source line that caused it (its
 tracing, lowering and XLA seconds, and the number of XLA programs). With ``--against SRC``, every script also runs
 with ``PYTHONPATH=SRC`` (another tree's ``src``, e.g. from ``git archive``), the two trees alternating ``--repeats``
 times, each on a cache folder of its own. Same machine, same run; load printed.
@@ -42,7 +45,7 @@ SCRIPTS = {
     "quickstart": """
 import jax.numpy as jnp, tallmcmc
 from tallmcmc.examples import gaussian_mixture
-model = gaussian_mixture.model(num_data=100_000, temperature=1_000.0)
+model = gaussian_mixture.model(num_data=100_000, temperature=1_000.0, seed=0)
 began = time.perf_counter()
 result = tallmcmc.sample(model, proposal=tallmcmc.random_walk(0.15), test=tallmcmc.minibatch_barker(batch_size=50),
                          initial_position=jnp.array([0.0, 1.0]), num_samples=3000, num_chains=4, progress=False)
@@ -104,8 +107,12 @@ print("RESULT " + json.dumps({"run": seconds, "compile": compiling, "parts": dic
 """
 
 
-def run(name: str, environment: dict[str, str], where: bool = False, num_data: int = 1_000_000) -> dict:
+def run(
+    name: str, environment: dict[str, str], where: bool = False, num_data: int = 1_000_000, seed: int = 0, draws=2000
+) -> dict:
     script = SCRIPTS[name].replace("1_000_000", f"{num_data:_}")  # the recipe's and sample_tall's N
+    script = script.replace("num_samples=2000", f"num_samples={draws}")  # sample_tall's draws per chain
+    script = script.replace("seed=0", f"seed={seed}")
     code = PROLOGUE.replace("{where}", str(where)) + script + EPILOGUE
     began = time.perf_counter()
     completed = subprocess.run(
@@ -125,12 +132,13 @@ def main() -> None:
         "--where",
         nargs="?",
         const="first",
-        choices=("first", "warm"),
-        help="list the first (default) or the warm run's compilations by source line",
+        choices=("first", "warm", "other"),
+        help="list the first (default), the warm or the other data's run's compilations by source line",
     )
     parser.add_argument("--against", metavar="SRC", help="also run another tree's src (PYTHONPATH), alternating")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the trees, alternating (default 1)")
     parser.add_argument("--num-data", type=int, default=1_000_000, help="N of the recipe and sample_tall scripts")
+    parser.add_argument("--draws", type=int, default=2000, help="sample_tall's draws per chain (its sampling speed)")
     args = parser.parse_args()
     print(
         "load {:.2f} {:.2f} {:.2f}; TALLMCMC_XLA_OPTIONS={}\n".format(
@@ -149,12 +157,16 @@ def main() -> None:
                     ("off", {"TALLMCMC_COMPILATION_CACHE": "0"}),
                     ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
                     ("warm", {"TALLMCMC_COMPILATION_CACHE": folder}),
+                    ("other data", {"TALLMCMC_COMPILATION_CACHE": folder}),
                 ):
                     out = run(
                         name,
                         {**environment, **source},
-                        where={"first": "off", "warm": "warm"}.get(args.where) == label and not source,
+                        where={"first": "off", "warm": "warm", "other": "other data"}.get(args.where) == label
+                        and not source,
                         num_data=args.num_data,
+                        seed=1 if label == "other data" else 0,
+                        draws=args.draws,
                     )
                     if out["where"]:
                         breakdowns[name] = out["where"]
@@ -165,7 +177,7 @@ def main() -> None:
                     )
     for name, places in breakdowns.items():
         programs = sum(int(parts.get("programs", 0)) for parts in places.values())
-        run_name = "warm run" if args.where == "warm" else "first run"
+        run_name = {"warm": "warm run", "other": "run on other data"}.get(args.where, "first run")
         print(f"\n{name}, {run_name}: {programs} XLA programs; compilations by source line (seconds; XLA programs)\n")
         print("| source | total | tracing | lowering | XLA | programs |")
         print("|---|---:|---:|---:|---:|---:|")

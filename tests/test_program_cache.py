@@ -1,6 +1,7 @@
 """The lowered chain program kept between processes (``tallmcmc.sampling.program_cache``): a run through a kept
-program (written, loaded, or exported again over a damaged entry) draws what a directly compiled run draws, and the
-key changes with everything that shapes the program and with nothing else."""
+program (written, loaded, or exported again over a damaged entry, or kept by a run on other data of the same shapes)
+draws what a directly compiled run draws, and the key changes with everything that shapes the program and with
+nothing else."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from tallmcmc.examples import gaussian_mean
 from tallmcmc.sampling import program_cache
 
 DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float32)
+OTHER_DATA = np.random.default_rng(4).normal(-0.5, 2.0, size=(3000, 2)).astype(np.float32)
 
 
-def sample(scale=0.03):
-    cv = tallmcmc.taylor_control_variate(gaussian_mean.model(DATA), jnp.ones(2))
+def sample(scale=0.03, data=DATA):
+    cv = tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.ones(2))
     return tallmcmc.sample(
-        gaussian_mean.model(DATA),
+        gaussian_mean.model(data),
         tallmcmc.random_walk(scale),
         tallmcmc.minibatch_barker(50, control_variate=cv),
         jnp.zeros(2),
@@ -53,14 +55,22 @@ def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_
     # the same shapes with another proposal scale (a constant of the step): another program, whose draws are its
     # own, not the kept one's
     moved = sample(scale=0.05)
+    other = sample(data=OTHER_DATA)  # directly compiled too
     assert not np.array_equal(np.asarray(moved.positions), np.asarray(first.positions))
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
     np.testing.assert_array_equal(np.asarray(sample(scale=0.05).positions), np.asarray(moved.positions))
     assert len(entries(folder)) == 2
+    # other data of the same shapes: another control variate (the step's constants, an argument of the loop), the
+    # same kept program, and the draws of the direct compilation on those data
+    np.testing.assert_array_equal(np.asarray(sample(data=OTHER_DATA).positions), np.asarray(other.positions))
+    assert len(entries(folder)) == 2
+    assert not np.allclose(np.asarray(other.positions).mean(), np.asarray(first.positions).mean(), atol=0.5)
 
 
 def key(function, *arguments, variant=(100, False, False)):
-    return program_cache.program_key(jax.make_jaxpr(function)(*arguments), arguments, variant)
+    step = jax.make_jaxpr(function)(*arguments)
+    constants = [jax.device_put(constant) for constant in step.consts]  # an argument of the loop, as in a run
+    return program_cache.program_key(step, (*arguments, constants), variant)
 
 
 def test_the_key_changes_with_what_shapes_the_program_and_nothing_else():
@@ -74,7 +84,9 @@ def test_the_key_changes_with_what_shapes_the_program_and_nothing_else():
     assert key(step, x) == reference  # traced again: the same key
     assert key(lambda x: jnp.sum((x - jnp.array([1.0, 2.0])) ** 2), x) == reference  # the same program
     assert key(step, jnp.ones(2)) == reference  # argument values do not shape the program
-    assert key(lambda x: step(x, jnp.array([1.0, 2.5])), x) != reference  # a constant's value does
+    assert key(lambda x: step(x, jnp.array([1.0, 2.5])), x) == reference  # nor a constant's (an argument too)
+    assert key(lambda x: step(x, jnp.array([1.5])), x) != reference  # its shape does
+    assert key(lambda x: jnp.sum((x - 1.5) ** 2), x) != key(lambda x: jnp.sum((x - 2.5) ** 2), x)  # and a literal
     plain = lambda x: jnp.sum(x**2)  # noqa: E731
     assert key(plain, jnp.zeros(3)) != key(plain, x)  # so do the arguments' shapes
     assert key(plain, jnp.zeros(2, jnp.int32)) != key(plain, x)  # and dtypes

@@ -39,6 +39,32 @@ class TunedChunk(NamedTuple):
     compile_seconds: float
 
 
+class OneChainStep(NamedTuple):
+    """One chain's step traced once, unbatched, with the data an argument (:meth:`ChainProgram.one_chain_step`).
+
+    The chain program's loop replays it (:meth:`replay`) with its constants (what the step closes over: the
+    control variate's centre and sums, a preconditioner, …) as an argument of the loop, so that the lowered loop
+    holds none of their values: a run on other data of the same shapes, whose constants differ, compiles the same
+    program (found in the persistent cache), and the program is keyed by this trace without the constants' values.
+    """
+
+    jaxpr: jax.extend.core.ClosedJaxpr
+    out_tree: Any
+    shapes: Any
+
+    @property
+    def constants(self) -> list:
+        """The trace's constants, on the device (as the loop's argument)."""
+        return [jax.device_put(constant) for constant in self.jaxpr.consts]
+
+    def replay(self, constants, data, key, state, factor):
+        """The step at ``(data, key, state, factor)`` (inlined in the calling trace) with ``constants`` for the
+        trace's own: ``(state, info)``."""
+        closed = jax.extend.core.ClosedJaxpr(self.jaxpr.jaxpr, list(constants))
+        flat = jax.extend.core.jaxpr_as_fun(closed)(*jax.tree_util.tree_leaves((data, key, state, factor)))
+        return jax.tree_util.tree_unflatten(self.out_tree, flat)
+
+
 class ChainProgram(NamedTuple):
     """What a run of ``proposal`` and ``test`` on a model compiles.
 
@@ -57,9 +83,12 @@ class ChainProgram(NamedTuple):
         chain uses the key ``fold_in(chain_key, t)``, so draws never depend on
         the chunking. Not jitted (the drivers compile it for their shapes).
     run_tuned_chunk
-        ``run_tuned_chunk(length)(data, states, adaptation, chain_keys,
-        first_step, num_steps, factors, adapting, target) -> ((states,
-        adaptation), (positions, info))``: ``num_steps ≤ length`` steps
+        ``run_tuned_chunk(length, one=None)(data, states, adaptation,
+        chain_keys, first_step, num_steps, factors, adapting, target,
+        constants=()) -> ((states, adaptation), (positions, info))``: with
+        ``one`` (a :class:`OneChainStep`), the step replayed from that trace
+        with ``constants`` for its constants, else traced from the kernel;
+        ``num_steps ≤ length`` steps
         ``first_step, first_step + 1, …`` in a loop compiled once for
         ``length``, every chain's step size times ``factors`` or, while
         ``adapting`` (a traced flag), times exp(log ε) of its dual averaging
@@ -69,10 +98,10 @@ class ChainProgram(NamedTuple):
         draws after it not adapting, so one compilation serves both
         (:meth:`tuned_chunk`).
     one_chain_step
-        ``one_chain_step(arguments) -> (jaxpr, (state, info))``: the step
+        ``one_chain_step(arguments) -> OneChainStep``: the step
         ``run_tuned_chunk``'s loop runs for ``arguments`` (its own), for one
-        chain, traced unbatched with the data as an argument, and the shapes
-        it returns: what keys the kept lowered loop
+        chain, traced unbatched with the data as an argument: what the loop
+        replays and what keys the kept lowered loop
         (:mod:`tallmcmc.sampling.program_cache`).
     source
         ``(held, proposal, test, layout)``: what it was built from.
@@ -112,23 +141,39 @@ class ChainProgram(NamedTuple):
         return TunedChunk(run, length, time.perf_counter() - began)
 
     def _compile_tuned(self, arguments: tuple, length: int) -> Callable:
-        """``run_tuned_chunk(length)`` compiled for ``arguments``: through the lowered program kept between
-        processes where there is a cache folder and no mesh (:mod:`tallmcmc.sampling.program_cache`), else
-        directly (and whenever keeping it fails: a host callback cannot be exported)."""
-        loop = self.run_tuned_chunk(length)
+        """``run_tuned_chunk(length)`` compiled for ``arguments``.
+
+        Without a mesh, the loop replays one chain's step traced once (:class:`OneChainStep`) and takes that trace's
+        constants as an argument, so the lowered loop holds no value the setup computed; it is compiled through the
+        lowered program kept between processes where there is a cache folder
+        (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping it fails: a host callback
+        cannot be exported). On a mesh the loop is traced from the kernel and compiled directly."""
         _, proposal, _, layout = self.source
-        where = program_cache.folder() if layout is None else None
+        if layout is not None:
+            return compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+        one = self.one_chain_step(arguments)
+        loop = self.run_tuned_chunk(length, one)
+        constants = one.constants
+        full = (*arguments, constants)
+        where = program_cache.folder()
+        compiled = None
         if where is not None:
             _, states, adaptation, _, _, _, factors = arguments[:7]
+            state, info = one.shapes
             try:
-                step, (state, info) = self.one_chain_step(arguments)
                 out_tree = jax.tree_util.tree_structure(((states, adaptation), (state.position, info)))
                 variant = (length, factors is None, adapts_on_proxy(proposal))
-                key = program_cache.program_key(step, arguments, variant)
-                return program_cache.compile_kept(loop, arguments, out_tree, key, where)
+                key = program_cache.program_key(one.jaxpr, full, variant)
+                compiled = program_cache.compile_kept(loop, full, out_tree, key, where)
             except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
                 _log.debug("chain program compiled directly, not kept: %s: %s", type(error).__name__, error)
-        return compiler_options.jit(loop).lower(*arguments).compile()
+        if compiled is None:
+            compiled = compiler_options.jit(loop).lower(*full).compile()
+
+        def run(*again):
+            return compiled(*again, constants)
+
+        return run
 
 
 @contextlib.contextmanager
@@ -194,17 +239,20 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
 
     on_proxy = adapts_on_proxy(proposal)
 
-    def run_tuned_chunk(length: int):
-        def run(data, states, adaptation, chain_keys, first_step, num_steps, factors, adapting, target):
+    def run_tuned_chunk(length: int, one: OneChainStep | None = None):
+        def run(data, states, adaptation, chain_keys, first_step, num_steps, factors, adapting, target, constants=()):
+            def kernel_step(key, state, factor):
+                if one is not None:  # replayed from its trace, the trace's constants the loop's argument
+                    return one.replay(constants, data, key, state, factor)
+                return kernel_for(data, factor).step(key, state)
+
             def step(states, adaptation, step_index):
                 keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, step_index)
                 if factors is None:  # a run without step-size factors: the plain step, nothing adapted
-                    states, info = jax.vmap(lambda key, state: kernel_for(data).step(key, state))(keys, states)
+                    states, info = jax.vmap(lambda key, state: kernel_step(key, state, None))(keys, states)
                     return states, adaptation, (states.position, info)
                 factor = jnp.where(adapting, jnp.exp(adaptation.log_factor), factors)
-                states, info = jax.vmap(lambda key, state, f: kernel_for(data, f).step(key, state))(
-                    keys, states, factor
-                )
+                states, info = jax.vmap(kernel_step)(keys, states, factor)
                 updated = adaptation_update(adaptation, step_index, statistic(info, on_proxy), target)
                 kept = jax.tree_util.tree_map(lambda new, old: jnp.where(adapting, new, old), updated, adaptation)
                 return states, kept, (states.position, info)
@@ -236,13 +284,12 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
         def shapes(tree, drop: int):
             return jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[drop:], leaf.dtype), tree)
 
-        one = (shapes(data, 0), shapes(chain_keys, 1), shapes(states, 1))
-        if factors is None:
-            return jax.make_jaxpr(lambda data, key, state: kernel_for(data).step(key, state), return_shape=True)(*one)
-        factor = jax.ShapeDtypeStruct((), factors.dtype)
-        return jax.make_jaxpr(
+        factor = None if factors is None else jax.ShapeDtypeStruct((), factors.dtype)
+        one = (shapes(data, 0), shapes(chain_keys, 1), shapes(states, 1), factor)
+        closed, out = jax.make_jaxpr(
             lambda data, key, state, factor: kernel_for(data, factor).step(key, state), return_shape=True
-        )(*one, factor)
+        )(*one)
+        return OneChainStep(closed, jax.tree_util.tree_structure(out), out)
 
     if layout is None:
         initialise = compiler_options.jit(initialise)

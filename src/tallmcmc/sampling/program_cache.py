@@ -6,9 +6,9 @@ the vmapped loop of a chain program and lowers it before it can look the executa
 second ``sample_tall`` run at N = 10⁶, d = 10 on a 2-core CPU, half of what that run spent compiling. This
 module keys the lowered program by what determines it and keeps it with :mod:`jax.export`:
 
-* one chain's step, traced unbatched (about 0.1 s): its printed jaxpr and the bytes of its constants (the
-  control variate's centre and sums, a preconditioner, …); the data are an argument, so their values are not
-  part of the key, only their shapes;
+* one chain's step, traced unbatched (about 0.1 s): its printed jaxpr, which the loop replays with the trace's
+  constants (the control variate's centre and sums, a preconditioner, …) as an argument, like the data: neither's
+  values are part of the key, only their shapes, so other data of the same shapes find the same program;
 * the arguments' tree, shapes, dtypes and placements, the loop's compiled length and the step variant;
 * the source of every tallmcmc module (which builds the loop around the step), JAX's version, the backend and
   device kind, the XLA options and every JAX flag but those that only log (:data:`LOGGING_FLAGS`).
@@ -87,26 +87,17 @@ def _environment() -> str:
     )
 
 
-def _array_bytes(value) -> tuple[str, tuple[int, ...], bytes]:
-    if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-        return str(value.dtype), value.shape, np.asarray(jax.random.key_data(value)).tobytes()
-    array = np.asarray(value)
-    return str(array.dtype), array.shape, array.tobytes()
-
-
 def program_key(step: jax.extend.core.ClosedJaxpr, arguments: tuple, variant: tuple) -> str:
-    """The key of the loop built around ``step`` (one chain's step, traced unbatched, the data an argument) for
-    ``arguments`` (the loop's, whose values do not matter, only their tree, shapes, dtypes and placements) and
-    ``variant`` (the loop's compiled length and anything else of its own that shapes it)."""
+    """The key of the loop that replays ``step`` (one chain's step, traced unbatched, the data an argument) for
+    ``arguments`` (the loop's, ``step``'s constants among them, whose values do not matter, only their tree, shapes,
+    dtypes and placements) and ``variant`` (the loop's compiled length and anything else of its own that shapes
+    it). ``step`` enters by its printed jaxpr, which names its operations, literals and constants' types but no
+    constant's value: the loop takes those as an argument."""
     digest = hashlib.sha256()
     digest.update(_source_digest())
     digest.update(_environment().encode())
     digest.update(repr(variant).encode())
-    digest.update(str(step).encode())
-    for constant in step.consts:
-        dtype, shape, content = _array_bytes(constant)
-        digest.update(f"{dtype}{shape}".encode())
-        digest.update(content)
+    digest.update(str(step.jaxpr).encode())
     leaves, tree = jax.tree_util.tree_flatten(arguments)
     digest.update(str(tree).encode())
     for leaf in leaves:
