@@ -5,9 +5,12 @@ nothing else."""
 
 from __future__ import annotations
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mean
@@ -17,8 +20,8 @@ DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float
 OTHER_DATA = np.random.default_rng(4).normal(-0.5, 2.0, size=(3000, 2)).astype(np.float32)
 
 
-def sample(scale=0.03, data=DATA):
-    cv = tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.ones(2))
+def sample(scale=0.03, data=DATA, centre=(1.0, 1.0)):
+    cv = tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
     return tallmcmc.sample(
         gaussian_mean.model(data),
         tallmcmc.random_walk(scale),
@@ -65,6 +68,26 @@ def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_
     np.testing.assert_array_equal(np.asarray(sample(data=OTHER_DATA).positions), np.asarray(other.positions))
     assert len(entries(folder)) == 2
     assert not np.allclose(np.asarray(other.positions).mean(), np.asarray(first.positions).mean(), atol=0.5)
+
+
+def test_a_run_on_other_data_of_the_same_shapes_compiles_nothing_new(monkeypatch):
+    """The control variate's passes take the centre, and the chain program the step's constants, as arguments: the
+    next data set's run finds every program in JAX's persistent cache (its embedded constants made both miss)."""
+    if not jax.config.jax_compilation_cache_dir:
+        pytest.skip("JAX's persistent cache is off (TALLMCMC_COMPILATION_CACHE=0)")
+    monkeypatch.setattr(program_cache, "folder", lambda: None)  # JAX's cache alone (the kept program has its test)
+    sample()
+    misses = collections.Counter()
+
+    def listener(event, **_):
+        misses[event] += event.endswith("cache_misses")
+
+    jax.monitoring.register_event_listener(listener)
+    try:
+        sample(data=OTHER_DATA, centre=(-0.5, 0.5))
+    finally:
+        jax.monitoring.unregister_event_listener(listener)
+    assert sum(misses.values()) == 0, misses
 
 
 def key(function, *arguments, variant=(100, False, False)):

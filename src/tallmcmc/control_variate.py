@@ -484,15 +484,19 @@ class _SetupPasses:
         def total(flat, rows):
             return jnp.sum(model.per_datum_log_likelihood(unravel(flat), rows))
 
-        def hessian_products(rows, directions):  # (m, d) directions -> (m, d) rows of H_chunk v
+        def hessian_products(rows, center, directions):  # (m, d) directions -> (m, d) rows of H_chunk v
             def product(direction):
-                return jax.jvp(lambda flat: jax.grad(total)(flat, rows), (flat_center,), (direction,))[1]
+                return jax.jvp(lambda flat: jax.grad(total)(flat, rows), (center,), (direction,))[1]
 
             return jax.vmap(product)(directions)
 
-        self._gradient = self._per_chunk(lambda rows: jax.grad(total)(flat_center, rows))
-        self._hessian = self._per_chunk(lambda rows: jax.hessian(total)(flat_center, rows))
-        self._products = self._per_chunk(hessian_products)
+        # the centre an argument, not a constant of the programs: the next data set's centre compiles nothing new
+        gradient = self._per_chunk(lambda rows, center: jax.grad(total)(center, rows))
+        hessian = self._per_chunk(lambda rows, center: jax.hessian(total)(center, rows))
+        products = self._per_chunk(hessian_products)
+        self._gradient = lambda rows: gradient(rows, flat_center)
+        self._hessian = lambda rows: hessian(rows, flat_center)
+        self._products = lambda rows, directions: products(rows, flat_center, directions)
 
     def _per_chunk(self, function):
         """``function(rows, *arguments)`` jitted, as a function of a chunk from :meth:`_chunks` (float64 NumPy)."""
