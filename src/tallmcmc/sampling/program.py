@@ -25,7 +25,7 @@ from tallmcmc.sampling import program_cache
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
-__all__ = ["ChainProgram", "TunedChunk", "chain_program", "tuned"]
+__all__ = ["ChainProgram", "OneChainStep", "TunedChunk", "chain_program", "tuned"]
 
 _log = logging.getLogger(__name__)
 
