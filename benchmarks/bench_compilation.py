@@ -11,6 +11,7 @@ Usage::
     python benchmarks/bench_compilation.py --only sample_tall --against /tmp/before/src --repeats 2
     python benchmarks/bench_compilation.py --only sample_tall --num-data 10000000      # at N = 10⁷
     python benchmarks/bench_compilation.py --only sample_tall --draws 20000 --against /tmp/before/src  # sampling
+    python benchmarks/bench_compilation.py --only asynchronous --against /tmp/before/src   # the other driver
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
@@ -19,6 +20,8 @@ Scripts (each a fresh ``python`` process, so every import and compilation counts
   ``minibatch_barker(100, cv)``, 4 chains, 500 warm-up steps, 1,000 draws) on logistic regression, N = 10⁶, d = 10;
 * ``sample_tall``: ``tallmcmc.sample_tall`` on ``examples.logistic_regression.simulate(N = 10⁶, d = 10)``,
   4 chains × 2,000 draws (data simulated in the process, not timed in "run s").
+* ``asynchronous``: ``find_mode``, ``taylor_control_variate``, random walk + ``minibatch_barker(100, cv)``, 8 chains,
+  200 warm-up + 2,000 draws with ``driver="asynchronous"``, logistic regression N = 10⁵, d = 10.
 
 Printed per script and run (off: ``TALLMCMC_COMPILATION_CACHE=0``; cold: an empty cache folder; warm: the same
 folder again; other data: the same folder, the script's data simulated with ``seed=1`` instead of 0 — a user's
@@ -68,6 +71,17 @@ from tallmcmc.examples import logistic_regression
 model = logistic_regression.model(*logistic_regression.simulate(1_000_000, 10, seed=0))
 began = time.perf_counter()
 result = tallmcmc.sample_tall(model, num_chains=4, num_samples=2000, progress=False)
+""",
+    "asynchronous": """
+import jax.numpy as jnp, tallmcmc
+from tallmcmc.examples import logistic_regression
+model = logistic_regression.model(*logistic_regression.simulate(100_000, 10, seed=0))
+began = time.perf_counter()
+mode = tallmcmc.find_mode(model, jnp.zeros(10))
+cv = tallmcmc.taylor_control_variate(model, mode.position)
+result = tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.minibatch_barker(100, control_variate=cv),
+                         initial_position=mode.position, num_chains=8, num_warmup=200, num_samples=2000,
+                         progress=False, driver="asynchronous")
 """,
 }
 PROLOGUE = """
@@ -127,7 +141,7 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
+    parser.add_argument("--only", nargs="+", default=["quickstart", "recipe", "sample_tall"], choices=list(SCRIPTS))
     parser.add_argument(
         "--where",
         nargs="?",

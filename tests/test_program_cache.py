@@ -20,7 +20,7 @@ DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float
 OTHER_DATA = np.random.default_rng(4).normal(-0.5, 2.0, size=(3000, 2)).astype(np.float32)
 
 
-def sample(scale=0.03, data=DATA, centre=(1.0, 1.0)):
+def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap"):
     cv = tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
     return tallmcmc.sample(
         gaussian_mean.model(data),
@@ -31,6 +31,7 @@ def sample(scale=0.03, data=DATA, centre=(1.0, 1.0)):
         num_chains=2,
         num_warmup=40,
         progress=False,
+        driver=driver,
     )
 
 
@@ -70,13 +71,14 @@ def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_
     assert not np.allclose(np.asarray(other.positions).mean(), np.asarray(first.positions).mean(), atol=0.5)
 
 
-def test_a_run_on_other_data_of_the_same_shapes_compiles_nothing_new(monkeypatch):
-    """The control variate's passes take the centre, and the chain program the step's constants, as arguments: the
-    next data set's run finds every program in JAX's persistent cache (its embedded constants made both miss)."""
+@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
+def test_a_run_on_other_data_of_the_same_shapes_compiles_nothing_new(monkeypatch, driver):
+    """The control variate's passes take the centre, and either driver's chain program the step's constants, as
+    arguments: the next data set's run finds every program in JAX's persistent cache (embedded constants miss)."""
     if not jax.config.jax_compilation_cache_dir:
         pytest.skip("JAX's persistent cache is off (TALLMCMC_COMPILATION_CACHE=0)")
     monkeypatch.setattr(program_cache, "folder", lambda: None)  # JAX's cache alone (the kept program has its test)
-    sample()
+    sample(driver=driver)
     misses = collections.Counter()
 
     def listener(event, **_):
@@ -84,7 +86,7 @@ def test_a_run_on_other_data_of_the_same_shapes_compiles_nothing_new(monkeypatch
 
     jax.monitoring.register_event_listener(listener)
     try:
-        sample(data=OTHER_DATA, centre=(-0.5, 0.5))
+        sample(data=OTHER_DATA, centre=(-0.5, 0.5), driver=driver)
     finally:
         jax.monitoring.unregister_event_listener(listener)
     assert sum(misses.values()) == 0, misses

@@ -43,7 +43,7 @@ from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
-from tallmcmc.sampling.program import tuned
+from tallmcmc.sampling.program import constants_as_argument, tuned
 from tallmcmc.sharding import to_host
 
 
@@ -331,10 +331,10 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
         bar.set_description(f"compiling {test.name}")
     began = time.perf_counter()
     first_step = jnp.asarray(call.first_step, jnp.int32)
-    initialise = compiler_options.jit(initialise).lower(data, states, chain_keys, factors, first_step).compile()
+    initialise = _compiled(initialise, layout, data, states, chain_keys, factors, first_step)
     carry = initialise(data, states, chain_keys, factors, first_step)
     zero = jnp.asarray(0, jnp.int32)
-    run = compiler_options.jit(run).lower(data, carry, chain_keys, factors, first_step, zero, zero).compile()
+    run = _compiled(run, layout, data, carry, chain_keys, factors, first_step, zero, zero)
     compile_seconds += time.perf_counter() - began
     if bar is not None:
         bar.set_description(description)
@@ -397,6 +397,17 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
         int(np.max(iterations)),
         adapted,
     )
+
+
+def _compiled(function: Callable, layout, *arguments) -> Callable:
+    """``function`` compiled for ``arguments``; without a mesh, with the arrays it closes over (the control variate,
+    a preconditioner, …) as an argument rather than constants of the program, so that other data of the same shapes
+    find it in the persistent cache (:func:`tallmcmc.sampling.program.constants_as_argument`)."""
+    if layout is not None:
+        return compiler_options.jit(function).lower(*arguments).compile()
+    replayed, constants = constants_as_argument(function, *arguments)
+    compiled = compiler_options.jit(replayed).lower(*arguments, constants).compile()
+    return lambda *again: compiled(*again, constants)
 
 
 def _drawn(carry: AsyncCarry, layout, count: int) -> tuple[Position, dict[str, np.ndarray]]:

@@ -25,7 +25,7 @@ from tallmcmc.sampling import program_cache
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
-__all__ = ["ChainProgram", "OneChainStep", "TunedChunk", "chain_program", "tuned"]
+__all__ = ["ChainProgram", "OneChainStep", "TunedChunk", "chain_program", "constants_as_argument", "tuned"]
 
 _log = logging.getLogger(__name__)
 
@@ -200,6 +200,26 @@ def traced_once(function: Callable, *arguments) -> tuple[Callable, Any]:
         return jax.tree_util.tree_unflatten(structure, replay(*jax.tree_util.tree_leaves(again)))
 
     return replayed, shapes
+
+
+def constants_as_argument(function: Callable, *arguments) -> tuple[Callable, list]:
+    """``function`` traced once at ``arguments``' types, and the arrays it closes over.
+
+    Returns ``(replayed, constants)``: ``replayed(*arguments, constants)`` computes ``function(*arguments)`` with
+    ``constants`` (on the device) in place of what the trace closed over, so that a program compiled from it holds
+    none of their values and serves other values of the same shapes (the next data set's control variate, …).
+    """
+    closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
+    structure = jax.tree_util.tree_structure(shapes)
+
+    def replayed(*again):
+        *values, given = again
+        closed_here = jax.extend.core.ClosedJaxpr(closed.jaxpr, list(given))
+        return jax.tree_util.tree_unflatten(
+            structure, jax.extend.core.jaxpr_as_fun(closed_here)(*jax.tree_util.tree_leaves(values))
+        )
+
+    return replayed, [jax.device_put(constant) for constant in closed.consts]
 
 
 def tuned(held: Model, proposal: Proposal, data, factor=None, temperature=None) -> tuple[Model, Proposal]:
