@@ -25,7 +25,7 @@ from tallmcmc.sampling import program_cache
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
-__all__ = ["ChainProgram", "OneChainStep", "TunedChunk", "chain_program", "constants_as_argument", "tuned"]
+__all__ = ["ChainProgram", "Traced", "TunedChunk", "chain_program", "constants_as_argument", "tuned"]
 
 _log = logging.getLogger(__name__)
 
@@ -39,29 +39,36 @@ class TunedChunk(NamedTuple):
     compile_seconds: float
 
 
-class OneChainStep(NamedTuple):
-    """One chain's step traced once, unbatched, with the data an argument (:meth:`ChainProgram.one_chain_step`).
+class Traced(NamedTuple):
+    """A function traced once (:meth:`of`): its jaxpr, the tree and shapes of its result.
 
-    The chain program's loop replays it (:meth:`replay`) with its constants (what the step closes over: the
-    control variate's centre and sums, a preconditioner, …) as an argument of the loop, so that the lowered loop
-    holds none of their values: a run on other data of the same shapes, whose constants differ, compiles the same
-    program (found in the persistent cache), and the program is keyed by this trace without the constants' values.
+    :meth:`replay` computes the function again from the jaxpr (inlined in the calling trace) with any constants in
+    place of the trace's own. The chain program replays one chain's step this way (:meth:`ChainProgram.one_chain_step`)
+    with that trace's constants — what the step closes over: the control variate's centre and sums, a
+    preconditioner, … — as an argument of its loop, so that the lowered loop holds none of their values: a run on
+    other data of the same shapes compiles the same program (found in the persistent cache), and the program is keyed
+    by this trace without the constants' values.
     """
 
     jaxpr: jax.extend.core.ClosedJaxpr
     out_tree: Any
     shapes: Any
 
+    @classmethod
+    def of(cls, function: Callable, *arguments) -> Traced:
+        """``function`` traced at ``arguments``' types (arrays or ``jax.ShapeDtypeStruct``)."""
+        closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
+        return cls(closed, jax.tree_util.tree_structure(shapes), shapes)
+
     @property
     def constants(self) -> list:
-        """The trace's constants, on the device (as the loop's argument)."""
+        """The trace's constants, on the device (as a compiled program's argument)."""
         return [jax.device_put(constant) for constant in self.jaxpr.consts]
 
-    def replay(self, constants, data, key, state, factor):
-        """The step at ``(data, key, state, factor)`` (inlined in the calling trace) with ``constants`` for the
-        trace's own: ``(state, info)``."""
+    def replay(self, constants, *arguments):
+        """The function at ``arguments`` with ``constants`` for the trace's own."""
         closed = jax.extend.core.ClosedJaxpr(self.jaxpr.jaxpr, list(constants))
-        flat = jax.extend.core.jaxpr_as_fun(closed)(*jax.tree_util.tree_leaves((data, key, state, factor)))
+        flat = jax.extend.core.jaxpr_as_fun(closed)(*jax.tree_util.tree_leaves(arguments))
         return jax.tree_util.tree_unflatten(self.out_tree, flat)
 
 
@@ -86,7 +93,7 @@ class ChainProgram(NamedTuple):
         ``run_tuned_chunk(length, one=None)(data, states, adaptation,
         chain_keys, first_step, num_steps, factors, adapting, target,
         constants=()) -> ((states, adaptation), (positions, info))``: with
-        ``one`` (a :class:`OneChainStep`), the step replayed from that trace
+        ``one`` (a :class:`Traced` step), the step replayed from that trace
         with ``constants`` for its constants, else traced from the kernel;
         ``num_steps ≤ length`` steps
         ``first_step, first_step + 1, …`` in a loop compiled once for
@@ -98,7 +105,7 @@ class ChainProgram(NamedTuple):
         draws after it not adapting, so one compilation serves both
         (:meth:`tuned_chunk`).
     one_chain_step
-        ``one_chain_step(arguments) -> OneChainStep``: the step
+        ``one_chain_step(arguments) -> Traced``: the step
         ``run_tuned_chunk``'s loop runs for ``arguments`` (its own), for one
         chain, traced unbatched with the data as an argument: what the loop
         replays and what keys the kept lowered loop
@@ -113,7 +120,7 @@ class ChainProgram(NamedTuple):
     initialise: Callable
     run_chunk: Callable
     run_tuned_chunk: Callable[[int], Callable]
-    one_chain_step: Callable[[tuple], tuple]
+    one_chain_step: Callable[[tuple], Traced]
     source: tuple
     compiled: dict
 
@@ -143,7 +150,7 @@ class ChainProgram(NamedTuple):
     def _compile_tuned(self, arguments: tuple, length: int) -> Callable:
         """``run_tuned_chunk(length)`` compiled for ``arguments``.
 
-        Without a mesh, the loop replays one chain's step traced once (:class:`OneChainStep`) and takes that trace's
+        Without a mesh, the loop replays one chain's step traced once (:class:`Traced`) and takes that trace's
         constants as an argument, so the lowered loop holds no value the setup computed; it is compiled through the
         lowered program kept between processes where there is a cache folder
         (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping it fails: a host callback
@@ -192,14 +199,8 @@ def _collector_paused():
 def traced_once(function: Callable, *arguments) -> tuple[Callable, Any]:
     """``function`` traced once at ``arguments``' types: a function that replays that trace (inlined in the
     calling trace, as ``function`` itself would be) and the shapes of its result (``jax.eval_shape``'s)."""
-    closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
-    replay = jax.extend.core.jaxpr_as_fun(closed)
-    structure = jax.tree_util.tree_structure(shapes)
-
-    def replayed(*again):
-        return jax.tree_util.tree_unflatten(structure, replay(*jax.tree_util.tree_leaves(again)))
-
-    return replayed, shapes
+    traced = Traced.of(function, *arguments)
+    return (lambda *again: traced.replay(traced.jaxpr.consts, *again)), traced.shapes
 
 
 def constants_as_argument(function: Callable, *arguments) -> tuple[Callable, list]:
@@ -209,17 +210,8 @@ def constants_as_argument(function: Callable, *arguments) -> tuple[Callable, lis
     ``constants`` (on the device) in place of what the trace closed over, so that a program compiled from it holds
     none of their values and serves other values of the same shapes (the next data set's control variate, …).
     """
-    closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
-    structure = jax.tree_util.tree_structure(shapes)
-
-    def replayed(*again):
-        *values, given = again
-        closed_here = jax.extend.core.ClosedJaxpr(closed.jaxpr, list(given))
-        return jax.tree_util.tree_unflatten(
-            structure, jax.extend.core.jaxpr_as_fun(closed_here)(*jax.tree_util.tree_leaves(values))
-        )
-
-    return replayed, [jax.device_put(constant) for constant in closed.consts]
+    traced = Traced.of(function, *arguments)
+    return (lambda *again: traced.replay(again[-1], *again[:-1])), traced.constants
 
 
 def tuned(held: Model, proposal: Proposal, data, factor=None, temperature=None) -> tuple[Model, Proposal]:
@@ -259,7 +251,7 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
 
     on_proxy = adapts_on_proxy(proposal)
 
-    def run_tuned_chunk(length: int, one: OneChainStep | None = None):
+    def run_tuned_chunk(length: int, one: Traced | None = None):
         def run(data, states, adaptation, chain_keys, first_step, num_steps, factors, adapting, target, constants=()):
             def kernel_step(key, state, factor):
                 if one is not None:  # replayed from its trace, the trace's constants the loop's argument
@@ -306,10 +298,7 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
 
         factor = None if factors is None else jax.ShapeDtypeStruct((), factors.dtype)
         one = (shapes(data, 0), shapes(chain_keys, 1), shapes(states, 1), factor)
-        closed, out = jax.make_jaxpr(
-            lambda data, key, state, factor: kernel_for(data, factor).step(key, state), return_shape=True
-        )(*one)
-        return OneChainStep(closed, jax.tree_util.tree_structure(out), out)
+        return Traced.of(lambda data, key, state, factor: kernel_for(data, factor).step(key, state), *one)
 
     if layout is None:
         initialise = compiler_options.jit(initialise)
