@@ -61,6 +61,7 @@ from jax.flatten_util import ravel_pytree
 from tallmcmc import sharding  # sharding.gather_partials is looked up at call time (tests replace it)
 from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc.model import Model, Position, check_model
+from tallmcmc.precision import full_float32_dots, unwrapped
 from tallmcmc.sharding import row_sharding
 
 __all__ = ["CURVATURES", "ControlVariate", "ResidualModel", "taylor_control_variate"]
@@ -146,7 +147,7 @@ class ControlVariate:
     def check_model(self, model: Model) -> None:
         """Refuse a model other than the one this control variate was built for."""
         if (
-            model.log_likelihood is not self.log_likelihood
+            unwrapped(model.log_likelihood) is not unwrapped(self.log_likelihood)
             or model.num_data != self.num_data
             or float(model.temperature) != self.temperature
         ):
@@ -160,6 +161,7 @@ class ControlVariate:
         flat, unravel = ravel_pytree(self.center)
         return flat.astype(dtype), unravel
 
+    @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
     def hessian_times(self, vector: jax.Array) -> jax.Array:
         """A v for the summed curvature A of the proxy (H̄, or its diagonal or low-rank approximation).
 
@@ -201,6 +203,7 @@ class ControlVariate:
         matrix = np.stack([host.hessian_times(column) for column in np.eye(self.gradient_sum.shape[0])])
         return 0.5 * (matrix + matrix.T)
 
+    @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
     def proxy_log_ratio(self, position: Position, proposed: Position) -> jax.Array:
         """(1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)], exact and without data (O(d²), O(d) or O(dk): see :meth:`hessian_times`)."""
         theta, _ = ravel_pytree(position)
@@ -213,6 +216,7 @@ class ControlVariate:
             value = value + midpoint_offset @ self.hessian_times(delta)
         return value / self.temperature
 
+    @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
     def proxy_log_likelihood(self, position: Position) -> jax.Array:
         """(1/K) Σᵢ qᵢ(θ): the proxy of the tempered log-likelihood, up to a constant (data-free)."""
         theta, _ = ravel_pytree(position)
@@ -223,6 +227,7 @@ class ControlVariate:
             value = value + 0.5 * u @ self.hessian_times(u)
         return value / self.temperature
 
+    @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
     def proxy_differences(self, position: Position, proposed: Position, data) -> jax.Array:
         """Per-datum qᵢ(θ′) − qᵢ(θ), untempered, for a batch of data.
 

@@ -26,6 +26,7 @@ from tallmcmc.acceptance.tuna import TunaBound
 from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
 from tallmcmc.examples._bounds import host_rows
 from tallmcmc.model import Model
+from tallmcmc.precision import unwrapped
 
 TRUE_THETA = (0.0, 1.0)
 DATA_VARIANCE = 2.0
@@ -109,7 +110,7 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     Formerly ``tallmcmc.acceptance.tuna.gaussian_mixture_bound`` (still
     there, with a ``DeprecationWarning``).
     """
-    if model.log_likelihood is not log_likelihood:
+    if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(
             "tallmcmc.examples.gaussian_mixture.tuna_bound is for tallmcmc.examples.gaussian_mixture.model(...) only"
         )

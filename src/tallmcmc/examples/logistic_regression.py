@@ -30,6 +30,7 @@ from tallmcmc.acceptance.tuna import TunaBound
 from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
 from tallmcmc.examples._bounds import flat, host_rows, norms
 from tallmcmc.model import Model
+from tallmcmc.precision import unwrapped
 
 __all__ = ["log_likelihood", "model", "sample_tall", "simulate", "tuna_bound"]
 
@@ -149,7 +150,7 @@ def tuna_bound(model: Model, control_variate=None) -> TunaBound:
     Formerly ``tallmcmc.acceptance.tuna.logistic_regression_bound`` (still
     there, with a ``DeprecationWarning``).
     """
-    if model.log_likelihood is not log_likelihood:
+    if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(
             "tallmcmc.examples.logistic_regression.tuna_bound is for tallmcmc.examples.logistic_regression.model(...) "
             "only"

@@ -26,6 +26,7 @@ from tallmcmc.acceptance.tuna import TunaBound
 from tallmcmc.acceptance.tuna import tuna_bound as bound_from_constants
 from tallmcmc.examples._bounds import centred_distance, host_rows
 from tallmcmc.model import Model
+from tallmcmc.precision import unwrapped
 
 
 def simulate(
@@ -73,7 +74,7 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     Formerly ``tallmcmc.acceptance.tuna.weighted_mean_bound`` (still there,
     with a ``DeprecationWarning``).
     """
-    if model.log_likelihood is not log_likelihood:
+    if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(
             "tallmcmc.examples.weighted_mean.tuna_bound is for tallmcmc.examples.weighted_mean.model(...) only"
         )
