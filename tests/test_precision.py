@@ -101,3 +101,19 @@ def test_the_users_functions_stay_theirs(model):
         control_variate.check_model(tallmcmc.Model(lambda b, d: log_likelihood(b, d), log_prior, model.data))
     x, y = logistic_regression.simulate(200, 2, seed=0)
     assert unwrapped(logistic_regression.model(x, y).log_likelihood) is logistic_regression.log_likelihood
+
+
+def test_a_numpyro_model_and_its_decomposition_check_too():
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    def regression(x, y):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([x.shape[1]]))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=x @ beta), obs=y)
+
+    x, y = logistic_regression.simulate(100, 3, seed=0)
+    model = tallmcmc.from_numpyro(regression, x, y)
+    position = {"beta": jnp.zeros(3)}
+    precisions = dot_precisions(model.per_datum_log_likelihood, position)
+    assert precisions and all(p == (HIGHEST, HIGHEST) for p in precisions), precisions

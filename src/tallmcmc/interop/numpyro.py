@@ -58,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc.model import Model
+from tallmcmc.precision import full_float32_dots
 
 __all__ = ["INDEX_KEY", "from_numpyro"]
 
@@ -395,7 +396,9 @@ class _NumPyroModel:
 
         See the module's docstring for what is compared.
         """
-        values_at = jax.jit(self.check_values)
+        # at full float32 precision, as the Model will evaluate it: at a GPU's default (TF32) the per-datum and the
+        # whole-data products round differently, by far more than the comparison's tolerance
+        values_at = jax.jit(full_float32_dots(self.check_values))
         checked = 0
         for point in self.check_points():
             try:
