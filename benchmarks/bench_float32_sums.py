@@ -6,6 +6,9 @@ script measures, on whatever device JAX runs on, the relative error against floa
 
 * the logits ``x @ beta`` (N × d matrix-vector product, as a vmapped ``jnp.dot(x_i, beta)`` lowers),
 * the full-data gradient ``x.T @ r`` (Σᵢ rᵢ xᵢ, what a Taylor proxy or a control variate's Σ gᵢ computes),
+* the full-data log ratio Σᵢ [ℓᵢ(β′) − ℓᵢ(β)] of a step of about one posterior sd (what an exact MH test sums),
+  through a ``tallmcmc.Model`` (its products at full precision, ``tallmcmc.precision``) and through the same
+  per-datum log-likelihood without that wrapper,
 
 at ``precision="default"``, ``"high"`` and ``"highest"``, and ``jnp.sum(x * r[:, None], axis=0)`` (no dot), for
 logistic-regression data ``logistic_regression.simulate(N, d, seed=0)``. Printed: the largest relative error per
@@ -25,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc.examples import logistic_regression
+from tallmcmc.precision import unwrapped
 
 
 def best_of(function, *arguments, repeats: int = 3) -> tuple[np.ndarray, float]:
@@ -72,6 +76,29 @@ def main() -> None:
     gradient, seconds = best_of(jax.jit(lambda x, r: jnp.sum(x * r[:, None], axis=0)), x, r)
     error = np.max(np.abs(gradient - exact_gradient) / np.abs(exact_gradient))
     print(f"| gradient x.T @ r | sum(x * r), no dot | {error:.2e} | {seconds:.4f} |")
+
+    # what an MH test sums: Σᵢ [ℓᵢ(β') − ℓᵢ(β)] for a step of about a posterior sd, through a Model (its
+    # log-likelihood wrapped by tallmcmc.precision) and through the same per-datum function without the wrapper
+    model = logistic_regression.model(covariates, responses)
+    proposed = (beta + rng.standard_normal(arguments.dimension) / np.sqrt(arguments.num_data)).astype(np.float32)
+    signs = 2.0 * np.asarray(responses, dtype=np.float64) - 1.0
+
+    def exact_log_likelihood(coefficients):
+        return -np.logaddexp(0.0, -signs * (covariates.astype(np.float64) @ coefficients.astype(np.float64)))
+
+    exact_ratio = np.sum(exact_log_likelihood(proposed) - exact_log_likelihood(beta))
+    raw = jax.vmap(unwrapped(model.log_likelihood), in_axes=(None, 0))
+    print(f"\nΣᵢ ℓᵢ(β′) − ℓᵢ(β) over the N data, a step of about one posterior sd (float64: {exact_ratio:.4f})\n")
+    print("| how | value | absolute error | s |")
+    print("|---|---:|---:|---:|")
+    for how, per_datum in (
+        ("Model (products at full float32 precision)", model.per_datum_log_likelihood),
+        ("the same per-datum function, unwrapped", lambda c: raw(c, model.data)),
+    ):
+        ratio, seconds = best_of(
+            jax.jit(lambda a, c, f=per_datum: jnp.sum(f(c) - f(a))), jax.device_put(beta), jax.device_put(proposed)
+        )
+        print(f"| {how} | {float(ratio):.4f} | {abs(float(ratio) - exact_ratio):.2e} | {seconds:.4f} |")
 
 
 if __name__ == "__main__":
