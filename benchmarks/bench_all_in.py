@@ -31,6 +31,10 @@ ESS/s all in, ESS per 10⁶ points all in, the ratios ours / HMCECS, and the lar
     python benchmarks/bench_all_in.py --sizes 10000000 --reference-only   # build the cached reference first
     python benchmarks/bench_all_in.py --sizes 10000000 --with-bound --timeout 250 --json all_in.json  # on a GPU
 
+``--peer-precision highest`` runs NUTS and HMCECS with ``JAX_DEFAULT_MATMUL_PRECISION=highest``: on a GPU JAX's
+default float32 matrix product is TF32, and HMCECS's means were 13.7 MCSE off the reference at that default and 2.2
+at full precision (``docs/precision.md``); tallmcmc's models run at full precision either way. No effect on a CPU.
+
 Each row is printed (and, with ``--json``, written) as soon as its method finishes, so a method stopped by
 ``--timeout`` loses nothing before it; the header names the device JAX runs on. ``benchmarks/device_check.sh`` runs
 the N = 10⁷ rows and the chain scaling on a lent GPU in one call.
@@ -111,15 +115,23 @@ print("RESULT " + json.dumps(dict(seconds=seconds, compile=compile_seconds[0], *
 
 
 def run_process(
-    body: str, n: int, d: int, cache: str | None, x64: bool = False, timeout: float | None = None, **fill
+    body: str,
+    n: int,
+    d: int,
+    cache: str | None,
+    x64: bool = False,
+    timeout: float | None = None,
+    environment: dict | None = None,
+    **fill,
 ) -> tuple[dict, np.ndarray]:
-    """``body`` in a fresh process after the data are made; its RESULT line and its draws (chain, draw, d)."""
+    """``body`` in a fresh process after the data are made (``environment`` added to its variables); its RESULT
+    line and its draws (chain, draw, d)."""
     out = tempfile.mktemp(suffix=".npy")
     prologue = PROLOGUE.format(here=str(HERE), n=n, d=d, x64=x64)
     code = prologue + body.format(d=d, **fill) + EPILOGUE.format(out=out)
-    environment = {**os.environ, "TALLMCMC_COMPILATION_CACHE": cache or "0"}
+    variables = {**os.environ, **(environment or {}), "TALLMCMC_COMPILATION_CACHE": cache or "0"}
     completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=timeout
+        [sys.executable, "-c", code], capture_output=True, text=True, env=variables, timeout=timeout
     )
     if completed.returncode != 0:
         raise RuntimeError(completed.stderr[-3000:])
@@ -190,6 +202,12 @@ def main() -> None:
     parser.add_argument("--with-bound", action="store_true", help="also sample_tall with the logistic residual bound")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed each method's process")
     parser.add_argument("--json", default=None, help="write every finished row here as it finishes")
+    parser.add_argument(
+        "--peer-precision",
+        default=None,
+        help="JAX_DEFAULT_MATMUL_PRECISION for NUTS and HMCECS (e.g. highest; default: JAX's, as a user runs them). "
+        "On a GPU JAX's default is TF32, which biased HMCECS by 13.7 MCSE (docs/precision.md); no effect on a CPU",
+    )
     args = parser.parse_args()
     d = args.dimension
     everything: dict[str, dict] = {}
@@ -210,10 +228,14 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|---:|---:|---:|---|", flush=True)
         rows: dict[str, dict] = {}
 
-        def record(name: str, body: str, cache: str | None = None, x64: bool = False, **fill) -> None:
+        peer_environment = {"JAX_DEFAULT_MATMUL_PRECISION": args.peer_precision} if args.peer_precision else None
+
+        def record(name: str, body: str, cache: str | None = None, x64: bool = False, environment=None, **fill) -> None:
             """Run one method, print its row at once (a later method that runs out of time loses nothing)."""
             try:
-                row, draws = run_process(body, n, d, cache, x64=x64, timeout=args.timeout, **fill)
+                row, draws = run_process(
+                    body, n, d, cache, x64=x64, timeout=args.timeout, environment=environment, **fill
+                )
             except subprocess.TimeoutExpired:
                 print(f"| {name} | > {args.timeout:.0f} (stopped) | | | | | | | timed out |", flush=True)
                 return
@@ -227,6 +249,8 @@ def main() -> None:
             )
             rows[name] = row
             notes = f"{row['decision']}; setup {row['setup_passes']:.2f} passes" if "decision" in row else ""
+            if environment:
+                notes = f"matmul precision {args.peer_precision}"
             print(
                 f"| {name} | {row['seconds']:.2f} | {row['compile']:.2f} | {ess:,.0f} | {row['ess_per_second']:,.0f} | "
                 f"{row['ess_per_million_points']:,.1f} | {z:.2f} | {sd_error:.3f} | {notes} |",
@@ -244,9 +268,21 @@ def main() -> None:
             bounded = ", bound=lambda cv: logistic_regression.tuna_bound(model, cv)"
             record("sample_tall with a bound, float64 (first run)", OURS, x64=True, draws=args.draws, options=bounded)
         if args.with_nuts:
-            record("NUTS (all data)", NUTS, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
+            record(
+                "NUTS (all data)",
+                NUTS,
+                environment=peer_environment,
+                draws=args.hmcecs_draws,
+                warmup=args.hmcecs_warmup,
+            )
         if not args.skip_hmcecs:
-            record("HMCECS (mode by fast_setup)", HMCECS, draws=args.hmcecs_draws, warmup=args.hmcecs_warmup)
+            record(
+                "HMCECS (mode by fast_setup)",
+                HMCECS,
+                environment=peer_environment,
+                draws=args.hmcecs_draws,
+                warmup=args.hmcecs_warmup,
+            )
         for peer, label in (("HMCECS (mode by fast_setup)", "HMCECS"), ("NUTS (all data)", "NUTS")):
             if peer not in rows:
                 continue

@@ -2,7 +2,9 @@
 # The GPU check of issue 26 (and issue 11's chain figures), as one call of the `device` tool:
 #   run(command="bash benchmarks/device_check.sh", carry=[".whl", ".devref"], timeout_s=590)
 # Steps, each with its own time limit (seconds, from the environment): the smoke run; bench_all_in.py at N = 10⁷
-# (ALL_IN_SECONDS, each method METHOD_SECONDS; ALL_IN_OPTIONS adds options, e.g. --with-bound); bench_chains.py
+# (ALL_IN_SECONDS, each method METHOD_SECONDS; ALL_IN_OPTIONS adds options, e.g. --with-bound; HMCECS's products at
+# PEER_PRECISION, default highest, PEER_PRECISION=default for JAX's TF32 on a GPU, where HMCECS was 13.7 MCSE off,
+# docs/precision.md); bench_chains.py
 # (only with CHAINS=1; CHAINS_SECONDS); the float32 probe, bench_float32_sums.py (PROBE_SECONDS); bench_compilation.py's
 # sample_tall runs and listing (COMPILATION_SECONDS; 0 skips). The defaults are sized from the H200 call of
 # 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for these steps (HMCECS alone 197 s), plus ≈ 30 s to
@@ -29,7 +31,8 @@ began = time.perf_counter()
 result = tallmcmc.sample_tall(logistic_regression.model(x, y), num_samples=200, progress=False)
 print(f"smoke: sample_tall N = 20,000 ran in {time.perf_counter() - began:.1f} s, decision {result.diagnosis.decision}")
 PY
-timeout ${ALL_IN_SECONDS:-380} python3 benchmarks/bench_all_in.py --sizes 10000000 ${ALL_IN_OPTIONS:-} --timeout ${METHOD_SECONDS:-280} \
+timeout ${ALL_IN_SECONDS:-380} python3 benchmarks/bench_all_in.py --sizes 10000000 ${ALL_IN_OPTIONS:-} \
+    --peer-precision ${PEER_PRECISION:-highest} --timeout ${METHOD_SECONDS:-280} \
     --json "$OUT/all_in.json" 2>&1 | tee "$OUT/all_in.log"
 [ -z "${CHAINS:-}" ] || timeout ${CHAINS_SECONDS:-100} python3 benchmarks/bench_chains.py --only gmm logistic --chains 1 64 512 4096 \
     --repeats 2 2>&1 | tee "$OUT/chains.log"
