@@ -74,6 +74,7 @@ def test_the_users_own_setting_is_kept(model):
     with jax.default_matmul_precision("tensorfloat32"):
         chosen = dot_precisions(model.per_datum_log_likelihood, jnp.ones(3))
     assert chosen and all(p != (HIGHEST, HIGHEST) for p in chosen), chosen
+    # a product's own precision= is kept ("bfloat16" is JAX's name for Precision.DEFAULT), not raised to HIGHEST
     explicit = full_float32_dots(lambda a, b: jnp.dot(a, b, precision="bfloat16"))
     assert dot_precisions(explicit, jnp.ones(3), jnp.ones(3)) == [(jax.lax.Precision.DEFAULT,) * 2]
 
