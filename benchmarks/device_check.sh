@@ -6,7 +6,8 @@
 # PEER_PRECISION, default highest, PEER_PRECISION=default for JAX's TF32 on a GPU, where HMCECS was 13.7 MCSE off,
 # docs/precision.md); bench_chains.py
 # (only with CHAINS=1; CHAINS_SECONDS); the float32 probe, bench_float32_sums.py (PROBE_SECONDS); bench_compilation.py's
-# sample_tall runs and listing (COMPILATION_SECONDS; 0 skips). The defaults are sized from the H200 call of
+# sample_tall runs and listing (COMPILATION_SECONDS; 0 skips); bench_phases.py, a first and a warm call's phases
+# (PHASES_SECONDS, added after that call: ≈ 30 s more by its figures). The defaults are sized from the H200 call of
 # 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for these steps (HMCECS alone 197 s), plus ≈ 30 s to
 # start the machine; within one 15-minute device budget that leaves time for one shorter second call.
 # .whl: the wheels the GPU image lacks (clarabel, cffi, pycparser, platformdirs, arviz, h5netcdf, xarray-einstats), and
@@ -39,3 +40,4 @@ timeout ${ALL_IN_SECONDS:-380} python3 benchmarks/bench_all_in.py --sizes 100000
 timeout ${PROBE_SECONDS:-60} python3 benchmarks/bench_float32_sums.py --num-data 10000000 2>&1 | tee "$OUT/float32_sums.log"
 [ "${COMPILATION_SECONDS:-110}" = 0 ] || timeout ${COMPILATION_SECONDS:-110} python3 benchmarks/bench_compilation.py \
     --only sample_tall --where 2>&1 | tee "$OUT/compilation.log"
+timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 2>&1 | tee "$OUT/phases.log"

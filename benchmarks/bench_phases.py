@@ -1,0 +1,99 @@
+"""Where a ``sample_tall`` call's wall time goes, phase by phase: its progress lines, time-stamped.
+
+Each run is a fresh Python process, as a user's script is, on one cache folder of its own for this command (so run 1
+is a first run, with an empty cache, and the runs after it are second runs of the same script). In each,
+``logistic_regression.simulate(N, d, seed=0)`` and ``sample_tall(model, num_samples=S, progress=True)``; the lines
+``sample_tall`` prints as it moves from phase to phase (fast setup, warm-up, the choice of test, the kept draws, …)
+are stamped with the seconds since the call began, and with the compilation seconds (JAX's own duration events:
+tracing, lowering, XLA or loading from the cache) spent since the previous line. A phase's time is the span from its
+line to the next. JAX dispatches asynchronously, so work queued at the end of a phase may be paid at the next
+phase's first synchronisation; the spans are what a user waits for, not kernel times.
+
+    python benchmarks/bench_phases.py --num-data 1000000 --runs 2
+
+For the gap on a GPU between a warm call and its compilation plus sampling (``benchmarks/device_check.sh`` runs
+this there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = """
+import time, jax, numpy as np
+compile_seconds = [0.0]
+def _on(event, duration, **_):
+    if event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                 "/jax/core/compile/backend_compile_duration"):
+        compile_seconds[0] += duration
+jax.monitoring.register_event_duration_secs_listener(_on)
+import tallmcmc
+import tallmcmc.automatic
+from tallmcmc.examples import logistic_regression
+covariates, response = logistic_regression.simulate({n}, {d}, seed=0)
+model = logistic_regression.model(covariates, response)
+jax.block_until_ready(model.data)
+stamps = []
+began = time.perf_counter()
+def stamped(*words, **_):
+    stamps.append((time.perf_counter() - began, compile_seconds[0], " ".join(str(w) for w in words)))
+tallmcmc.automatic.print = stamped  # sample_tall's progress lines (its module's print)
+compile_seconds[0] = 0.0
+began = time.perf_counter()
+result = tallmcmc.sample_tall(model, num_samples={draws}, progress=True)
+jax.block_until_ready(result.positions)
+stamps.append((time.perf_counter() - began, compile_seconds[0], "(returned)"))
+previous_time, previous_compile = 0.0, 0.0
+lines = [("(called)", 0.0, 0.0)]
+for at, compiled, line in stamps:
+    lines[-1] = (lines[-1][0], at - previous_time, compiled - previous_compile)
+    lines.append((line, 0.0, 0.0))
+    previous_time, previous_compile = at, compiled
+for line, span, compiled in lines[:-1]:
+    print(f"PHASE {{span:.3f}} {{compiled:.3f}} {{line[:110]}}")
+print(f"TOTAL {{stamps[-1][0]:.3f}} {{stamps[-1][1]:.3f}} {{result.sampling_seconds:.3f}}")
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-data", type=int, default=1_000_000)
+    parser.add_argument("--dimension", type=int, default=10)
+    parser.add_argument("--draws", type=int, default=2000, help="kept draws per chain")
+    parser.add_argument("--runs", type=int, default=2, help="fresh processes on one cache folder (1: a first run)")
+    args = parser.parse_args()
+    cache = tempfile.mkdtemp(prefix="tallmcmc-phases-")
+    code = CHILD.format(n=args.num_data, d=args.dimension, draws=args.draws)
+    import jax  # only to name the device
+
+    print(
+        f"N = {args.num_data:,}, d = {args.dimension}, {args.draws} draws × 4 chains; device "
+        f"{jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}; load "
+        f"{os.getloadavg()[0]:.2f} at {time.strftime('%H:%M UTC', time.gmtime())}"
+    )
+    for run in range(1, args.runs + 1):
+        environment = {**os.environ, "TALLMCMC_COMPILATION_CACHE": cache}
+        completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
+        if completed.returncode != 0:
+            raise RuntimeError(completed.stderr[-3000:])
+        label = "first run (empty cache)" if run == 1 else f"run {run} (cache warm)"
+        print(f"\n{label}\n\n| phase (sample_tall's line) | s | of it compiling |\n|---|---:|---:|")
+        for line in completed.stdout.splitlines():
+            if line.startswith("PHASE "):
+                _, span, compiled, text = line.split(" ", 3)
+                print(f"| {text.replace('|', '/')} | {float(span):.2f} | {float(compiled):.2f} |")
+            elif line.startswith("TOTAL "):
+                _, total, compiled, sampling = line.split()
+                print(
+                    f"| **the call** | **{float(total):.2f}** | **{float(compiled):.2f}** |\n\n"
+                    f"(`result.sampling_seconds` {float(sampling):.2f} s)"
+                )
+
+
+if __name__ == "__main__":
+    main()
