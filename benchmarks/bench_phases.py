@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
 import time
 
+HERE = pathlib.Path(__file__).resolve().parent
+
 CHILD = """
-import time, jax, numpy as np
-compile_seconds = [0.0]
-def _on(event, duration, **_):
-    if event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                 "/jax/core/compile/backend_compile_duration"):
-        compile_seconds[0] += duration
-jax.monitoring.register_event_duration_secs_listener(_on)
+import sys, time
+sys.path.insert(0, {here!r})
+import jax, numpy as np
+from _timing import CompileClock
+clock = CompileClock()
 import tallmcmc
 import tallmcmc.automatic
 from tallmcmc.examples import logistic_regression
@@ -41,13 +42,13 @@ jax.block_until_ready(model.data)
 stamps = []
 began = time.perf_counter()
 def stamped(*words, **_):
-    stamps.append((time.perf_counter() - began, compile_seconds[0], " ".join(str(w) for w in words)))
+    stamps.append((time.perf_counter() - began, clock.seconds, " ".join(str(w) for w in words)))
 tallmcmc.automatic.print = stamped  # sample_tall's progress lines (its module's print)
-compile_seconds[0] = 0.0
+clock.reset()
 began = time.perf_counter()
 result = tallmcmc.sample_tall(model, num_samples={draws}, progress=True)
 jax.block_until_ready(result.positions)
-stamps.append((time.perf_counter() - began, compile_seconds[0], "(returned)"))
+stamps.append((time.perf_counter() - began, clock.seconds, "(returned)"))
 previous_time, previous_compile = 0.0, 0.0
 lines = [("(called)", 0.0, 0.0)]
 for at, compiled, line in stamps:
@@ -68,7 +69,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="fresh processes on one cache folder (1: a first run)")
     args = parser.parse_args()
     cache = tempfile.mkdtemp(prefix="tallmcmc-phases-")
-    code = CHILD.format(n=args.num_data, d=args.dimension, draws=args.draws)
+    code = CHILD.format(here=str(HERE), n=args.num_data, d=args.dimension, draws=args.draws)
     import jax  # only to name the device
 
     print(
