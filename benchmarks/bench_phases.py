@@ -49,14 +49,9 @@ began = time.perf_counter()
 result = tallmcmc.sample_tall(model, num_samples={draws}, progress=True)
 jax.block_until_ready(result.positions)
 stamps.append((time.perf_counter() - began, clock.seconds, "(returned)"))
-previous_time, previous_compile = 0.0, 0.0
-lines = [("(called)", 0.0, 0.0)]
-for at, compiled, line in stamps:
-    lines[-1] = (lines[-1][0], at - previous_time, compiled - previous_compile)
-    lines.append((line, 0.0, 0.0))
-    previous_time, previous_compile = at, compiled
-for line, span, compiled in lines[:-1]:
-    print(f"PHASE {{span:.3f}} {{compiled:.3f}} {{line[:110]}}")
+marks = [(0.0, 0.0, "(called)"), *stamps]  # a phase runs from its line to the next
+for (at, compiled, line), (until, compiled_until, _) in zip(marks, marks[1:]):
+    print(f"PHASE {{until - at:.3f}} {{compiled_until - compiled:.3f}} {{line[:110]}}")
 print(f"TOTAL {{stamps[-1][0]:.3f}} {{stamps[-1][1]:.3f}} {{result.sampling_seconds:.3f}}")
 """
 

@@ -1,15 +1,19 @@
 #!/bin/bash
 # The GPU check of issue 26 (and issue 11's chain figures), as one call of the `device` tool:
 #   run(command="bash benchmarks/device_check.sh", carry=[".whl", ".devref"], timeout_s=590)
-# Steps, each with its own time limit (seconds, from the environment): the smoke run; bench_all_in.py at N = 10⁷
-# (ALL_IN_SECONDS, each method METHOD_SECONDS; ALL_IN_OPTIONS adds options, e.g. --with-bound; HMCECS's products at
-# PEER_PRECISION, default highest, PEER_PRECISION=default for JAX's TF32 on a GPU, where HMCECS was 13.7 MCSE off,
-# docs/precision.md); bench_chains.py
-# (only with CHAINS=1; CHAINS_SECONDS); the float32 probe, bench_float32_sums.py (PROBE_SECONDS); bench_compilation.py's
-# sample_tall runs and listing (COMPILATION_SECONDS; 0 skips); bench_phases.py, a first and a warm call's phases
-# (PHASES_SECONDS, added after that call: ≈ 30 s more by its figures). The defaults are sized from the H200 call of
-# 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for these steps (HMCECS alone 197 s), plus ≈ 30 s to
-# start the machine; within one 15-minute device budget that leaves time for one shorter second call.
+# Steps, each with its own time limit in seconds, from the environment:
+# * the smoke run;
+# * bench_all_in.py at N = 10⁷ (ALL_IN_SECONDS; each method METHOD_SECONDS; ALL_IN_OPTIONS adds options, e.g.
+#   --with-bound; HMCECS's products at PEER_PRECISION, default highest: PEER_PRECISION=default gives JAX's TF32 on a
+#   GPU, where HMCECS was 13.7 MCSE off, docs/precision.md);
+# * bench_chains.py, only with CHAINS=1 (CHAINS_SECONDS);
+# * the float32 probe, bench_float32_sums.py (PROBE_SECONDS);
+# * bench_compilation.py's sample_tall runs and listing (COMPILATION_SECONDS; 0 skips);
+# * bench_phases.py, a first and a warm call's phases (PHASES_SECONDS; added after the call below: ≈ 25 s more,
+#   from the processes of bench_compilation's first and warm runs there, 15.9 + 9.2 s).
+# The defaults are sized from the H200 call of 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for
+# the steps before bench_phases (HMCECS alone 197 s), plus ≈ 30 s to start the machine; within one 15-minute device
+# budget that leaves time for one shorter second call.
 # .whl: the wheels the GPU image lacks (clarabel, cffi, pycparser, platformdirs, arviz, h5netcdf, xarray-einstats), and
 # numpyro 0.22 (the image's 0.21 HMCECS fails at its first step: "all sites must have unique names but got
 # `_biased_corrected_log_likelihood` duplicated");

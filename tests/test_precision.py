@@ -104,7 +104,7 @@ def test_the_users_functions_stay_theirs(model):
     assert unwrapped(logistic_regression.model(x, y).log_likelihood) is logistic_regression.log_likelihood
 
 
-def test_a_numpyro_model_and_its_decomposition_check_too():
+def test_a_numpyro_models_products_too():  # (its decomposition check's precision is not tested: internal)
     numpyro = pytest.importorskip("numpyro")
     import numpyro.distributions as dist
 
