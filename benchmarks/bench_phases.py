@@ -10,6 +10,7 @@ line to the next. JAX dispatches asynchronously, so work queued at the end of a 
 phase's first synchronisation; the spans are what a user waits for, not kernel times.
 
     python benchmarks/bench_phases.py --num-data 1000000 --runs 2
+    python benchmarks/bench_phases.py --runs 2 --profile 60   # and the last run's functions under cProfile
 
 For the gap on a GPU between a warm call and its compilation plus sampling (``benchmarks/device_check.sh`` runs
 this there).
@@ -44,11 +45,23 @@ began = time.perf_counter()
 def stamped(*words, **_):
     stamps.append((time.perf_counter() - began, clock.seconds, " ".join(str(w) for w in words)))
 tallmcmc.automatic.print = stamped  # sample_tall's progress lines (its module's print)
+import cProfile, pstats
+profiler = cProfile.Profile() if {profile} else None
 clock.reset()
 began = time.perf_counter()
+if profiler is not None:
+    profiler.enable()
 result = tallmcmc.sample_tall(model, num_samples={draws}, progress=True)
 jax.block_until_ready(result.positions)
+if profiler is not None:
+    profiler.disable()
 stamps.append((time.perf_counter() - began, clock.seconds, "(returned)"))
+if profiler is not None:  # the call's functions by their cumulative time (profiling slows the call itself)
+    statistics = pstats.Stats(profiler)
+    rows = sorted(statistics.stats.items(), key=lambda item: -item[1][3])[: {profile}]
+    for (file, line, name), (_, calls, own, cumulative, _) in rows:
+        where = "/".join(file.split("/")[-2:])
+        print(f"PROFILE {{cumulative:.3f}} {{own:.3f}} {{calls}} {{where}}:{{line}}({{name}})")
 marks = [(0.0, 0.0, "(called)"), *stamps]  # a phase runs from its line to the next
 for (at, compiled, line), (until, compiled_until, _) in zip(marks, marks[1:]):
     print(f"PHASE {{until - at:.3f}} {{compiled_until - compiled:.3f}} {{line[:110]}}")
@@ -62,9 +75,19 @@ def main() -> None:
     parser.add_argument("--dimension", type=int, default=10)
     parser.add_argument("--draws", type=int, default=2000, help="kept draws per chain")
     parser.add_argument("--runs", type=int, default=2, help="fresh processes on one cache folder (1: a first run)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="K",
+        help="run the last process under cProfile and list its K functions of most cumulative time (0: off)",
+    )
     args = parser.parse_args()
     cache = tempfile.mkdtemp(prefix="tallmcmc-phases-")
-    code = CHILD.format(here=str(HERE), n=args.num_data, d=args.dimension, draws=args.draws)
+
+    def code(profile: int) -> str:
+        return CHILD.format(here=str(HERE), n=args.num_data, d=args.dimension, draws=args.draws, profile=profile)
+
     import jax  # only to name the device
 
     print(
@@ -74,7 +97,10 @@ def main() -> None:
     )
     for run in range(1, args.runs + 1):
         environment = {**os.environ, "TALLMCMC_COMPILATION_CACHE": cache}
-        completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
+        profile = args.profile if run == args.runs else 0
+        completed = subprocess.run(
+            [sys.executable, "-c", code(profile)], capture_output=True, text=True, env=environment
+        )
         if completed.returncode != 0:
             raise RuntimeError(completed.stderr[-3000:])
         label = "first run (empty cache)" if run == 1 else f"run {run} (cache warm)"
@@ -89,6 +115,13 @@ def main() -> None:
                     f"| **the call** | **{float(total):.2f}** | **{float(compiled):.2f}** |\n\n"
                     f"(`result.sampling_seconds` {float(sampling):.2f} s)"
                 )
+        profiled = [line.split(" ", 4)[1:] for line in completed.stdout.splitlines() if line.startswith("PROFILE ")]
+        if profiled:
+            print(
+                "\nunder cProfile, by cumulative time\n\n| cumulative s | own s | calls | function |\n|---:|---:|---:|---|"
+            )
+            for cumulative, own, calls, where in profiled:
+                print(f"| {cumulative} | {own} | {calls} | `{where}` |")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
 #   run(command="bash benchmarks/device_check.sh", carry=[".whl", ".devref"], timeout_s=590)
 # Steps, each with its own time limit in seconds, from the environment:
 # * the smoke run;
-# * bench_all_in.py at N = 10⁷ (ALL_IN_SECONDS; each method METHOD_SECONDS; ALL_IN_OPTIONS adds options, e.g.
+# * bench_all_in.py at N = 10⁷ (ALL_IN_SECONDS, 0 skips; each method METHOD_SECONDS; ALL_IN_OPTIONS adds options, e.g.
 #   --with-bound; HMCECS's products at PEER_PRECISION, default highest: PEER_PRECISION=default gives JAX's TF32 on a
 #   GPU, where HMCECS was 13.7 MCSE off, docs/precision.md);
 # * bench_chains.py, only with CHAINS=1 (CHAINS_SECONDS);
 # * the float32 probe, bench_float32_sums.py (PROBE_SECONDS);
 # * bench_compilation.py's sample_tall runs and listing (COMPILATION_SECONDS; 0 skips);
-# * bench_phases.py, a first and a warm call's phases (PHASES_SECONDS; added after the call below: ≈ 25 s more,
+# * bench_phases.py, a first and a warm call's phases, the warm one's PROFILE functions of most cumulative time under
+#   cProfile (PHASES_SECONDS; added after the call below: ≈ 25 s more,
 #   from the processes of bench_compilation's first and warm runs there, 15.9 + 9.2 s).
 # The defaults are sized from the H200 call of 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for
 # the steps before bench_phases (HMCECS alone 197 s), plus ≈ 30 s to start the machine; within one 15-minute device
@@ -36,7 +37,7 @@ began = time.perf_counter()
 result = tallmcmc.sample_tall(logistic_regression.model(x, y), num_samples=200, progress=False)
 print(f"smoke: sample_tall N = 20,000 ran in {time.perf_counter() - began:.1f} s, decision {result.diagnosis.decision}")
 PY
-timeout ${ALL_IN_SECONDS:-380} python3 benchmarks/bench_all_in.py --sizes 10000000 ${ALL_IN_OPTIONS:-} \
+[ "${ALL_IN_SECONDS:-380}" = 0 ] || timeout ${ALL_IN_SECONDS:-380} python3 benchmarks/bench_all_in.py --sizes 10000000 ${ALL_IN_OPTIONS:-} \
     --peer-precision ${PEER_PRECISION:-highest} --timeout ${METHOD_SECONDS:-280} \
     --json "$OUT/all_in.json" 2>&1 | tee "$OUT/all_in.log"
 [ -z "${CHAINS:-}" ] || timeout ${CHAINS_SECONDS:-100} python3 benchmarks/bench_chains.py --only gmm logistic --chains 1 64 512 4096 \
@@ -44,4 +45,5 @@ timeout ${ALL_IN_SECONDS:-380} python3 benchmarks/bench_all_in.py --sizes 100000
 timeout ${PROBE_SECONDS:-60} python3 benchmarks/bench_float32_sums.py --num-data 10000000 2>&1 | tee "$OUT/float32_sums.log"
 [ "${COMPILATION_SECONDS:-110}" = 0 ] || timeout ${COMPILATION_SECONDS:-110} python3 benchmarks/bench_compilation.py \
     --only sample_tall --where 2>&1 | tee "$OUT/compilation.log"
-timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 2>&1 | tee "$OUT/phases.log"
+timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 \
+    --profile ${PROFILE:-60} 2>&1 | tee "$OUT/phases.log"
