@@ -12,6 +12,9 @@
 # * bench_phases.py, a first and a warm call's phases, the warm one's PROFILE functions of most cumulative time under
 #   cProfile (PHASES_SECONDS; added after the call below: ≈ 25 s more,
 #   from the processes of bench_compilation's first and warm runs there, 15.9 + 9.2 s).
+# * only with FLAG_SETS (XLA_FLAGS values separated by ';', "none" for XLA's own): a first run's phases under each
+#   (bench_phases.py --runs 1 --draws FLAGS_DRAWS, default 10,000), for the GPU's compile options (FLAGS_SECONDS
+#   each).
 # The defaults are sized from the H200 call of 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for
 # the steps before bench_phases (HMCECS alone 197 s), plus ≈ 30 s to start the machine; within one 15-minute device
 # budget that leaves time for one shorter second call.
@@ -47,3 +50,9 @@ timeout ${PROBE_SECONDS:-60} python3 benchmarks/bench_float32_sums.py --num-data
     --only sample_tall --where 2>&1 | tee "$OUT/compilation.log"
 timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 \
     --profile ${PROFILE:-60} 2>&1 | tee "$OUT/phases.log"
+[ -z "${FLAG_SETS:-}" ] || (IFS=';'; for flags in $FLAG_SETS; do
+    [ "$flags" = none ] && flags=
+    echo "XLA_FLAGS=$flags"
+    XLA_FLAGS="$flags" timeout ${FLAGS_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 1 --draws ${FLAGS_DRAWS:-10000} 2>&1 |
+        grep -E "the call|sampling_seconds|warm-up|fast setup"
+done) 2>&1 | tee "$OUT/flags.log"
