@@ -7,14 +7,16 @@
 #   --with-bound; HMCECS's products at PEER_PRECISION, default highest: PEER_PRECISION=default gives JAX's TF32 on a
 #   GPU, where HMCECS was 13.7 MCSE off, docs/precision.md);
 # * bench_chains.py, only with CHAINS=1 (CHAINS_SECONDS);
-# * the float32 probe, bench_float32_sums.py (PROBE_SECONDS);
+# * the float32 probe, bench_float32_sums.py (PROBE_SECONDS, 0 skips);
 # * bench_compilation.py's sample_tall runs and listing (COMPILATION_SECONDS; 0 skips);
 # * bench_phases.py, a first and a warm call's phases, the warm one's PROFILE functions of most cumulative time under
-#   cProfile (PHASES_SECONDS; added after the call below: ≈ 25 s more,
+#   cProfile (PHASES_SECONDS, 0 skips; added after the call below: ≈ 25 s more,
 #   from the processes of bench_compilation's first and warm runs there, 15.9 + 9.2 s).
 # * only with FLAG_SETS (XLA_FLAGS values separated by ';', "none" for XLA's own): a first run's phases under each
 #   (bench_phases.py --runs 1 --draws FLAGS_DRAWS, default 10,000), for the GPU's compile options (FLAGS_SECONDS
 #   each).
+# * only with AGAINST (another tree's src folder, carried): bench_phases.py --runs 2 on that tree and on this one,
+#   alternating, AB_ROUNDS rounds (default 2; AB_SECONDS each).
 # The defaults are sized from the H200 call of 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for
 # the steps before bench_phases (HMCECS alone 197 s), plus ≈ 30 s to start the machine; within one 15-minute device
 # budget that leaves time for one shorter second call.
@@ -45,10 +47,10 @@ PY
     --json "$OUT/all_in.json" 2>&1 | tee "$OUT/all_in.log"
 [ -z "${CHAINS:-}" ] || timeout ${CHAINS_SECONDS:-100} python3 benchmarks/bench_chains.py --only gmm logistic --chains 1 64 512 4096 \
     --repeats 2 2>&1 | tee "$OUT/chains.log"
-timeout ${PROBE_SECONDS:-60} python3 benchmarks/bench_float32_sums.py --num-data 10000000 2>&1 | tee "$OUT/float32_sums.log"
+[ "${PROBE_SECONDS:-60}" = 0 ] || timeout ${PROBE_SECONDS:-60} python3 benchmarks/bench_float32_sums.py --num-data 10000000 2>&1 | tee "$OUT/float32_sums.log"
 [ "${COMPILATION_SECONDS:-110}" = 0 ] || timeout ${COMPILATION_SECONDS:-110} python3 benchmarks/bench_compilation.py \
     --only sample_tall --where 2>&1 | tee "$OUT/compilation.log"
-timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 \
+[ "${PHASES_SECONDS:-60}" = 0 ] || timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 \
     --profile ${PROFILE:-60} 2>&1 | tee "$OUT/phases.log"
 [ -z "${FLAG_SETS:-}" ] || (IFS=';'; for flags in $FLAG_SETS; do
     [ "$flags" = none ] && flags=
@@ -56,3 +58,10 @@ timeout ${PHASES_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000
     XLA_FLAGS="$flags" timeout ${FLAGS_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 1 --draws ${FLAGS_DRAWS:-10000} 2>&1 |
         grep -E "the call|sampling_seconds|warm-up|fast setup"
 done) 2>&1 | tee "$OUT/flags.log"
+[ -z "${AGAINST:-}" ] || for round in $(seq ${AB_ROUNDS:-2}); do
+    for tree in "$AGAINST" "$PWD/src"; do
+        echo "round $round: $tree"
+        PYTHONPATH=/tmp/site:$tree timeout ${AB_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 --runs 2 2>&1 |
+            grep -E "run|the call|sampling_seconds|warm-up|fast setup"
+    done
+done 2>&1 | tee "$OUT/against.log"
