@@ -66,6 +66,7 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -100,7 +101,9 @@ from tallmcmc.proposals.proxy import proxy_hamiltonian
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
 from tallmcmc.sampling import SamplingResult, WarmupResult, reported_draws, sample, warmup
-from tallmcmc.setup_fast import fast_setup
+from tallmcmc.sampling.ahead import compile_ahead
+from tallmcmc.sampling.warmup_phase import compile_warmup
+from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
@@ -576,7 +579,14 @@ def sample_tall(
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
 
+    ahead = None
     if mode is None and control_variate is None and _fast_setup_pays(setup, model, start):
+        if not sample_options:  # the default run's shape: its chain program compiled meanwhile
+            ahead = compile_ahead(
+                functools.partial(
+                    _compile_warmup_ahead, model, start, batch_size, minibatch_test, num_chains, num_warmup, seed
+                )
+            )
         say(
             "sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
             flush=True,
@@ -600,6 +610,8 @@ def sample_tall(
     options = dict(num_chains=num_chains, progress=progress, **sample_options)
 
     if covariance is None:
+        if ahead is not None:  # for nothing: no Laplace approximation, so no proxy path
+            ahead.join()
         decision, choice = "random walk", None
         reason = (
             "the Hessian of −log π at the mode is not positive definite, so there is no Laplace approximation to "
@@ -625,21 +637,15 @@ def sample_tall(
         if control_variate is None:
             say("sample_tall: building the control variate (one pass) ...", flush=True)
             control_variate = taylor_control_variate(model, mode.position)
-        proposal = proxy_hamiltonian(
-            control_variate,
-            INTEGRATION_TIME / NUM_LEAPFROG_STEPS,
-            NUM_LEAPFROG_STEPS,
-            preconditioner=covariance,
-            step_size_jitter=STEP_SIZE_JITTER,
+        proposal, warmup_test, starts = _warmup_pieces(
+            control_variate, covariance, mode.position, batch_size, minibatch_test, num_chains, seed
         )
         first_minibatch = min(batch_size, model.num_data)
-        warmup_test = (minibatch_barker if minibatch_test == "barker" else minibatch_penalty)(
-            first_minibatch, control_variate=control_variate
-        )
         if callable(bound):
             bound = _bound_for(bound, control_variate)
-        starts = _starts(mode.position, covariance, num_chains, seed)
         checked = _check_starts(model, starts, seed)  # None: too few rows to subsample, sample's full check runs
+        if ahead is not None:  # the chain program compiled from placeholders while the setup ran: wait for it
+            ahead.join()
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
         warmed = warmup(
             model,
@@ -807,6 +813,46 @@ def _bound_for(make_bound: Callable[[ControlVariate], TunaBound], control_variat
             f"{type(bound).__name__}"
         )
     return bound
+
+
+def _warmup_pieces(
+    control_variate: ControlVariate,
+    covariance: np.ndarray,
+    center: Position,
+    batch_size: int,
+    minibatch_test: str,
+    num_chains: int,
+    seed: int,
+) -> tuple[Proposal, Any, Position]:
+    """The warm-up's proposal (proxy HMC preconditioned by ``covariance``), its minibatch test and the chains'
+    starts (Laplace draws around ``center``)."""
+    proposal = proxy_hamiltonian(
+        control_variate,
+        INTEGRATION_TIME / NUM_LEAPFROG_STEPS,
+        NUM_LEAPFROG_STEPS,
+        preconditioner=covariance,
+        step_size_jitter=STEP_SIZE_JITTER,
+    )
+    first_minibatch = min(batch_size, control_variate.num_data)
+    warmup_test = (minibatch_barker if minibatch_test == "barker" else minibatch_penalty)(
+        first_minibatch, control_variate=control_variate
+    )
+    return proposal, warmup_test, _starts(center, covariance, num_chains, seed)
+
+
+def _compile_warmup_ahead(
+    model: Model, start: Position, batch_size: int, minibatch_test: str, num_chains: int, num_warmup: int, seed: int
+) -> bool:
+    """Compile the warm-up's chain program on placeholders of what :func:`tallmcmc.fast_setup` will return
+    (:mod:`tallmcmc.sampling.ahead`); whether it compiled one."""
+    placeholder = placeholder_control_variate(model, start)
+    covariance = np.eye(int(ravel_pytree(start)[0].size))
+    proposal, warmup_test, starts = _warmup_pieces(
+        placeholder, covariance, placeholder.center, batch_size, minibatch_test, num_chains, seed
+    )
+    return compile_warmup(
+        model, proposal, warmup_test, initial_positions=starts, num_warmup=num_warmup, num_chains=num_chains, seed=seed
+    )
 
 
 def _fast_setup_pays(setup: str, model: Model, start: Position) -> bool:

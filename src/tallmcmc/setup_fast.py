@@ -89,7 +89,14 @@ from tallmcmc.model import (
 from tallmcmc.proposals.laplace import LaplaceCovariance, laplace_covariance
 from tallmcmc.sharding import row_sharding
 
-__all__ = ["FIRST_SUBSAMPLE_PER_DIMENSION", "FastSetup", "SetupLevel", "SetupMode", "fast_setup"]
+__all__ = [
+    "FIRST_SUBSAMPLE_PER_DIMENSION",
+    "FastSetup",
+    "SetupLevel",
+    "SetupMode",
+    "fast_setup",
+    "placeholder_control_variate",
+]
 
 #: The first subsample holds at least this many rows per coordinate (and at least one chunk of rows).
 FIRST_SUBSAMPLE_PER_DIMENSION = 64
@@ -355,6 +362,30 @@ def fast_setup(
             decrement_limit=decrement_limit,
             fallback=why,
         )
+
+
+def placeholder_control_variate(model: Model, start: Position) -> ControlVariate:
+    """The control variate :func:`fast_setup` returns for ``model`` from ``start``, but for its values.
+
+    The same kind (second order, per-datum curvature), dtype, shapes and model; the centre is ``start``, the
+    gradient sum zero and the Hessian sum −I (values nothing should use). For compiling, before the setup has run,
+    the chain program that will run on the real one (:mod:`tallmcmc.sampling.ahead`): a step built on either traces
+    to the same program, its values being arguments of it. Keep it in step with ``_Attempt._two_passes``; a test
+    compares the two (``tests/test_setup_fast.py``).
+    """
+    flat, unravel = _ravel_start(start)
+    dtype = np.dtype(flat.dtype)
+    dimension = int(flat.size)
+    return ControlVariate(
+        center=unravel(to_device(flat, dtype)),
+        gradient_sum=to_device(np.zeros(dimension), dtype),
+        hessian_sum=to_device(-np.eye(dimension), dtype),
+        order=2,
+        num_data=model.num_data,
+        temperature=float(model.temperature),
+        data_used=model.num_data,
+        log_likelihood=model.log_likelihood,
+    )
 
 
 def _ravel_start(start: Position):

@@ -21,7 +21,7 @@ from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling import program_cache
+from tallmcmc.sampling import ahead, program_cache
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
@@ -130,10 +130,11 @@ class ChainProgram(NamedTuple):
         mine = self.source
         return layout is None and mine[3] is None and mine[0] is held and mine[1] is proposal and mine[2] is test
 
-    def tuned_chunk(self, arguments: tuple, length: int | None = None) -> TunedChunk:
+    def tuned_chunk(self, arguments: tuple, length: int | None = None, offer: bool = False) -> TunedChunk:
         """The tuned chunk for ``arguments`` (``run_tuned_chunk``'s, after ``length``), compiled once per argument
         shapes: ``length`` is that of the first compilation for these shapes (``length`` when given, which it must
-        be then), so that warm-up and kept draws of any chunk lengths share one program."""
+        be then), so that warm-up and kept draws of any chunk lengths share one program. ``offer``: also offer the
+        executable to other runs of this process (:mod:`tallmcmc.sampling.ahead`)."""
         signature = tuple((leaf.shape, leaf.dtype) for leaf in jax.tree_util.tree_leaves(arguments))
         key = (jax.tree_util.tree_structure(arguments), signature)
         if key in self.compiled:
@@ -143,18 +144,20 @@ class ChainProgram(NamedTuple):
             raise ValueError("the first tuned chunk for these shapes needs its length")
         began = time.perf_counter()
         with _collector_paused():
-            run = self._compile_tuned(arguments, length)
+            run = self._compile_tuned(arguments, length, offer)
         self.compiled[key] = (run, length)
         return TunedChunk(run, length, time.perf_counter() - began)
 
-    def _compile_tuned(self, arguments: tuple, length: int) -> Callable:
+    def _compile_tuned(self, arguments: tuple, length: int, offer: bool = False) -> Callable:
         """``run_tuned_chunk(length)`` compiled for ``arguments``.
 
         Without a mesh, the loop replays one chain's step traced once (:class:`Traced`) and takes that trace's
-        constants as an argument, so the lowered loop holds no value the setup computed; it is compiled through the
-        lowered program kept between processes where there is a cache folder
-        (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping it fails: a host callback
-        cannot be exported). On a mesh the loop is traced from the kernel and compiled directly."""
+        constants as an argument, so the lowered loop holds no value the setup computed. It is the executable a
+        thread of this process compiled ahead under the same program key, if one was offered
+        (:mod:`tallmcmc.sampling.ahead`); else it is compiled through the lowered program kept between processes
+        where there is a cache folder (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping
+        it fails: a host callback cannot be exported). On a mesh the loop is traced from the kernel and compiled
+        directly."""
         _, proposal, _, layout = self.source
         if layout is not None:
             return compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
@@ -163,19 +166,27 @@ class ChainProgram(NamedTuple):
         constants = one.constants
         full = (*arguments, constants)
         where = program_cache.folder()
-        compiled = None
-        if where is not None:
-            _, states, adaptation, _, _, _, factors = arguments[:7]
+        compiled = key = None
+        if where is not None or offer or ahead.offered():
+            try:
+                variant = (length, arguments[6] is None, adapts_on_proxy(proposal))
+                key = program_cache.program_key(one.jaxpr, full, variant)
+            except Exception as error:  # noqa: BLE001 - the program compiles without its key
+                _log.debug("no program key: %s: %s", type(error).__name__, error)
+        if key is not None and not offer:
+            compiled = ahead.take(key)
+        if compiled is None and key is not None and where is not None:
+            _, states, adaptation, _, _, _, _ = arguments[:7]
             state, info = one.shapes
             try:
                 out_tree = jax.tree_util.tree_structure(((states, adaptation), (state.position, info)))
-                variant = (length, factors is None, adapts_on_proxy(proposal))
-                key = program_cache.program_key(one.jaxpr, full, variant)
                 compiled = program_cache.compile_kept(loop, full, out_tree, key, where)
             except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
                 _log.debug("chain program compiled directly, not kept: %s: %s", type(error).__name__, error)
         if compiled is None:
             compiled = compiler_options.jit(loop).lower(*full).compile()
+        if offer and key is not None:
+            ahead.offer(key, compiled)
 
         def run(*again):
             return compiled(*again, constants)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,7 +37,7 @@ from tallmcmc.sampling.program import ChainProgram, chain_program, tuned_argumen
 from tallmcmc.sampling.schedule import Schedule
 from tallmcmc.sharding import to_host
 
-__all__ = ["WARMUP_STREAM", "WarmupResult", "run_warmup", "warmup"]
+__all__ = ["WARMUP_STREAM", "WarmupResult", "compile_warmup", "run_warmup", "warmup"]
 
 WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
 #: An adaptive warm-up runs in compiled chunks of at least this many steps (or all its steps, if fewer).
@@ -274,6 +275,65 @@ def _warmup_covariance(positions, skip: int) -> np.ndarray:
     return count / (count + 5.0) * estimate + 1e-3 * 5.0 / (count + 5.0) * np.eye(estimate.shape[0])
 
 
+def _adapting_arguments(plan: RunPlan, chain_keys: jax.Array) -> Callable:
+    """``(states, adaptation, first, length) ->`` the arguments of an adapting tuned chunk."""
+    unused = to_device(np.ones((chain_keys.shape[0],), np.float32))  # the kept draws' factors, unused while adapting
+
+    def arguments(states, adaptation, first, length):
+        return tuned_arguments(plan.data, states, adaptation, chain_keys, first, length, unused, True, plan.target)
+
+    return arguments
+
+
+def compile_warmup(
+    model: Model,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    *,
+    initial_positions: Position,
+    num_warmup: int,
+    num_chains: int,
+    seed: int,
+) -> bool:
+    """Compile the chain program :func:`warmup` would run with these arguments, and run no step of it.
+
+    For compiling ahead (``sample_tall`` does it in a thread while its setup passes run, from placeholders of the
+    setup's values with the shapes the setup will give): the executable is offered under its program key
+    (:mod:`tallmcmc.sampling.ahead`), and a later :func:`warmup` in this process whose chains' step traces to the
+    same program takes it instead of compiling its own. The default shape of a warm-up only (one device, the
+    vmapped driver, step-size adaptation without a covariance window); returns whether it compiled one.
+    """
+    plan = plan_run(
+        model,
+        proposal,
+        test,
+        None,
+        initial_positions,
+        num_samples=None,
+        num_chains=num_chains,
+        seed=seed,
+        progress=False,
+        num_chunks=1,
+        num_warmup=num_warmup,
+        target_acceptance=None,
+        temperature_schedule=None,
+        step_size_schedule=None,
+        adapt_covariance=False,
+        driver="vmap",
+        mesh=None,
+        check_starts=False,
+    )
+    if not plan.adapt:
+        return False
+    states = plan.program.initialise(plan.data, plan.starts)
+    arguments = _adapting_arguments(plan, plan.chain_keys(WARMUP_STREAM))
+    adaptation = DualAveraging.start(num_chains)
+    plan.program.tuned_chunk(
+        arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, plan.num_warmup), offer=True
+    )
+    return True
+
+
 def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chain_keys: jax.Array, steps: int):
     """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.sampling.adaptation`), all chains in
     lockstep, in chunks of the program's tuned chunk (``ChainProgram.run_tuned_chunk``, adapting).
@@ -284,13 +344,8 @@ def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chai
     running average), the warm-up draws and infos (NumPy, ``(step, chain, …)``)
     and the seconds spent compiling (0 if the program had compiled its chunk).
     """
-    num_chains = chain_keys.shape[0]
-    adaptation = DualAveraging.start(num_chains)
-    unused = to_device(np.ones((num_chains,), np.float32))  # the kept draws' factors, unused while adapting
-
-    def arguments(states, adaptation, first, length):
-        return tuned_arguments(plan.data, states, adaptation, chain_keys, first, length, unused, True, plan.target)
-
+    adaptation = DualAveraging.start(chain_keys.shape[0])
+    arguments = _adapting_arguments(plan, chain_keys)
     chunk = program.tuned_chunk(arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, steps))
     bar = progress_bar(steps, plan.progress, "warm-up")
     parts = []

@@ -1,0 +1,132 @@
+"""Compiling the chain program ahead while ``sample_tall``'s setup runs (``tallmcmc.sampling.ahead``).
+
+The thread compiles from placeholders of the setup's values, and the warm-up takes its executable only under the
+same program key, so a run draws bit for bit what it draws without the thread — with the executable taken, with
+one offered for another step (never taken), and with a thread that failed.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import tallmcmc
+import tallmcmc.automatic
+from tallmcmc.examples import logistic_regression
+from tallmcmc.sampling import ahead
+from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
+
+NUM_DATA = 60_000  # setup="fast" settles without falling back to find_mode (at 20,000 and 40,000 it does not)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return logistic_regression.model(*logistic_regression.simulate(NUM_DATA, 3, seed=4))
+
+
+def run(model):
+    return tallmcmc.sample_tall(model, num_samples=40, num_chains=2, num_warmup=40, progress=False, setup="fast")
+
+
+def same_draws(a, b):
+    np.testing.assert_array_equal(np.asarray(a.positions), np.asarray(b.positions))
+    np.testing.assert_array_equal(np.asarray(a.info["accepted"]), np.asarray(b.info["accepted"]))
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """What the warm-up found on offer, call by call (``None``: nothing under its key)."""
+    found = []
+    original = ahead.take
+
+    def spy(key):
+        found.append(original(key))
+        return found[-1]
+
+    monkeypatch.setattr(ahead, "take", spy)
+    return found
+
+
+def test_the_warmup_takes_the_program_compiled_ahead_and_draws_what_it_draws_without(model, taken, monkeypatch):
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
+    without = run(model)
+    assert taken and not any(taken)  # nothing on offer under its key
+    taken.clear()
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
+    with_thread = run(model)
+    assert taken[0] is not None  # the warm-up's: the placeholder's step traced to the real step's program
+    assert not ahead.offered()
+    same_draws(with_thread, without)
+
+
+def test_a_program_offered_for_another_step_is_not_taken(model, taken, monkeypatch):
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
+    without = run(model)
+
+    original = tallmcmc.automatic._compile_warmup_ahead
+
+    def other_length(model, start, batch_size, test, chains, num_warmup, seed):  # another loop length: another key
+        return original(model, start, batch_size, test, chains, num_warmup + 1, seed)
+
+    monkeypatch.setattr(tallmcmc.automatic, "_compile_warmup_ahead", other_length)
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
+    mismatched = run(model)
+    assert taken and not any(taken)  # something was on offer, not under the real step's key
+    assert ahead.offered()  # and it is still there (MAX_OFFERS bounds what is held)
+    same_draws(mismatched, without)
+    for key in list(ahead._offers):  # leave no offer to the other tests
+        ahead.take(key)
+
+
+def test_a_failing_thread_leaves_the_run_as_it_was(model, monkeypatch):
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
+    without = run(model)
+    threads = []
+
+    def failing(*_):
+        raise RuntimeError("planted")
+
+    original = ahead.compile_ahead
+
+    def recorded(function, *arguments):
+        threads.append(original(failing, *arguments))
+        return threads[-1]
+
+    monkeypatch.setattr(tallmcmc.automatic, "compile_ahead", recorded)
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
+    failed = run(model)
+    assert isinstance(threads[0].join().error, RuntimeError) and not threads[0].compiled
+    same_draws(failed, without)
+
+
+def test_the_switch_and_the_offers_bound(monkeypatch):
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
+    assert ahead.compile_ahead(lambda: True) is None
+    monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
+    started = ahead.compile_ahead(lambda: True)
+    assert started.join().compiled and started.error is None
+    for index in range(ahead.MAX_OFFERS + 1):
+        ahead.offer(f"key {index}", index)
+    assert ahead.take("key 0") is None  # the oldest was dropped
+    assert [ahead.take(f"key {index}") for index in range(1, ahead.MAX_OFFERS + 1)] == list(
+        range(1, ahead.MAX_OFFERS + 1)
+    )
+    assert not ahead.offered()
+
+
+def test_the_placeholder_is_fast_setups_control_variate_but_for_its_values(model):
+    start = np.zeros(3, np.float32)
+    built = fast_setup(model, start)
+    assert built.fallback is None  # fast_setup's own control variate, not find_mode's and taylor_control_variate's
+    real = built.control_variate
+    placeholder = placeholder_control_variate(model, start)
+    arrays = ("center", "gradient_sum", "hessian_sum", "hessian_diagonal", "hessian_basis", "hessian_eigenvalues")
+    for name in arrays:
+        a, b = getattr(real, name), getattr(placeholder, name)
+        assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b), name
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+            assert (x.shape, x.dtype, type(x)) == (y.shape, y.dtype, type(y)), name
+    for name in ("order", "num_data", "temperature", "curvature", "hessian_scale"):
+        assert getattr(real, name) == getattr(placeholder, name), name
+    assert placeholder.log_likelihood is real.log_likelihood
