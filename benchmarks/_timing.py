@@ -15,18 +15,36 @@ COMPILE_EVENTS = (
 
 
 class CompileClock:
-    """Seconds JAX spends compiling from the last :meth:`reset` (a listener on its monitoring events)."""
+    """Seconds JAX spends compiling from the last :meth:`reset` (a listener on its monitoring events).
+
+    ``seconds`` adds the events' durations up; :attr:`wall_seconds` is the time during which at least one was under
+    way (the union of their intervals), which is less where threads compile at once (``sample_tall`` compiles its
+    chain program in a thread while its setup compiles and runs) or where one event runs inside another.
+    """
 
     def __init__(self):
         self.seconds = 0.0
+        self._intervals: list[tuple[float, float]] = []
         jax.monitoring.register_event_duration_secs_listener(self._listen)
 
     def _listen(self, event: str, duration: float, **_) -> None:
         if event in COMPILE_EVENTS:
             self.seconds += duration
+            end = time.perf_counter()
+            self._intervals.append((end - duration, end))
+
+    @property
+    def wall_seconds(self) -> float:
+        total, reach = 0.0, -float("inf")
+        for begin, end in sorted(self._intervals):
+            if end > reach:
+                total += end - max(begin, reach)
+                reach = end
+        return total
 
     def reset(self) -> None:
         self.seconds = 0.0
+        self._intervals = []
 
 
 def timed(function):

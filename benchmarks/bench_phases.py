@@ -5,7 +5,9 @@ is a first run, with an empty cache, and the runs after it are second runs of th
 ``logistic_regression.simulate(N, d, seed=0)`` and ``sample_tall(model, num_samples=S, progress=True)``; the lines
 ``sample_tall`` prints as it moves from phase to phase (fast setup, warm-up, the choice of test, the kept draws, …)
 are stamped with the seconds since the call began, and with the compilation seconds (JAX's own duration events:
-tracing, lowering, XLA or loading from the cache) spent since the previous line. A phase's time is the span from its
+tracing, lowering, XLA or loading from the cache) spent since the previous line — wall seconds during which at least
+one compilation was under way (``_timing.CompileClock.wall_seconds``), so a compilation in a thread beside the
+setup counts once. A phase's time is the span from its
 line to the next. JAX dispatches asynchronously, so work queued at the end of a phase may be paid at the next
 phase's first synchronisation; the spans are what a user waits for, not kernel times.
 
@@ -43,7 +45,7 @@ jax.block_until_ready(model.data)
 stamps = []
 began = time.perf_counter()
 def stamped(*words, **_):
-    stamps.append((time.perf_counter() - began, clock.seconds, " ".join(str(w) for w in words)))
+    stamps.append((time.perf_counter() - began, clock.wall_seconds, " ".join(str(w) for w in words)))
 tallmcmc.automatic.print = stamped  # sample_tall's progress lines (its module's print)
 import cProfile, pstats
 profiler = cProfile.Profile() if {profile} else None
@@ -55,7 +57,7 @@ result = tallmcmc.sample_tall(model, num_samples={draws}, progress=True)
 jax.block_until_ready(result.positions)
 if profiler is not None:
     profiler.disable()
-stamps.append((time.perf_counter() - began, clock.seconds, "(returned)"))
+stamps.append((time.perf_counter() - began, clock.wall_seconds, "(returned)"))
 if profiler is not None:  # the call's functions by their cumulative time (profiling slows the call itself)
     statistics = pstats.Stats(profiler)
     rows = sorted(statistics.stats.items(), key=lambda item: -item[1][3])[: {profile}]

@@ -14,7 +14,7 @@ import pytest
 import tallmcmc
 import tallmcmc.automatic
 from tallmcmc.examples import logistic_regression
-from tallmcmc.sampling import ahead
+from tallmcmc.sampling import ahead, program_cache
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 
 NUM_DATA = 60_000  # setup="fast" settles without falling back to find_mode (at 20,000 and 40,000 it does not)
@@ -25,8 +25,25 @@ def model():
     return logistic_regression.model(*logistic_regression.simulate(NUM_DATA, 3, seed=4))
 
 
-def run(model):
+def run(model, monkeypatch=None, programs=None):
+    """A short ``sample_tall``; with ``programs``, its chain programs kept in that folder (a new one: a first run)."""
+    if programs is not None:
+        monkeypatch.setattr(program_cache, "folder", lambda: programs)
     return tallmcmc.sample_tall(model, num_samples=40, num_chains=2, num_warmup=40, progress=False, setup="fast")
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """The compile-ahead threads ``sample_tall`` starts."""
+    started = []
+    original = ahead.compile_ahead
+
+    def recorded(function, *arguments):
+        started.append(original(function, *arguments))
+        return started[-1]
+
+    monkeypatch.setattr(tallmcmc.automatic, "compile_ahead", recorded)
+    return started
 
 
 def same_draws(a, b):
@@ -48,22 +65,35 @@ def taken(monkeypatch):
     return found
 
 
-def test_the_warmup_takes_the_program_compiled_ahead_and_draws_what_it_draws_without(model, taken, monkeypatch):
+def test_the_warmup_takes_the_program_compiled_ahead_and_draws_what_it_draws_without(
+    model, taken, threads, monkeypatch, tmp_path
+):
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
-    without = run(model)
-    assert taken and not any(taken)  # nothing on offer under its key
+    without = run(model, monkeypatch, tmp_path / "without")
+    assert taken and not any(taken) and threads == [None]  # no thread, nothing on offer under its key
     taken.clear()
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
-    with_thread = run(model)
+    first = run(model, monkeypatch, tmp_path / "with")  # a first run: nothing kept yet
+    assert threads[1].join().compiled
     assert taken[0] is not None  # the warm-up's: the placeholder's step traced to the real step's program
     assert not ahead.offered()
-    same_draws(with_thread, without)
+    same_draws(first, without)
+    taken.clear()
+    second = run(model)  # a second run of the script: the first thread's mark stops a second, the warm-up loads
+    assert threads[2] is None and not any(taken)
+    same_draws(second, without)
+    for mark in (tmp_path / "with" / ahead.MARKS).iterdir():  # without its mark: a thread that finds it kept
+        mark.unlink()
+    third = run(model)
+    assert not threads[3].join().compiled and threads[3].error is None
+    assert not any(taken)
+    same_draws(third, without)
 
 
-def test_a_program_offered_for_another_step_is_not_taken(model, taken, monkeypatch):
+def test_a_program_offered_for_another_step_is_not_taken(model, taken, threads, monkeypatch, tmp_path):
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
-    without = run(model)
-
+    without = run(model, monkeypatch, tmp_path / "without")
+    taken.clear()
     original = tallmcmc.automatic._compile_warmup_ahead
 
     def other_length(model, start, batch_size, test, chains, num_warmup, seed):  # another loop length: another key
@@ -71,33 +101,43 @@ def test_a_program_offered_for_another_step_is_not_taken(model, taken, monkeypat
 
     monkeypatch.setattr(tallmcmc.automatic, "_compile_warmup_ahead", other_length)
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
-    mismatched = run(model)
-    assert taken and not any(taken)  # something was on offer, not under the real step's key
-    assert ahead.offered()  # and it is still there (MAX_OFFERS bounds what is held)
+    mismatched = run(model, monkeypatch, tmp_path / "with")
+    assert threads[-1].join().compiled
+    assert taken and not any(taken)  # the warm-up's key found nothing
+    assert ahead.offered()  # the other program is still on offer (MAX_OFFERS bounds what is held)
     same_draws(mismatched, without)
     for key in list(ahead._offers):  # leave no offer to the other tests
         ahead.take(key)
 
 
-def test_a_failing_thread_leaves_the_run_as_it_was(model, monkeypatch):
+def test_a_failing_thread_leaves_the_run_as_it_was(model, threads, monkeypatch, tmp_path):
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
-    without = run(model)
-    threads = []
+    without = run(model, monkeypatch, tmp_path / "without")
 
     def failing(*_):
         raise RuntimeError("planted")
 
-    original = ahead.compile_ahead
-
-    def recorded(function, *arguments):
-        threads.append(original(failing, *arguments))
-        return threads[-1]
-
-    monkeypatch.setattr(tallmcmc.automatic, "compile_ahead", recorded)
+    monkeypatch.setattr(tallmcmc.automatic, "_compile_warmup_ahead", failing)
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
-    failed = run(model)
-    assert isinstance(threads[0].join().error, RuntimeError) and not threads[0].compiled
+    failed = run(model, monkeypatch, tmp_path / "with")
+    assert isinstance(threads[-1].join().error, RuntimeError) and not threads[-1].compiled
     same_draws(failed, without)
+    assert not (tmp_path / "with" / ahead.MARKS).exists()  # unmarked: the next run compiles ahead again
+
+
+def test_a_signature_follows_the_code_and_shapes_not_the_values(model):
+    def scaled(scale):
+        def log_prior(theta):
+            return -0.5 * (theta / scale) ** 2
+
+        return log_prior
+
+    def other(theta):
+        return -0.5 * theta**2
+
+    assert ahead.code_digest(scaled(1.0)) == ahead.code_digest(scaled(2.0))  # a closed-over value: the same
+    assert ahead.code_digest(scaled(1.0)) != ahead.code_digest(other)
+    assert ahead.signature((3,), "auto") == ahead.signature((3,), "auto") != ahead.signature((4,), "auto")
 
 
 def test_the_switch_and_the_offers_bound(monkeypatch):

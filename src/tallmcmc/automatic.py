@@ -95,12 +95,13 @@ from tallmcmc.model import (
     is_shape,
     rows_of,
 )
+from tallmcmc.precision import unwrapped
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.proposals.proxy import proxy_hamiltonian
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
-from tallmcmc.sampling import SamplingResult, WarmupResult, reported_draws, sample, warmup
+from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
 from tallmcmc.sampling.ahead import compile_ahead
 from tallmcmc.sampling.warmup_phase import compile_warmup
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
@@ -579,13 +580,13 @@ def sample_tall(
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
 
-    ahead = None
     if mode is None and control_variate is None and _fast_setup_pays(setup, model, start):
-        if not sample_options:  # the default run's shape: its chain program compiled meanwhile
-            ahead = compile_ahead(
+        if not sample_options:  # the default run's shape: its chain program compiled meanwhile (the warm-up takes it)
+            compile_ahead(
                 functools.partial(
                     _compile_warmup_ahead, model, start, batch_size, minibatch_test, num_chains, num_warmup, seed
-                )
+                ),
+                _ahead_signature(model, start, batch_size, minibatch_test, num_chains, num_warmup),
             )
         say(
             "sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
@@ -610,8 +611,6 @@ def sample_tall(
     options = dict(num_chains=num_chains, progress=progress, **sample_options)
 
     if covariance is None:
-        if ahead is not None:  # for nothing: no Laplace approximation, so no proxy path
-            ahead.join()
         decision, choice = "random walk", None
         reason = (
             "the Hessian of −log π at the mode is not positive definite, so there is no Laplace approximation to "
@@ -644,8 +643,6 @@ def sample_tall(
         if callable(bound):
             bound = _bound_for(bound, control_variate)
         checked = _check_starts(model, starts, seed)  # None: too few rows to subsample, sample's full check runs
-        if ahead is not None:  # the chain program compiled from placeholders while the setup ran: wait for it
-            ahead.join()
         say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
         warmed = warmup(
             model,
@@ -852,6 +849,29 @@ def _compile_warmup_ahead(
     )
     return compile_warmup(
         model, proposal, warmup_test, initial_positions=starts, num_warmup=num_warmup, num_chains=num_chains, seed=seed
+    )
+
+
+def _ahead_signature(
+    model: Model, start: Position, batch_size: int, minibatch_test: str, num_chains: int, num_warmup: int
+) -> str:
+    """What the warm-up's chain program will be, as far as it is known before the setup (``ahead.signature``)."""
+
+    def shapes(tree):
+        leaves, structure = jax.tree_util.tree_flatten(tree)
+        return str(structure), [(np.shape(leaf), str(getattr(leaf, "dtype", type(leaf)))) for leaf in leaves]
+
+    return ahead.signature(
+        "sample_tall warm-up",
+        ahead.code_digest(unwrapped(model.log_likelihood)),
+        ahead.code_digest(unwrapped(model.log_prior)),
+        shapes(model.data),
+        shapes(start),
+        float(model.temperature),
+        batch_size,
+        minibatch_test,
+        num_chains,
+        num_warmup,
     )
 
 

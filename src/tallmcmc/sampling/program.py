@@ -130,11 +130,10 @@ class ChainProgram(NamedTuple):
         mine = self.source
         return layout is None and mine[3] is None and mine[0] is held and mine[1] is proposal and mine[2] is test
 
-    def tuned_chunk(self, arguments: tuple, length: int | None = None, offer: bool = False) -> TunedChunk:
+    def tuned_chunk(self, arguments: tuple, length: int | None = None) -> TunedChunk:
         """The tuned chunk for ``arguments`` (``run_tuned_chunk``'s, after ``length``), compiled once per argument
         shapes: ``length`` is that of the first compilation for these shapes (``length`` when given, which it must
-        be then), so that warm-up and kept draws of any chunk lengths share one program. ``offer``: also offer the
-        executable to other runs of this process (:mod:`tallmcmc.sampling.ahead`)."""
+        be then), so that warm-up and kept draws of any chunk lengths share one program."""
         signature = tuple((leaf.shape, leaf.dtype) for leaf in jax.tree_util.tree_leaves(arguments))
         key = (jax.tree_util.tree_structure(arguments), signature)
         if key in self.compiled:
@@ -144,49 +143,72 @@ class ChainProgram(NamedTuple):
             raise ValueError("the first tuned chunk for these shapes needs its length")
         began = time.perf_counter()
         with _collector_paused():
-            run = self._compile_tuned(arguments, length, offer)
+            run = self._compile_tuned(arguments, length)
         self.compiled[key] = (run, length)
         return TunedChunk(run, length, time.perf_counter() - began)
 
-    def _compile_tuned(self, arguments: tuple, length: int, offer: bool = False) -> Callable:
-        """``run_tuned_chunk(length)`` compiled for ``arguments``.
+    def compile_ahead(self, arguments: tuple, length: int) -> bool:
+        """Compile the tuned chunk of ``length`` for ``arguments`` and offer it to other runs of this process under
+        its program key (:mod:`tallmcmc.sampling.ahead`: a thread compiling from placeholders); ``False`` without
+        compiling where the program is kept on disk already (the run that needs it loads it itself), on a mesh, or
+        where it has no key."""
+        if self.source[3] is not None:
+            return False
+        _, loop, full, key, where, out_tree = self._prepared(arguments, length, needs_key=True)
+        if key is None or (where is not None and program_cache.is_kept(key, where)):
+            return False
+        with ahead.announced(key):  # a warm-up that traces to this program waits for it rather than compiling it
+            ahead.offer(key, self._compiled(loop, full, key, where, out_tree))
+        return True
 
-        Without a mesh, the loop replays one chain's step traced once (:class:`Traced`) and takes that trace's
-        constants as an argument, so the lowered loop holds no value the setup computed. It is the executable a
-        thread of this process compiled ahead under the same program key, if one was offered
-        (:mod:`tallmcmc.sampling.ahead`); else it is compiled through the lowered program kept between processes
-        where there is a cache folder (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping
-        it fails: a host callback cannot be exported). On a mesh the loop is traced from the kernel and compiled
-        directly."""
-        _, proposal, _, layout = self.source
-        if layout is not None:
-            return compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+    def _prepared(self, arguments: tuple, length: int, needs_key: bool = False):
+        """One chain's step traced, the loop around it, its full arguments (the trace's constants last), its
+        program key (``None`` if not needed: no cache folder, nothing on offer), the cache folder and the loop's
+        output tree."""
+        _, proposal, _, _ = self.source
         one = self.one_chain_step(arguments)
         loop = self.run_tuned_chunk(length, one)
-        constants = one.constants
-        full = (*arguments, constants)
+        full = (*arguments, one.constants)
         where = program_cache.folder()
-        compiled = key = None
-        if where is not None or offer or ahead.offered():
+        key = None
+        if needs_key or where is not None or ahead.offered():
             try:
                 variant = (length, arguments[6] is None, adapts_on_proxy(proposal))
                 key = program_cache.program_key(one.jaxpr, full, variant)
             except Exception as error:  # noqa: BLE001 - the program compiles without its key
                 _log.debug("no program key: %s: %s", type(error).__name__, error)
-        if key is not None and not offer:
-            compiled = ahead.take(key)
-        if compiled is None and key is not None and where is not None:
-            _, states, adaptation, _, _, _, _ = arguments[:7]
-            state, info = one.shapes
+        _, states, adaptation = arguments[:3]
+        state, info = one.shapes
+        out_tree = jax.tree_util.tree_structure(((states, adaptation), (state.position, info)))
+        return one, loop, full, key, where, out_tree
+
+    def _compiled(self, loop: Callable, full: tuple, key: str | None, where, out_tree) -> Any:
+        """``loop`` compiled for ``full``: through the lowered program kept between processes where there is a cache
+        folder and a key (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping it fails: a
+        host callback cannot be exported)."""
+        if key is not None and where is not None:
             try:
-                out_tree = jax.tree_util.tree_structure(((states, adaptation), (state.position, info)))
-                compiled = program_cache.compile_kept(loop, full, out_tree, key, where)
+                return program_cache.compile_kept(loop, full, out_tree, key, where)
             except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
                 _log.debug("chain program compiled directly, not kept: %s: %s", type(error).__name__, error)
+        return compiler_options.jit(loop).lower(*full).compile()
+
+    def _compile_tuned(self, arguments: tuple, length: int) -> Callable:
+        """``run_tuned_chunk(length)`` compiled for ``arguments``.
+
+        Without a mesh, the loop replays one chain's step traced once (:class:`Traced`) and takes that trace's
+        constants as an argument, so the lowered loop holds no value the setup computed. It is the executable a
+        thread of this process compiled ahead under the same program key (:meth:`compile_ahead`), if one was
+        offered or is being compiled, else :meth:`_compiled`. On a mesh the loop is traced from the kernel and
+        compiled directly."""
+        _, _, _, layout = self.source
+        if layout is not None:
+            return compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
+        one, loop, full, key, where, out_tree = self._prepared(arguments, length)
+        compiled = None if key is None else ahead.take(key)
         if compiled is None:
-            compiled = compiler_options.jit(loop).lower(*full).compile()
-        if offer and key is not None:
-            ahead.offer(key, compiled)
+            compiled = self._compiled(loop, full, key, where, out_tree)
+        constants = one.constants
 
         def run(*again):
             return compiled(*again, constants)

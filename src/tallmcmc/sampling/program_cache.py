@@ -38,7 +38,7 @@ import numpy as np
 
 from tallmcmc import compiler_options
 
-__all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "program_key"]
+__all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "is_kept", "program_key"]
 
 #: The folder, inside JAX's persistent cache folder, that holds the exported chain programs.
 FOLDER_NAME = "tallmcmc-programs"
@@ -137,6 +137,12 @@ def _store(path: Path, exported) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def is_kept(key: str, where: Path) -> bool:
+    """Whether a program is kept under ``key`` in ``where`` (it may still fail to load: :func:`compile_kept`
+    exports it again then)."""
+    return (where / f"{key}.jaxexport").is_file()
 
 
 def compile_kept(loop: Callable, arguments: tuple, out_tree, key: str, where: Path) -> Callable:

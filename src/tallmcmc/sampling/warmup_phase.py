@@ -301,7 +301,8 @@ def compile_warmup(
     setup's values with the shapes the setup will give): the executable is offered under its program key
     (:mod:`tallmcmc.sampling.ahead`), and a later :func:`warmup` in this process whose chains' step traces to the
     same program takes it instead of compiling its own. The default shape of a warm-up only (one device, the
-    vmapped driver, step-size adaptation without a covariance window); returns whether it compiled one.
+    vmapped driver, step-size adaptation without a covariance window); returns whether it compiled one (not where
+    the program is kept on disk already: the warm-up loads it itself).
     """
     plan = plan_run(
         model,
@@ -328,10 +329,7 @@ def compile_warmup(
     states = plan.program.initialise(plan.data, plan.starts)
     arguments = _adapting_arguments(plan, plan.chain_keys(WARMUP_STREAM))
     adaptation = DualAveraging.start(num_chains)
-    plan.program.tuned_chunk(
-        arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, plan.num_warmup), offer=True
-    )
-    return True
+    return plan.program.compile_ahead(arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, plan.num_warmup))
 
 
 def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chain_keys: jax.Array, steps: int):
