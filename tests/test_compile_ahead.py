@@ -25,11 +25,11 @@ def model():
     return logistic_regression.model(*logistic_regression.simulate(NUM_DATA, 3, seed=4))
 
 
-def run(model, monkeypatch=None, programs=None):
+def run(model, monkeypatch=None, programs=None, setup="fast"):
     """A short ``sample_tall``; with ``programs``, its chain programs kept in that folder (a new one: a first run)."""
     if programs is not None:
         monkeypatch.setattr(program_cache, "folder", lambda: programs)
-    return tallmcmc.sample_tall(model, num_samples=40, num_chains=2, num_warmup=40, progress=False, setup="fast")
+    return tallmcmc.sample_tall(model, num_samples=40, num_chains=2, num_warmup=40, progress=False, setup=setup)
 
 
 @pytest.fixture
@@ -65,26 +65,27 @@ def taken(monkeypatch):
     return found
 
 
+@pytest.mark.parametrize("setup", ["fast", "exact"])  # fast_setup's control variate, or find_mode's and Taylor's
 def test_the_warmup_takes_the_program_compiled_ahead_and_draws_what_it_draws_without(
-    model, taken, threads, monkeypatch, tmp_path
+    model, taken, threads, monkeypatch, tmp_path, setup
 ):
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
-    without = run(model, monkeypatch, tmp_path / "without")
+    without = run(model, monkeypatch, tmp_path / "without", setup)
     assert taken and not any(taken) and threads == [None]  # no thread, nothing on offer under its key
     taken.clear()
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
-    first = run(model, monkeypatch, tmp_path / "with")  # a first run: nothing kept yet
+    first = run(model, monkeypatch, tmp_path / "with", setup)  # a first run: nothing kept yet
     assert threads[1].join().compiled
     assert taken[0] is not None  # the warm-up's: the placeholder's step traced to the real step's program
     assert not ahead.offered()
     same_draws(first, without)
     taken.clear()
-    second = run(model)  # a second run of the script: the first thread's mark stops a second, the warm-up loads
+    second = run(model, setup=setup)  # a second run of the script: the first thread's mark stops another thread
     assert threads[2] is None and not any(taken)
     same_draws(second, without)
     for mark in (tmp_path / "with" / ahead.MARKS).iterdir():  # without its mark: a thread that finds it kept
         mark.unlink()
-    third = run(model)
+    third = run(model, setup=setup)
     assert not threads[3].join().compiled and threads[3].error is None
     assert not any(taken)
     same_draws(third, without)

@@ -580,14 +580,16 @@ def sample_tall(
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
 
+    one_device = row_sharding(model.data, "sample_tall") is None
+    if mode is None and control_variate is None and one_device and not sample_options:
+        # the default run's shape: its chain program compiled while the mode is found (the warm-up takes it)
+        compile_ahead(
+            functools.partial(
+                _compile_warmup_ahead, model, start, batch_size, minibatch_test, num_chains, num_warmup, seed
+            ),
+            _ahead_signature(model, start, batch_size, minibatch_test, num_chains, num_warmup),
+        )
     if mode is None and control_variate is None and _fast_setup_pays(setup, model, start):
-        if not sample_options:  # the default run's shape: its chain program compiled meanwhile (the warm-up takes it)
-            compile_ahead(
-                functools.partial(
-                    _compile_warmup_ahead, model, start, batch_size, minibatch_test, num_chains, num_warmup, seed
-                ),
-                _ahead_signature(model, start, batch_size, minibatch_test, num_chains, num_warmup),
-            )
         say(
             "sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
             flush=True,
@@ -840,8 +842,9 @@ def _warmup_pieces(
 def _compile_warmup_ahead(
     model: Model, start: Position, batch_size: int, minibatch_test: str, num_chains: int, num_warmup: int, seed: int
 ) -> bool:
-    """Compile the warm-up's chain program on placeholders of what :func:`tallmcmc.fast_setup` will return
-    (:mod:`tallmcmc.sampling.ahead`); whether it compiled one."""
+    """Compile the warm-up's chain program on placeholders of what the setup will return (:func:`tallmcmc.fast_setup`,
+    or :func:`tallmcmc.find_mode` and :func:`tallmcmc.taylor_control_variate`: the same kind of control variate),
+    while it runs (:mod:`tallmcmc.sampling.ahead`); whether it compiled one."""
     placeholder = placeholder_control_variate(model, start)
     covariance = np.eye(int(ravel_pytree(start)[0].size))
     proposal, warmup_test, starts = _warmup_pieces(

@@ -370,8 +370,9 @@ def placeholder_control_variate(model: Model, start: Position) -> ControlVariate
     The same kind (second order, per-datum curvature), dtype, shapes and model; the centre is ``start``, the
     gradient sum zero and the Hessian sum −I (values nothing should use). For compiling, before the setup has run,
     the chain program that will run on the real one (:mod:`tallmcmc.sampling.ahead`): a step built on either traces
-    to the same program, its values being arguments of it. Keep it in step with ``_Attempt._two_passes``; a test
-    compares the two (``tests/test_setup_fast.py``).
+    to the same program, its values being arguments of it (as does one built on
+    :func:`tallmcmc.taylor_control_variate`'s, by default of the same kind). Keep it in step with
+    ``_Attempt._two_passes``; ``tests/test_compile_ahead.py`` compares the two.
     """
     flat, unravel = _ravel_start(start)
     dtype = np.dtype(flat.dtype)
