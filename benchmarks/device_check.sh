@@ -20,7 +20,8 @@
 # The defaults are sized from the H200 call of 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for
 # the steps before bench_phases (HMCECS alone 197 s), plus ≈ 30 s to start the machine; within one 15-minute device
 # budget that leaves time for one shorter second call.
-# .whl: the wheels the GPU image lacks (clarabel, cffi, pycparser, platformdirs, arviz, h5netcdf, xarray-einstats), and
+# .whl: the wheels the GPU image lacks (clarabel, cffi, pycparser, platformdirs, arviz, arviz-base, arviz-stats —
+# without these two the diagnostics fall back to `import arviz`, 3 s a call there — h5netcdf, xarray-einstats), and
 # numpyro 0.22 (the image's 0.21 HMCECS fails at its first step: "all sites must have unique names but got
 # `_biased_corrected_log_likelihood` duplicated");
 # .devref: the cached reference posteriors (~/.cache/tallmcmc/bench/reference_*.npz, 1.7 kB each).
