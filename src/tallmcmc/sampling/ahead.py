@@ -4,15 +4,16 @@ A first run of :func:`tallmcmc.sample_tall` spends most of its time compiling: t
 chain program of warm-up and kept draws (``docs/compilation.md``). The chain program takes the setup's values (the
 control variate's centre and sums, the Laplace covariance, the starts) as arguments, so it can be compiled before
 they exist, from placeholders of the same shapes and kinds: :func:`compile_ahead` runs such a compilation in a
-thread. The thread traces one chain's step from the placeholders, computes the program key
+thread. The thread traces one chain's step from the placeholders and computes the program key
 (:func:`tallmcmc.sampling.program_cache.program_key`: the printed trace of that step, the arguments' shapes and
-placements, …) and, unless a program under that key is already kept on disk (a later run of the same script: the
-warm-up loads it itself, and the thread stops there), compiles it, the key :func:`announced` meanwhile, and :func:`offer` s the
-executable. The real warm-up, having traced its own step, :func:`take` s the executable under its key — waiting if
-the thread is still compiling that very program. A step that traces to anything else (the setup chose another kind
-of control variate, say) has another key, finds nothing and compiles as before. So what runs is what would have run
-without the thread; the thread can only save time or waste it. (Where kept programs are on, the thread's program is
-kept on disk too, as any chain program is.)
+placements, …). Unless a program under that key is kept on disk already (the warm-up loads it itself), it compiles
+the program, the key :func:`announced` meanwhile, and :func:`offer` s the executable. The real warm-up, having
+traced its own step, :func:`take` s the executable under its key — waiting if the thread is still compiling that
+very program. A step that traces to anything else (the setup chose another kind of control variate, say) has
+another key, finds nothing and compiles as before. So what runs is what would have run without the thread; the
+thread can only save time or waste it. (Where kept programs are on, the thread's program is kept on disk too, as
+any chain program is.) A thread that ran to its end marks the run's :func:`signature`, so that a later run of the
+same script, whose program is kept by then, starts none (:func:`compile_ahead`).
 
 ``TALLMCMC_COMPILE_AHEAD=0`` in the environment turns it off (read at each call). An exception in the thread is
 logged at debug level and dropped: the run then compiles its program itself.
@@ -180,9 +181,7 @@ def compile_ahead(
 
 def signature(*parts: Any) -> str:
     """A digest of ``parts`` (shapes, settings, :func:`code_digest` s), tallmcmc's sources and JAX's set-up."""
-    digest = hashlib.sha256()
-    digest.update(program_cache._source_digest())
-    digest.update(program_cache._environment().encode())
+    digest = hashlib.sha256(program_cache.setup_digest())
     digest.update(repr(parts).encode())
     return digest.hexdigest()
 

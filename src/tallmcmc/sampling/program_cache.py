@@ -38,7 +38,7 @@ import numpy as np
 
 from tallmcmc import compiler_options
 
-__all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "is_kept", "program_key"]
+__all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "is_kept", "program_key", "setup_digest"]
 
 #: The folder, inside JAX's persistent cache folder, that holds the exported chain programs.
 FOLDER_NAME = "tallmcmc-programs"
@@ -87,15 +87,21 @@ def _environment() -> str:
     )
 
 
+def setup_digest() -> bytes:
+    """A digest of what every kept program depends on beyond its own trace: tallmcmc's sources, JAX's and jaxlib's
+    versions, the backend and devices, the XLA options and JAX's flags."""
+    digest = hashlib.sha256(_source_digest())
+    digest.update(_environment().encode())
+    return digest.digest()
+
+
 def program_key(step: jax.extend.core.ClosedJaxpr, arguments: tuple, variant: tuple) -> str:
     """The key of the loop that replays ``step`` (one chain's step, traced unbatched, the data an argument) for
     ``arguments`` (the loop's, ``step``'s constants among them, whose values do not matter, only their tree, shapes,
     dtypes and placements) and ``variant`` (the loop's compiled length and anything else of its own that shapes
     it). ``step`` enters by its printed jaxpr, which names its operations, literals and constants' types but no
     constant's value: the loop takes those as an argument."""
-    digest = hashlib.sha256()
-    digest.update(_source_digest())
-    digest.update(_environment().encode())
+    digest = hashlib.sha256(setup_digest())
     digest.update(repr(variant).encode())
     digest.update(str(step.jaxpr).encode())
     leaves, tree = jax.tree_util.tree_flatten(arguments)
