@@ -140,27 +140,39 @@ def warmup(
         num_chains=…, seed=…)`` continues it.
     """
     num_warmup = integer_at_least(num_warmup, "num_warmup", 1)
-    plan = plan_run(
+    plan = _plan(
         model,
         proposal,
         test,
         initial_position,
         initial_positions,
-        num_samples=None,
+        num_warmup=num_warmup,
         num_chains=num_chains,
         seed=seed,
         progress=progress,
-        num_chunks=1,
-        num_warmup=num_warmup,
         target_acceptance=target_acceptance,
-        temperature_schedule=None,
-        step_size_schedule=None,
         adapt_covariance=adapt_covariance,
         driver=driver,
         mesh=mesh,
         check_starts=check_starts,
     )
     return run_warmup(plan, plan.program.initialise(plan.data, plan.starts), mesh)
+
+
+def _plan(model, proposal, test, initial_position, initial_positions, **settings) -> RunPlan:
+    """The plan of a warm-up: a run of no kept draws in one chunk, without schedules."""
+    return plan_run(
+        model,
+        proposal,
+        test,
+        initial_position,
+        initial_positions,
+        num_samples=None,
+        num_chunks=1,
+        temperature_schedule=None,
+        step_size_schedule=None,
+        **settings,
+    )
 
 
 def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> WarmupResult:
@@ -304,21 +316,17 @@ def compile_warmup(
     vmapped driver, step-size adaptation without a covariance window); returns whether it compiled one (not where
     the program is kept on disk already: the warm-up loads it itself).
     """
-    plan = plan_run(
+    plan = _plan(
         model,
         proposal,
         test,
         None,
         initial_positions,
-        num_samples=None,
+        num_warmup=num_warmup,
         num_chains=num_chains,
         seed=seed,
         progress=False,
-        num_chunks=1,
-        num_warmup=num_warmup,
         target_acceptance=None,
-        temperature_schedule=None,
-        step_size_schedule=None,
         adapt_covariance=False,
         driver="vmap",
         mesh=None,
