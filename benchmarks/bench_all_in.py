@@ -22,7 +22,8 @@ apart for ours). Data: ``logistic_regression.simulate(N, d, seed=0)``, prior N(0
   ``bench_logistic.py`` (``run_numpyro``): the Taylor proxy's 3 passes, each step's block, estimator and NUTS
   leapfrog points, warm-up included.
 
-Printed per N: seconds all in (and of it compilation, JAX's own duration events), bulk ESS (min over coordinates),
+Printed per N: seconds all in (and of it compilation: the wall time during which at least one of JAX's compile
+events was under way, ``_timing.CompileClock.wall_seconds``), bulk ESS (min over coordinates),
 ESS/s all in, ESS per 10⁶ points all in, the ratios ours / HMCECS, and the largest |mean − ref| / MCSE and
 |sd / ref sd − 1| against a reference (the exact independence Metropolis sampler with the Laplace proposal,
 ``bench_logistic.reference_posterior``, cached in ``~/.cache/tallmcmc/bench``).
@@ -95,12 +96,8 @@ sys.path.insert(0, {here!r})
 import jax, numpy as np
 if {x64}:  # float64 throughout (TunaMH's residual bound: float32 rounding exceeds it at large N, docs/tuna.md)
     jax.config.update("jax_enable_x64", True)
-compile_seconds = [0.0]
-def _on(event, duration, **_):
-    if event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                 "/jax/core/compile/backend_compile_duration"):
-        compile_seconds[0] += duration
-jax.monitoring.register_event_duration_secs_listener(_on)
+from _timing import CompileClock
+clock = CompileClock()  # wall time compiling: a compilation in sample_tall's compile-ahead thread counts once
 from tallmcmc.examples import logistic_regression
 covariates, response = logistic_regression.simulate({n}, {d}, seed=0)
 if {x64}:
@@ -110,7 +107,7 @@ model = logistic_regression.model(covariates, response)
 
 EPILOGUE = """
 np.save({out!r}, draws)
-print("RESULT " + json.dumps(dict(seconds=seconds, compile=compile_seconds[0], **extra)))
+print("RESULT " + json.dumps(dict(seconds=seconds, compile=clock.wall_seconds, **extra)))
 """
 
 
