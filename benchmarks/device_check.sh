@@ -17,6 +17,8 @@
 #   each).
 # * only with AGAINST (another tree's src folder, carried): bench_phases.py --runs 2 on that tree and on this one,
 #   alternating, AB_ROUNDS rounds (default 2; AB_SECONDS each).
+# * only with AHEAD_ROUNDS=K: bench_phases.py --runs 2 with TALLMCMC_COMPILE_AHEAD=1 and =0 alternating, K rounds
+#   (AHEAD_SECONDS each; ≈ 20 s a process pair on the H200) — sample_tall's compile-ahead thread, first and second run.
 # The defaults are sized from the H200 call of 2026-11-28 (RESULTS, "The N = 10⁷ rows on a GPU again"): 335 s for
 # the steps before bench_phases (HMCECS alone 197 s), plus ≈ 30 s to start the machine; within one 15-minute device
 # budget that leaves time for one shorter second call.
@@ -66,3 +68,10 @@ done) 2>&1 | tee "$OUT/flags.log"
             grep -E "run|the call|sampling_seconds|warm-up|fast setup"
     done
 done 2>&1 | tee "$OUT/against.log"
+[ -z "${AHEAD_ROUNDS:-}" ] || for round in $(seq "$AHEAD_ROUNDS"); do
+    for ahead in 1 0; do
+        echo "round $round: TALLMCMC_COMPILE_AHEAD=$ahead"
+        TALLMCMC_COMPILE_AHEAD=$ahead timeout ${AHEAD_SECONDS:-60} python3 benchmarks/bench_phases.py --num-data 1000000 \
+            --runs 2 2>&1 | grep -E "run|the call|warm-up|fast setup"
+    done
+done 2>&1 | tee "$OUT/ahead.log"
