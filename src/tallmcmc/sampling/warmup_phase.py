@@ -335,7 +335,11 @@ def compile_warmup(
     if not plan.adapt:
         return False
     states = plan.program.initialise(plan.data, plan.starts)
-    arguments = _adapting_arguments(plan, plan.chain_keys(WARMUP_STREAM))
+    # placeholder keys: the program depends on their type, shape and placement, not their values, and deriving the
+    # real ones runs seven small eager programs (compiled in ≈ 0.7 s on an H200) on this thread's way to the compiler
+    key_data = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0)))
+    placeholder_keys = jax.random.wrap_key_data(to_device(np.zeros((num_chains, *key_data.shape), key_data.dtype)))
+    arguments = _adapting_arguments(plan, placeholder_keys)
     adaptation = DualAveraging.start(num_chains)
     return plan.program.compile_ahead(arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, plan.num_warmup))
 
