@@ -42,11 +42,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
 import time
 
+HERE = pathlib.Path(__file__).resolve().parent  # the children import _timing from here
 SCRIPTS = {
     "quickstart": """
 import jax.numpy as jnp, tallmcmc
@@ -88,15 +90,15 @@ result = tallmcmc.sample(model, tallmcmc.random_walk(0.01), tallmcmc.minibatch_b
 """,
 }
 PROLOGUE = """
-import json, time, warnings, logging, traceback, collections
+import json, sys, time, warnings, logging, traceback, collections
 warnings.simplefilter("ignore")
 import jax
+sys.path.insert(0, "{here}")
+from _timing import CompileClock
+clock = CompileClock()  # compilation added up, and as wall time (threads compile at once)
 durations = collections.defaultdict(float)
-intervals = []  # (begin, end) of each compile event: their union is the wall time spent compiling
 def _on(event, duration, **_):
     durations[event.rsplit("/", 1)[-1]] += duration
-    if event.rsplit("/", 1)[-1] in ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compile_duration"):
-        intervals.append((time.perf_counter() - duration, time.perf_counter()))
 jax.monitoring.register_event_duration_secs_listener(_on)
 places = collections.defaultdict(lambda: collections.defaultdict(float))
 class _Where(logging.Handler):  # the tallmcmc frame that asked for each compilation (--where)
@@ -121,12 +123,8 @@ if {where}:
 EPILOGUE = """
 seconds = time.perf_counter() - began
 # backend_compile_duration wraps XLA's compilation or, on a persistent-cache hit, the load from the cache
-compiling = sum(durations[k] for k in ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compile_duration"))
-wall, reach = 0.0, -float("inf")  # while at least one compilation was under way (threads compile at once)
-for begin, end in sorted(intervals):
-    if end > reach:
-        wall, reach = wall + end - max(begin, reach), end
-print("RESULT " + json.dumps({"run": seconds, "compile": compiling, "compile_wall": wall, "parts": dict(durations),
+print("RESULT " + json.dumps({"run": seconds, "compile": clock.seconds, "compile_wall": clock.wall_seconds,
+                              "parts": dict(durations),
                               "sampling": result.sampling_seconds, "where": {k: dict(v) for k, v in places.items()}}))
 """
 
@@ -137,7 +135,7 @@ def run(
     script = SCRIPTS[name].replace("1_000_000", f"{num_data:_}")  # the recipe's and sample_tall's N
     script = script.replace("num_samples=2000", f"num_samples={draws}")  # sample_tall's draws per chain
     script = script.replace("seed=0", f"seed={seed}")
-    code = PROLOGUE.replace("{where}", str(where)) + script + EPILOGUE
+    code = PROLOGUE.replace("{where}", str(where)).replace("{here}", str(HERE)) + script + EPILOGUE
     began = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, timeout=1200

@@ -27,7 +27,6 @@ import hashlib
 import logging
 import os
 import threading
-import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -118,28 +117,22 @@ class CompiledAhead:
         After :meth:`join`: whether the function returned ``True`` (it compiled and kept a program).
     error
         After :meth:`join`: the exception it raised, or ``None``.
-    seconds
-        After :meth:`join`: how long it ran.
     """
 
-    def __init__(self, function: Callable[[], bool], name: str):
+    def __init__(self, function: Callable[[], bool], name: str = "tallmcmc-compile-ahead"):
         self.compiled = False
         self.error: BaseException | None = None
-        self.seconds = 0.0
         self._function = function
         # not a daemon: an interpreter that exits while XLA compiles in this thread waits for it
         self._thread = threading.Thread(target=self._run, name=name)
         self._thread.start()
 
     def _run(self) -> None:
-        began = time.perf_counter()
         try:
             self.compiled = bool(self._function())
         except Exception as error:  # noqa: BLE001 - the run compiles its own program instead
             self.error = error
             _log.debug("compiling ahead failed: %s: %s", type(error).__name__, error)
-        finally:
-            self.seconds = time.perf_counter() - began
 
     def join(self) -> CompiledAhead:
         """Wait until the compilation has finished; returns itself."""
@@ -147,17 +140,14 @@ class CompiledAhead:
         return self
 
 
-def compile_ahead(
-    function: Callable[[], bool], signature: str | None = None, name: str = "tallmcmc-compile-ahead"
-) -> CompiledAhead | None:
+def compile_ahead(function: Callable[[], bool], signature: str | None = None) -> CompiledAhead | None:
     """Start ``function`` (which compiles a program and offers it, returning whether it did) in a thread, if
     :func:`enabled` and no earlier thread of the same ``signature`` ran to its end; ``None`` otherwise.
 
     ``signature`` (from :func:`signature`) stands for what the program will be, known before it is traced: a thread
     that ends without an exception marks it (a file in the kept programs' folder), and a later run of the same
     script, whose program is then kept on disk and loads in a fraction of a second, starts no thread — a thread
-    would only compete with the run for the interpreter (measured: +0.05–0.12 s of a 1.5 s second run on two
-    cores). A signature that matches where the program does not (a model edited in a constant) costs that run
+    would only compete with the run for the interpreter (``docs/compilation.md``). A signature that matches where the program does not (a model edited in a constant) costs that run
     the time compiling ahead would have saved, nothing else.
     """
     if not enabled():
@@ -176,7 +166,7 @@ def compile_ahead(
                 pass
         return compiled
 
-    return CompiledAhead(compiled_then_marked, name)
+    return CompiledAhead(compiled_then_marked)
 
 
 def signature(*parts: Any) -> str:

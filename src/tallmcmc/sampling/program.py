@@ -208,7 +208,7 @@ class ChainProgram(NamedTuple):
         compiled = None if key is None else ahead.take(key)
         if compiled is None:
             compiled = self._compiled(loop, full, key, where, out_tree)
-        constants = one.constants
+        constants = full[-1]  # the trace's constants, on the device (``_prepared`` put them there)
 
         def run(*again):
             return compiled(*again, constants)
