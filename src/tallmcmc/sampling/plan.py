@@ -8,6 +8,7 @@ the warm-up's target, counts the setup passes and estimates the device memory.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -81,10 +82,20 @@ class RunPlan(NamedTuple):
 
     def chain_keys(self, stream: int | None = None) -> jax.Array:
         """``fold_in(key(seed), chain)`` per chain, of the kept draws or (``stream``) of another stream."""
-        base_key = jax.random.key(self.seed)
-        if stream is not None:
-            base_key = jax.random.fold_in(base_key, stream)
-        return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(self.num_chains))
+        seed = int(self.seed)
+        # a seed beyond int32 becomes a key eagerly (jax.random.key splits its bits; a traced int32 cannot hold it)
+        return _chain_keys(seed if -(2**31) <= seed < 2**31 else jax.random.key(seed), stream, self.num_chains)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _chain_keys(seed, stream: int | None, num_chains: int) -> jax.Array:
+    """:meth:`RunPlan.chain_keys` as one compiled program (eagerly, the seed, the stream's fold and the chains'
+    folds compile seven small programs: 0.28 s of a first run on two CPU cores, 0.67 s on an H200). ``seed`` is
+    an int32 seed or a key."""
+    base_key = seed if jax.dtypes.issubdtype(seed.dtype, jax.dtypes.prng_key) else jax.random.key(seed)
+    if stream is not None:
+        base_key = jax.random.fold_in(base_key, stream)
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(num_chains))
 
 
 def plan_run(
