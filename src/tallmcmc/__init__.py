@@ -16,6 +16,10 @@ from tallmcmc import compilation_cache
 
 compilation_cache.configure()  # JAX's persistent compilation cache, on unless TALLMCMC_COMPILATION_CACHE=0
 
+from tallmcmc import threefry_lowering  # noqa: E402
+
+threefry_lowering.configure()  # JAX's random numbers' hash straight-line on a CPU, unless TALLMCMC_THREEFRY_STRAIGHT=0
+
 from typing import TYPE_CHECKING  # noqa: E402
 
 from tallmcmc import acceptance, correction, distributed, proposals  # noqa: E402

@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tallmcmc import compiler_options
+from tallmcmc import compiler_options, threefry_lowering
 
 __all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "is_kept", "program_key", "setup_digest"]
 
@@ -70,8 +70,8 @@ LOGGING_FLAGS = frozenset({"jax_log_compiles", "jax_explain_cache_misses"})
 
 
 def _environment() -> str:
-    """JAX's and jaxlib's versions, the backend, the device kind, the XLA options and every JAX flag but those that
-    only log."""
+    """JAX's and jaxlib's versions, the backend, the device kind, the XLA options, the Threefry lowering
+    (:mod:`tallmcmc.threefry_lowering`) and every JAX flag but those that only log."""
     device = jax.devices()[0]
     flags = sorted((name, repr(value)) for name, value in jax.config.values.items() if name not in LOGGING_FLAGS)
     return repr(
@@ -82,6 +82,7 @@ def _environment() -> str:
             device.device_kind,
             jax.device_count(),
             compiler_options.chain_compiler_options(),
+            threefry_lowering.APPLIED,
             flags,
         )
     )
