@@ -11,6 +11,7 @@ grows towards half an oscillation of the proxy and the proposals mirror the curr
 
 import json
 import pathlib
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -174,7 +175,12 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     passed, report = reproduces(result, mean, sd, reference_error)
     assert passed, report
     diagnosis = result.diagnosis
-    assert diagnosis.decision == decision and diagnosis.warmup_settled and not diagnosis.problems, str(diagnosis)
+    assert diagnosis.decision == decision and diagnosis.warmup_settled, str(diagnosis)
+    # the mixture's sticky tails are what the diagnosis reports (the sd's ESS 0.42 of the bulk ESS here), and nothing
+    # else; the regression's posterior is close to Gaussian, and nothing is reported
+    expected = ["sd mixed far slower than its mean"] if name == "mixture" else []
+    assert [p for p in diagnosis.problems if not any(e in p for e in expected)] == [], str(diagnosis)
+    assert len(diagnosis.problems) == len(expected), str(diagnosis)
     choice = diagnosis.choice
     assert diagnosis.r_hat_max <= 1.01 and choice.use.fraction < 0.25
     # by data points alone the minibatch test wins on both; the price of a residual decides
@@ -203,6 +209,40 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
         sum(result.setup_data_used.values()) + result.warmup_info["data_used"].sum() + result.data_used.sum()
     )
     assert f"decision: {decision}" in str(diagnosis) and choice.minibatch == (decision == "minibatch")
+
+
+def sticky_tails_reported(model, start, seed) -> tuple[bool, float]:
+    """Whether a default ``sample_tall`` run warns that its sds mixed far slower than its means, and the ratio."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = tallmcmc.sample_tall(model, start, seed=seed, progress=False)
+    said = [str(w.message) for w in caught if "sd mixed far slower than its mean" in str(w.message)]
+    reported = [p for p in result.diagnosis.problems if "sd mixed far slower than its mean" in p]
+    assert len(said) == len(reported), (said, reported)  # every problem is also warned about
+    return bool(reported), result.diagnosis.ess_sd_ratio_min
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_default_run_on_the_mixture_says_its_tails_mix_slowly(mixture, seed):
+    """N = 1,000 mixture, defaults (4 x 2,000 draws, the exact test): the chains stick in tails heavier than the
+    Laplace approximation (sds 2% narrow on average over 8 seeds of 4 x 16,000 draws against NUTS, the sd's ESS
+    0.5-4% of the draws against NUTS's 19%: benchmarks/RESULTS.md); the diagnosis must say so. On the regression
+    (close to Gaussian) the same check stays silent (the test above and the next)."""
+    reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], seed)
+    assert reported and ratio < tallmcmc.automatic.SD_ESS_RATIO_LIMIT, ratio
+
+
+def test_the_sticky_tails_check_is_silent_near_a_gaussian_posterior(regression):
+    reported, ratio = sticky_tails_reported(regression[0], None, 1)
+    assert not reported and ratio > 0.7, ratio
+
+
+def test_a_check_that_reads_the_bulk_ess_for_the_sd_misses_the_mixture(mixture, monkeypatch):
+    """The deliberately wrong check (the sd's ESS taken as the draws' bulk ESS) passes the mixture silently."""
+    bulk = arviz_bridge.ess
+    monkeypatch.setattr(arviz_bridge, "ess", lambda draws, method="bulk": bulk(draws))
+    reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], 1)
+    assert not reported and ratio == pytest.approx(1.0)
 
 
 def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why():

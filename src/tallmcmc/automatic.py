@@ -121,6 +121,12 @@ SETTLED_TOLERANCE = 0.15
 SETTLED_FACTOR_RATIO = 3.0
 #: The diagnosis warns about r̂ above this (Vehtari et al. 2021).
 RHAT_LIMIT = 1.01
+#: The diagnosis reports a problem where a coordinate's ESS for its sd is below this fraction of its bulk ESS. With
+#: the proxy-HMC move at a quarter period, ESS(sd) ≈ ESS(mean) on a Gaussian posterior (``docs/warmup.md``'s rotation
+#: model); measured 0.73-0.97 (min over coordinates) on the regression examples from N = 2,000 to 10⁶ at 4 × 500 and
+#: 4 × 2,000 draws, and 0.15-0.38 on the N = 1,000 normal mixture, whose tails the chains visit rarely and stick in
+#: (``docs/sample_tall.md``, "When the second moments mix slower than the means").
+SD_ESS_RATIO_LIMIT = 0.5
 #: ``setup="auto"`` uses :func:`tallmcmc.fast_setup` from this many rows (``docs/setup.md``, "Where it pays") ...
 FAST_SETUP_MIN_ROWS = 200_000
 #: ... and from this many rows per coordinate, up to :data:`FAST_SETUP_MAX_DIMENSION` coordinates.
@@ -372,6 +378,10 @@ class TallDiagnosis:
         factors (``None`` without a proxy proposal).
     problems
         The findings that say the result may be wrong (also warned about).
+    ess_sd_ratio_min
+        Over every coordinate, ArviZ's ESS for the sd (of the squared
+        deviations) over the bulk ESS; below :data:`SD_ESS_RATIO_LIMIT` it is
+        a problem (the chains visit the tails rarely).
     proposal, test
         What made the kept draws: ``tallmcmc.sample(model, d.proposal,
         d.test, resume=result, num_samples=…)`` continues the run, as does
@@ -395,6 +405,7 @@ class TallDiagnosis:
     problems: list[str] = dataclasses.field(default_factory=list)
     proposal: Any = None
     test: Any = None
+    ess_sd_ratio_min: float = float("nan")
 
     def __str__(self) -> str:
         lines = [f"decision: {self.decision} — {self.reason}"]
@@ -409,7 +420,10 @@ class TallDiagnosis:
                 f"error bound: median {self.error_bound_median:.3g}, {100 * self.vacuous_fraction:.3g}% of subsampled "
                 f"steps ≥ {VACUOUS_ERROR_BOUND}"
             )
-        lines.append(f"r̂ max {self.r_hat_max:.4g}, bulk ESS min {self.ess_bulk_min:.0f}")
+        lines.append(
+            f"r̂ max {self.r_hat_max:.4g}, bulk ESS min {self.ess_bulk_min:.0f}, ESS of the sd / bulk ESS min "
+            f"{self.ess_sd_ratio_min:.2f}"
+        )
         if self.warmup_settled is not None:
             lines.append(f"warm-up settled: {'yes' if self.warmup_settled else 'NO'}")
         lines.extend(f"problem: {problem}" for problem in self.problems)
@@ -1018,6 +1032,7 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
     flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
     rhat = arviz_bridge.rhat(flat).tolist() if result.num_chains > 1 else []
     ess = arviz_bridge.ess(flat).tolist()
+    sd_ratios = np.ravel(arviz_bridge.ess(flat, method="sd")) / np.ravel(ess)
     settled = None if proposal is None else _warmup_settled(result, proposal, num_warmup)
     problems = list(problems)
     rhat_max = max(rhat) if rhat else float("nan")
@@ -1025,6 +1040,15 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
         problems.append(
             f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on some coordinate: the chains disagree; run longer (num_samples, "
             "num_warmup) before trusting the draws"
+        )
+    worst = int(np.nanargmin(sd_ratios)) if np.isfinite(sd_ratios).any() else None
+    if worst is not None and sd_ratios[worst] < SD_ESS_RATIO_LIMIT:
+        problems.append(
+            f"coordinate {worst}'s sd mixed far slower than its mean (ESS of the sd {sd_ratios[worst]:.2f} of the "
+            f"bulk ESS {ess[worst]:.0f}; about 1 on a Gaussian posterior): the chains rarely reach the posterior's "
+            "tails, which are heavier than the Laplace approximation the proposal follows, and stay there long when "
+            "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; compare a much longer "
+            "run (num_samples), or sample this posterior with full-data gradients (NUTS)"
         )
     if np.isfinite(vacuous) and vacuous > 0.5:
         problems.append(
@@ -1052,6 +1076,7 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
         ess_bulk_min=min(ess),
         warmup_settled=settled,
         problems=problems,
+        ess_sd_ratio_min=float(np.nanmin(sd_ratios)) if worst is not None else float("nan"),
     )
 
 
