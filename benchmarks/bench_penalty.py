@@ -6,6 +6,8 @@ Usage::
     python benchmarks/bench_penalty.py --target mixture --draws 16000 --seeds 5 6
     python benchmarks/bench_penalty.py --target mixture --draws 16000 --tests exact --seeds 5 6 7 8 9 10 11 12 \
         --jitters 0.2 0.6 0.9          # the proxy-HMC step's jitter, on the exact test's chains
+    python benchmarks/bench_penalty.py --target mixture --draws 16000 --tests exact nuts --seeds 5 6 7 8 9 10 11 12 \
+        --times 0.125 0.25 0.5         # NumPyro's NUTS beside it; the proxy-HMC integration time (× π)
 
 ``--target logistic``: ``sample_tall(model, minibatch_test=...)`` on ``logistic_regression.simulate(N, 10,
 seed=0)`` with each of ``"penalty"`` and ``"barker"`` (4 chains, ``--draws`` kept per chain, the same seed), and
@@ -18,7 +20,11 @@ reference a long NUTS run in ``tests/data/reference_posteriors.json``), the mini
 ``residual_cost=1.0``: each test's sd / reference sd per coordinate and its z, with the exact test beside them —
 where the normal approximation of Δ* is weakest (Var(Δ*) up to 1 in the posterior's tails). The sd's z uses the
 Monte Carlo error of the squared deviations (their own ESS), not the draws' bulk ESS (until 2026-11-28 it did, which
-overstated |z| about twofold on this target).
+overstated |z| about twofold on this target). ``--tests nuts`` adds NumPyro's NUTS on the same log density
+(``[bench]``; 1,000 warm-up steps, the same starts and draws), scored the same way: the control for what a sampler
+that follows the posterior's own gradient gets on this target with these seeds. ``--times`` sets
+``sample_tall``'s proxy-HMC integration time (``tallmcmc.automatic.INTEGRATION_TIME``, in units of π; its default
+is ½) for the ``sample_tall`` rows; a summary line per row group gives the mean sd / reference sd over the seeds.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import pathlib
 import sys
 import time
@@ -98,31 +105,80 @@ def mixture(args) -> None:
         "ESS per draw: bulk, squared deviations (min) |"
     )
     print("|---|---:|---|---:|---:|---:|---:|---|")
-    default_jitter = tallmcmc.automatic.STEP_SIZE_JITTER
-    for jitter, test, seed in itertools.product(args.jitters or [default_jitter], args.tests, args.seeds):
-        tallmcmc.automatic.STEP_SIZE_JITTER = jitter  # ε·U(1 − j, 1 + j): integration times π/2·(1 ± j)
-        options = dict(residual_cost=1e6) if test == "exact" else dict(residual_cost=1.0, minibatch_test=test)
-        result = tallmcmc.sample_tall(model, start, num_samples=args.draws, seed=seed, progress=False, **options)
-        draws = np.asarray(result.positions, np.float64)
-        flat = draws.reshape(-1, draws.shape[-1])
-        ess = np.ravel(arviz_bridge.ess(draws, method="bulk"))
-        got = flat.std(0)
-        # the sd's MCSE from the squared deviations' own ESS (the delta method: sd = √v, MCSE(v)/(2 sd)); the
-        # bulk ESS of the draws overstates it where the chains visit the tails rarely (4-5× here)
-        squares = (draws - flat.mean(0)) ** 2
-        ess_squares = np.ravel(arviz_bridge.ess(squares, method="mean"))
-        mcse_own = np.sqrt(squares.reshape(flat.shape).var(0) / ess_squares) / (2 * got)
-        z_sd = (got - sd) / np.hypot(mcse_own, mcse_sd)
-        z_mean = np.abs(flat.mean(0) - mean) / np.hypot(got / np.sqrt(ess), [row["mcse_mean"] for row in moments])
-        ratios = ", ".join(f"{r:.3f} ({z:+.1f})" for r, z in zip(got / sd, z_sd, strict=True))
-        rhat = float(np.max(arviz_bridge.rhat(draws)))
+    default_jitter, default_time = tallmcmc.automatic.STEP_SIZE_JITTER, tallmcmc.automatic.INTEGRATION_TIME
+    groups: dict[str, list[np.ndarray]] = {}
+    runs = itertools.product(args.times or [default_time / math.pi], args.jitters or [default_jitter], args.tests)
+    for time_in_pi, jitter, test in runs:
+        if test == "nuts" and (jitter != default_jitter or time_in_pi * math.pi != default_time):
+            continue  # NUTS has neither: one group of rows
+        for seed in args.seeds:
+            tallmcmc.automatic.STEP_SIZE_JITTER = jitter  # ε·U(1 − j, 1 + j): integration times T·(1 ± j)
+            tallmcmc.automatic.INTEGRATION_TIME = time_in_pi * math.pi
+            if test == "nuts":
+                draws, accepted, bound, label = nuts_draws(model, start, args.draws, seed), float("nan"), 0.0, "NUTS"
+            else:
+                options = dict(residual_cost=1e6) if test == "exact" else dict(residual_cost=1.0, minibatch_test=test)
+                result = tallmcmc.sample_tall(
+                    model, start, num_samples=args.draws, seed=seed, progress=False, **options
+                )
+                draws = np.asarray(result.positions, np.float64)
+                accepted, bound = np.mean(result.info["accepted"]), np.mean(result.info["error_bound"])
+                label = f"{test} ({result.diagnosis.decision})"
+                label += "" if jitter == default_jitter else f", jitter {jitter}"
+                label += "" if time_in_pi * math.pi == default_time else f", T = {time_in_pi}π"
+            row = score(draws, mean, sd, mcse_sd, moments)
+            groups.setdefault(label, []).append(row["ratios"])
+            print(f"| {label} | {seed} | {row['text']} | {accepted:.3f} | {bound:.2g} | {row['ess']} |", flush=True)
+    tallmcmc.automatic.STEP_SIZE_JITTER, tallmcmc.automatic.INTEGRATION_TIME = default_jitter, default_time
+    for label, ratios in groups.items():
+        ratios = np.array(ratios)
+        spread = ratios.std(0, ddof=1) / np.sqrt(len(ratios)) if len(ratios) > 1 else np.full(ratios.shape[1], np.nan)
         print(
-            f"| {test} ({result.diagnosis.decision}){'' if jitter == default_jitter else f', jitter {jitter}'} | "
-            f"{seed} | {ratios} | {z_mean.max():.1f} | {rhat:.3f} | "
-            f"{np.mean(result.info['accepted']):.3f} | {np.mean(result.info['error_bound']):.2g} | "
-            f"{ess.min() / flat.shape[0]:.3f}, {ess_squares.min() / flat.shape[0]:.3f} |",
-            flush=True,
+            f"mean sd / reference sd over {len(ratios)} seeds, {label}: "
+            + ", ".join(f"{m:.4f} ± {e:.4f}" for m, e in zip(ratios.mean(0), spread, strict=True))
         )
+
+
+def nuts_draws(model, start, draws: int, seed: int) -> np.ndarray:
+    """NumPyro's NUTS on ``model``'s log density (4 chains vectorised, 1,000 warm-up steps): ``(chain, draw, d)``."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer import MCMC, NUTS
+
+    def potential(position):
+        return -(model.log_prior(position) + jnp.sum(model.per_datum_log_likelihood(position, model.data)))
+
+    mcmc = MCMC(
+        NUTS(potential_fn=potential),
+        num_warmup=1000,
+        num_samples=draws,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(seed), init_params=jnp.tile(jnp.asarray(start), (4, 1)))
+    return np.asarray(mcmc.get_samples(group_by_chain=True), np.float64)
+
+
+def score(draws: np.ndarray, mean, sd, mcse_sd, moments) -> dict:
+    """sd / reference sd and its z per coordinate, max |z| of the means, r̂, and ESS per draw of one run."""
+    flat = draws.reshape(-1, draws.shape[-1])
+    ess = np.ravel(arviz_bridge.ess(draws, method="bulk"))
+    got = flat.std(0)
+    # the sd's MCSE from the squared deviations' own ESS (the delta method: sd = √v, MCSE(v)/(2 sd)); the
+    # bulk ESS of the draws overstates it where the chains visit the tails rarely (4-5× here)
+    squares = (draws - flat.mean(0)) ** 2
+    ess_squares = np.ravel(arviz_bridge.ess(squares, method="mean"))
+    mcse_own = np.sqrt(squares.reshape(flat.shape).var(0) / ess_squares) / (2 * got)
+    z_sd = (got - sd) / np.hypot(mcse_own, mcse_sd)
+    z_mean = np.abs(flat.mean(0) - mean) / np.hypot(got / np.sqrt(ess), [row["mcse_mean"] for row in moments])
+    ratios = ", ".join(f"{r:.3f} ({z:+.1f})" for r, z in zip(got / sd, z_sd, strict=True))
+    rhat = float(np.max(arviz_bridge.rhat(draws)))
+    return {
+        "ratios": got / sd,
+        "text": f"{ratios} | {z_mean.max():.1f} | {rhat:.3f}",
+        "ess": f"{ess.min() / flat.shape[0]:.3f}, {ess_squares.min() / flat.shape[0]:.3f}",
+    }
 
 
 def main() -> None:
@@ -134,9 +190,16 @@ def main() -> None:
     parser.add_argument(
         "--tests",
         nargs="+",
-        choices=["penalty", "barker", "exact"],
+        choices=["penalty", "barker", "exact", "nuts"],
         default=["penalty", "barker", "exact"],
-        help="mixture: which tests' rows",
+        help="mixture: which tests' rows (nuts: NumPyro's NUTS on the same log density)",
+    )
+    parser.add_argument(
+        "--times",
+        type=float,
+        nargs="+",
+        default=None,
+        help="mixture: sample_tall's proxy-HMC integration time set to each (in units of π; its default is 0.5)",
     )
     parser.add_argument(
         "--jitters",
