@@ -22,7 +22,9 @@ where the normal approximation of Δ* is weakest (Var(Δ*) up to 1 in the poster
 Monte Carlo error of the squared deviations (their own ESS), not the draws' bulk ESS (until 2026-11-28 it did, which
 overstated |z| about twofold on this target). ``--tests nuts`` adds NumPyro's NUTS on the same log density
 (``[bench]``; 1,000 warm-up steps, the same starts and draws), scored the same way: the control for what a sampler
-that follows the posterior's own gradient gets on this target with these seeds. ``--times`` sets
+that follows the posterior's own gradient gets on this target with these seeds; ``--tests hmc`` adds tallmcmc's own
+full-data HMC under the exact test (``minibatch_hamiltonian`` with b = N, one minibatch per trajectory), the remedy
+``docs/sample_tall.md`` names. ``--times`` sets
 ``sample_tall``'s proxy-HMC integration time (``tallmcmc.automatic.INTEGRATION_TIME``, in units of π; its default
 is ½) for the ``sample_tall`` rows; a summary line per row group gives the mean sd / reference sd over the seeds.
 """
@@ -109,13 +111,16 @@ def mixture(args) -> None:
     groups: dict[str, list[np.ndarray]] = {}
     runs = itertools.product(args.times or [default_time / math.pi], args.jitters or [default_jitter], args.tests)
     for time_in_pi, jitter, test in runs:
-        if test == "nuts" and (jitter != default_jitter or time_in_pi * math.pi != default_time):
-            continue  # NUTS has neither: one group of rows
+        if test in ("nuts", "hmc") and (jitter != default_jitter or time_in_pi * math.pi != default_time):
+            continue  # neither has sample_tall's proxy move: one group of rows
         for seed in args.seeds:
             tallmcmc.automatic.STEP_SIZE_JITTER = jitter  # ε·U(1 − j, 1 + j): integration times T·(1 ± j)
             tallmcmc.automatic.INTEGRATION_TIME = time_in_pi * math.pi
             if test == "nuts":
                 draws, accepted, bound, label = nuts_draws(model, start, args.draws, seed), float("nan"), 0.0, "NUTS"
+            elif test == "hmc":
+                draws, accepted = full_data_hmc_draws(model, start, args.draws, seed)
+                bound, label = 0.0, "full-data HMC (L = 3), exact test"
             else:
                 options = dict(residual_cost=1e6) if test == "exact" else dict(residual_cost=1.0, minibatch_test=test)
                 result = tallmcmc.sample_tall(
@@ -160,6 +165,33 @@ def nuts_draws(model, start, draws: int, seed: int) -> np.ndarray:
     return np.asarray(mcmc.get_samples(group_by_chain=True), np.float64)
 
 
+def full_data_hmc_draws(model, start, draws: int, seed: int) -> tuple[np.ndarray, float]:
+    """HMC on the posterior itself under the exact test: ``minibatch_hamiltonian`` with b = N and one minibatch per
+    trajectory (its gradients are the full data's), L = 3, preconditioned by the Laplace covariance, its step
+    adapted to a Metropolis acceptance of 0.8 over 1,000 warm-up steps; 4 chains from Laplace draws."""
+    import jax.numpy as jnp
+
+    mode = tallmcmc.find_mode(model, jnp.asarray(start))
+    covariance = tallmcmc.laplace_covariance(mode)
+    proposal = tallmcmc.minibatch_hamiltonian(
+        math.pi / 6, 3, model.num_data, minibatch="trajectory", preconditioner=covariance
+    )
+    noise = np.random.default_rng(seed).multivariate_normal(np.zeros(len(start)), np.asarray(covariance), 4)
+    result = tallmcmc.sample(
+        model,
+        proposal,
+        tallmcmc.exact_metropolis(),
+        initial_positions=mode.position + jnp.asarray(noise, jnp.float32),
+        num_chains=4,
+        num_warmup=1000,
+        num_samples=draws,
+        seed=seed,
+        progress=False,
+        target_acceptance=0.8,
+    )
+    return np.asarray(result.positions, np.float64), float(np.mean(result.info["accepted"]))
+
+
 def score(draws: np.ndarray, mean, sd, mcse_sd, moments) -> dict:
     """sd / reference sd and its z per coordinate, max |z| of the means, r̂, and ESS per draw of one run."""
     flat = draws.reshape(-1, draws.shape[-1])
@@ -190,9 +222,10 @@ def main() -> None:
     parser.add_argument(
         "--tests",
         nargs="+",
-        choices=["penalty", "barker", "exact", "nuts"],
+        choices=["penalty", "barker", "exact", "nuts", "hmc"],
         default=["penalty", "barker", "exact"],
-        help="mixture: which tests' rows (nuts: NumPyro's NUTS on the same log density)",
+        help="mixture: which tests' rows (nuts: NumPyro's NUTS on the same log density; hmc: full-data HMC under the "
+        "exact test, tallmcmc.minibatch_hamiltonian with b = N)",
     )
     parser.add_argument(
         "--times",

@@ -1048,7 +1048,9 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
             f"bulk ESS {ess[worst]:.0f}; about 1 on a Gaussian posterior): the chains rarely reach the posterior's "
             "tails, which are heavier than the Laplace approximation the proposal follows, and stay there long when "
             "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; compare a much longer "
-            "run (num_samples), or sample this posterior with full-data gradients (NUTS)"
+            "run (num_samples), or sample this posterior with full-data gradients: minibatch_hamiltonian(ε, 3, N, "
+            "minibatch='trajectory', preconditioner=laplace_covariance(mode)) under exact_metropolis(), or NUTS "
+            "(docs/sample_tall.md, 'When the second moments mix slower than the means')"
         )
     if np.isfinite(vacuous) and vacuous > 0.5:
         problems.append(
