@@ -222,19 +222,14 @@ def sticky_tails_reported(model, start, seed) -> tuple[bool, float]:
     return bool(reported), result.diagnosis.ess_sd_ratio_min
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_the_default_run_on_the_mixture_says_its_tails_mix_slowly(mixture, seed):
+def test_the_default_run_on_the_mixture_says_its_tails_mix_slowly(mixture):
     """N = 1,000 mixture, defaults (4 x 2,000 draws, the exact test): the chains stick in tails heavier than the
-    Laplace approximation (sds 2% narrow on average over 8 seeds of 4 x 16,000 draws against NUTS, the sd's ESS
-    0.5-4% of the draws against NUTS's 19%: benchmarks/RESULTS.md); the diagnosis must say so. On the regression
-    (close to Gaussian) the same check stays silent (the test above and the next)."""
-    reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], seed)
+    Laplace approximation (sds up to 2% narrow on average over 8 seeds of 4 x 16,000 draws against NUTS, the sd's
+    ESS 0.5-4% of the draws against NUTS's 19%: benchmarks/RESULTS.md); the diagnosis must say so (measured 0.15-0.38
+    over seeds 1-4). The minibatch path on the mixture reports it too, and the regression, close to Gaussian, stays
+    silent (both in the reference test above, which asserts each run's whole list of problems)."""
+    reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], 1)
     assert reported and ratio < tallmcmc.automatic.SD_ESS_RATIO_LIMIT, ratio
-
-
-def test_the_sticky_tails_check_is_silent_near_a_gaussian_posterior(regression):
-    reported, ratio = sticky_tails_reported(regression[0], None, 1)
-    assert not reported and ratio > 0.7, ratio
 
 
 def test_a_check_that_reads_the_bulk_ess_for_the_sd_misses_the_mixture(mixture, monkeypatch):
