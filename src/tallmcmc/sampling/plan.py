@@ -90,8 +90,8 @@ class RunPlan(NamedTuple):
 @partial(jax.jit, static_argnums=(1, 2))
 def _chain_keys(seed, stream: int | None, num_chains: int) -> jax.Array:
     """:meth:`RunPlan.chain_keys` as one compiled program (eagerly, the seed, the stream's fold and the chains'
-    folds compile seven small programs: 0.28 s of a first run on two CPU cores, 0.67 s on an H200). ``seed`` is
-    an int32 seed or a key."""
+    folds are seven small programs, each compiled on a first run: ``docs/compilation.md``). ``seed`` is an int32
+    seed or a key."""
     base_key = seed if jax.dtypes.issubdtype(seed.dtype, jax.dtypes.prng_key) else jax.random.key(seed)
     if stream is not None:
         base_key = jax.random.fold_in(base_key, stream)
