@@ -21,10 +21,11 @@ from pathlib import Path
 
 import jax
 
+from tallmcmc._switches import is_off
+
 __all__ = ["ENVIRONMENT_VARIABLE", "configure", "default_directory"]
 
 ENVIRONMENT_VARIABLE = "TALLMCMC_COMPILATION_CACHE"
-OFF = {"0", "off", "false", "no"}
 
 
 def default_directory() -> Path:
@@ -45,7 +46,7 @@ def configure(environ: dict[str, str] | None = None) -> Path | None:
     if already:
         return Path(already)
     value = environ.get(ENVIRONMENT_VARIABLE, "").strip()
-    if value.lower() in OFF:
+    if is_off(value):
         return None
     directory = Path(value).expanduser() if value else default_directory()
     jax.config.update("jax_compilation_cache_dir", str(directory))

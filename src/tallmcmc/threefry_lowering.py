@@ -19,12 +19,11 @@ Opt out with the environment variable ``TALLMCMC_THREEFRY_STRAIGHT=0`` (read at 
 
 from __future__ import annotations
 
-import os
+from tallmcmc._switches import switched_off
 
 __all__ = ["APPLIED", "ENVIRONMENT_VARIABLE", "configure"]
 
 ENVIRONMENT_VARIABLE = "TALLMCMC_THREEFRY_STRAIGHT"
-OFF = {"0", "off", "false", "no"}
 #: Whether :func:`configure` registered the straight-line rule for the CPU in this process.
 APPLIED = False
 
@@ -38,8 +37,7 @@ def configure(environ: dict[str, str] | None = None) -> bool:
     program lowered either way is never loaded for the other.
     """
     global APPLIED
-    environ = os.environ if environ is None else environ
-    if environ.get(ENVIRONMENT_VARIABLE, "").strip().lower() in OFF:
+    if switched_off(ENVIRONMENT_VARIABLE, environ):
         return APPLIED
     try:
         from jax._src.interpreters import mlir

@@ -25,13 +25,13 @@ import collections
 import contextlib
 import hashlib
 import logging
-import os
 import threading
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tallmcmc._switches import switched_off
 from tallmcmc.sampling import program_cache
 
 __all__ = [
@@ -64,7 +64,7 @@ _offers_lock = threading.Lock()
 
 def enabled() -> bool:
     """Whether programs are compiled ahead (unless ``TALLMCMC_COMPILE_AHEAD`` is ``0``)."""
-    return os.environ.get(ENVIRONMENT_VARIABLE, "").strip().lower() not in ("0", "false", "no", "off")
+    return not switched_off(ENVIRONMENT_VARIABLE)
 
 
 @contextlib.contextmanager
@@ -119,12 +119,12 @@ class CompiledAhead:
         After :meth:`join`: the exception it raised, or ``None``.
     """
 
-    def __init__(self, function: Callable[[], bool], name: str = "tallmcmc-compile-ahead"):
+    def __init__(self, function: Callable[[], bool]):
         self.compiled = False
         self.error: BaseException | None = None
         self._function = function
         # not a daemon: an interpreter that exits while XLA compiles in this thread waits for it
-        self._thread = threading.Thread(target=self._run, name=name)
+        self._thread = threading.Thread(target=self._run, name="tallmcmc-compile-ahead")
         self._thread.start()
 
     def _run(self) -> None:

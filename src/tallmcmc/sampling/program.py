@@ -154,7 +154,7 @@ class ChainProgram(NamedTuple):
         where it has no key."""
         if self.source[3] is not None:
             return False
-        _, loop, full, key, where, out_tree = self._prepared(arguments, length, needs_key=True)
+        loop, full, key, where, out_tree = self._prepared(arguments, length, needs_key=True)
         if key is None or (where is not None and program_cache.is_kept(key, where)):
             return False
         with ahead.announced(key):  # a warm-up that traces to this program waits for it rather than compiling it
@@ -162,7 +162,7 @@ class ChainProgram(NamedTuple):
         return True
 
     def _prepared(self, arguments: tuple, length: int, needs_key: bool = False):
-        """One chain's step traced, the loop around it, its full arguments (the trace's constants last), its
+        """The loop around one chain's step traced once, its full arguments (the trace's constants last), its
         program key (``None`` if not needed: no cache folder, nothing on offer), the cache folder and the loop's
         output tree."""
         _, proposal, _, _ = self.source
@@ -180,7 +180,7 @@ class ChainProgram(NamedTuple):
         _, states, adaptation = arguments[:3]
         state, info = one.shapes
         out_tree = jax.tree_util.tree_structure(((states, adaptation), (state.position, info)))
-        return one, loop, full, key, where, out_tree
+        return loop, full, key, where, out_tree
 
     def _compiled(self, loop: Callable, full: tuple, key: str | None, where, out_tree) -> Any:
         """``loop`` compiled for ``full``: through the lowered program kept between processes where there is a cache
@@ -204,7 +204,7 @@ class ChainProgram(NamedTuple):
         _, _, _, layout = self.source
         if layout is not None:
             return compiler_options.jit(self.run_tuned_chunk(length)).lower(*arguments).compile()
-        one, loop, full, key, where, out_tree = self._prepared(arguments, length)
+        loop, full, key, where, out_tree = self._prepared(arguments, length)
         compiled = None if key is None else ahead.take(key)
         if compiled is None:
             compiled = self._compiled(loop, full, key, where, out_tree)

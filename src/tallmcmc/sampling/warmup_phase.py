@@ -336,7 +336,7 @@ def compile_warmup(
         return False
     states = plan.program.initialise(plan.data, plan.starts)
     # placeholder keys: the program depends on their type, shape and placement, not their values, and deriving the
-    # real ones runs seven small eager programs (compiled in ≈ 0.7 s on an H200) on this thread's way to the compiler
+    # real ones (RunPlan.chain_keys) compiles a program of its own on this thread's way to the compiler
     key_data = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0)))
     placeholder_keys = jax.random.wrap_key_data(to_device(np.zeros((num_chains, *key_data.shape), key_data.dtype)))
     arguments = _adapting_arguments(plan, placeholder_keys)
