@@ -15,6 +15,7 @@ import pytest
 import tallmcmc
 from tallmcmc.examples import gaussian_mean
 from tallmcmc.sampling import program_cache
+from tallmcmc.setup_fast import fast_setup
 
 DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float32)
 OTHER_DATA = np.random.default_rng(4).normal(-0.5, 2.0, size=(3000, 2)).astype(np.float32)
@@ -133,3 +134,46 @@ def test_no_folder_without_a_local_cache():
         assert program_cache.folder() == program_cache.Path("/some/folder") / program_cache.FOLDER_NAME
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def scaled_model(scale):
+    """xᵢ ~ N(θ, diag(scale²)) with ``scale`` closed over as an array: a constant of the likelihood's trace."""
+    scale = jnp.asarray(scale, jnp.float32)
+
+    def log_likelihood(theta, x):
+        return -0.5 * jnp.sum(((x - theta) / scale) ** 2)
+
+    return tallmcmc.Model(
+        log_likelihood, lambda theta: -0.5 * jnp.sum(theta**2) / 100.0, jnp.asarray(SETUP_DATA), position_shape=(2,)
+    )
+
+
+SETUP_DATA = np.random.default_rng(5).normal(1.0, 1.0, size=(200_000, 2)).astype(np.float32)
+
+
+def setup_values(scale):
+    setup = fast_setup(scaled_model(scale))
+    assert setup.full_passes == 2  # the fast path, not find_mode's fallback
+    sums = (setup.control_variate.gradient_sum, setup.control_variate.hessian_sum)
+    return [np.asarray(setup.mode.position), np.asarray(setup.covariance), *map(np.asarray, sums)]
+
+
+def test_the_setup_pass_is_kept_and_takes_the_likelihoods_constants_as_an_argument(tmp_path, monkeypatch):
+    """``fast_setup``'s data pass is kept like a chain program, keyed by the likelihood's trace of one chunk: a
+    second setup loads it and computes what a direct compilation computes, and a likelihood whose closed-over
+    array differs (same shapes, same key) computes with its own value, not the kept program's."""
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    first = setup_values([1.0, 1.5])
+    assert len(entries(folder)) == 1
+    again = setup_values([1.0, 1.5])
+    other = setup_values([2.0, 3.0])  # the same key: the scale is the loop's argument
+    assert len(entries(folder)) == 1
+    monkeypatch.setattr(program_cache, "folder", lambda: None)
+    direct, direct_other = setup_values([1.0, 1.5]), setup_values([2.0, 3.0])
+    for kept, compiled in ((first, direct), (again, direct), (other, direct_other)):
+        for a, b in zip(kept, compiled, strict=True):
+            np.testing.assert_array_equal(a, b)
+    # the posterior covariance grows with the scale² (×4 here, up to the prior): a kept program that had baked in
+    # the first scale would give the first covariance
+    np.testing.assert_allclose(np.diag(other[1]) / np.diag(first[1]), 4.0, rtol=0.01)

@@ -51,6 +51,7 @@ the mode's count. ``docs/setup.md`` has the derivation and the measurements.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from typing import NamedTuple
@@ -87,6 +88,8 @@ from tallmcmc.model import (
     rows_of,
 )
 from tallmcmc.proposals.laplace import LaplaceCovariance, laplace_covariance
+from tallmcmc.sampling import program_cache
+from tallmcmc.sampling.program import Traced
 from tallmcmc.sharding import row_sharding
 
 __all__ = [
@@ -97,6 +100,8 @@ __all__ = [
     "fast_setup",
     "placeholder_control_variate",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: The first subsample holds at least this many rows per coordinate (and at least one chunk of rows).
 FIRST_SUBSAMPLE_PER_DIMENSION = 64
@@ -639,14 +644,24 @@ class _Passes:
         self.trace: list = []
         self.likelihood: tuple[np.ndarray, np.ndarray] | None = None
 
-        def chunk_sums(theta, data, order, begin, first_kept, contiguous):
+        # the likelihood of a chunk traced once: its trace keys the pass's program between processes, and the pass
+        # replays it with the trace's constants as an argument (``program_cache``, as the chain program does)
+        self._likelihood = Traced.of(
+            lambda t, data, indices: model.per_datum_log_likelihood(unravel(t), rows_of(data, indices)),
+            jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype),
+            model.data,
+            jax.ShapeDtypeStruct((chunk,), jnp.int32),
+        )
+        likelihood = self._likelihood
+        self._constants = likelihood.constants
+
+        def chunk_sums(theta, data, order, begin, first_kept, contiguous, constants):
             position = begin + jnp.arange(chunk, dtype=jnp.int32)
             indices = jnp.where(contiguous, position, jax.lax.dynamic_slice_in_dim(order, begin, chunk))
-            part = rows_of(data, indices)
             keep = position >= first_kept
 
             def negative(t):
-                terms = jnp.where(keep, -model.per_datum_log_likelihood(unravel(t), part), 0.0)
+                terms = jnp.where(keep, -likelihood.replay(constants, t, data, indices), 0.0)
                 return jnp.sum(terms), terms
 
             def gradient_with_terms(t):
@@ -658,11 +673,11 @@ class _Passes:
             high, low = _accurate_sum(fixed)
             return high, low, jnp.sum(jnp.abs(fixed)), gradient, hessian
 
-        def add_chunks(carry, theta, data, order, begin, count, last, contiguous):
+        def add_chunks(carry, theta, data, order, begin, count, last, contiguous, constants):
             """The next ``count`` (≤ _CHUNKS_PER_CALL) chunks from row ``begin``, none starting after ``last``."""
 
             def add(carry, nominal):
-                terms = chunk_sums(theta, data, order, jnp.minimum(nominal, last), nominal, contiguous)
+                terms = chunk_sums(theta, data, order, jnp.minimum(nominal, last), nominal, contiguous, constants)
                 pairs = [_neumaier(t, c, x) for t, c, x in zip(*carry, terms)]
                 return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
@@ -678,20 +693,30 @@ class _Passes:
 
             return negative(theta), jax.grad(negative)(theta), jax.hessian(negative)(theta)
 
-        self._add = compiler_options.jit(
-            add_chunks
-        )  # a plain data pass: level-1 LLVM costs it nothing (compiler_options)
+        self._add_chunks = add_chunks
+        self._add = None  # compiled at the first pass (:meth:`_compiled_pass`)
         self._prior = jax.jit(prior_terms)
-        # the sums' shapes: the value's three in the likelihood's dtype, the gradient and Hessian in θ's (traced
-        # forward only: tracing chunk_sums itself, Hessian and all, took 0.08 s of every run)
+        # the sums' shapes: the value's three in the likelihood's dtype, the gradient and Hessian in θ's
         flat = jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype)
-        terms = jax.eval_shape(
-            lambda t, data: model.per_datum_log_likelihood(unravel(t), rows_of(data, jnp.arange(chunk))),
-            flat,
-            model.data,
-        )
-        scalar = jax.ShapeDtypeStruct((), terms.dtype)
+        scalar = jax.ShapeDtypeStruct((), likelihood.shapes.dtype)
         self._shapes = (scalar, scalar, scalar, flat, jax.ShapeDtypeStruct(flat.shape * 2, dtype))
+
+    def _compiled_pass(self, arguments: tuple):
+        """The pass's program for ``arguments`` (the trace's constants last): the lowered program kept between
+        processes under the key of the chunk's likelihood trace where JAX's cache has a folder (a second run of a
+        script neither traces the Hessian pass nor lowers it: ``docs/compilation.md``), else (and wherever keeping
+        it fails) compiled directly. Level-1 LLVM either way: a plain data pass, it costs nothing
+        (:mod:`tallmcmc.compiler_options`)."""
+        where = program_cache.folder()
+        if where is not None:
+            try:
+                variant = ("setup pass", self.chunk, _CHUNKS_PER_CALL)
+                key = program_cache.program_key(self._likelihood.jaxpr, arguments, variant)
+                out_tree = jax.tree_util.tree_structure(arguments[0])
+                return program_cache.compile_kept(self._add_chunks, arguments, out_tree, key, where)
+            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
+                _log.debug("setup pass compiled directly, not kept: %s: %s", type(error).__name__, error)
+        return compiler_options.jit(self._add_chunks).lower(*arguments).compile()
 
     def level(self, rows: int | None) -> None:
         self.rows = rows
@@ -715,7 +740,7 @@ class _Passes:
         zeros = tuple(to_device(np.zeros(shape.shape, shape.dtype)) for shape in self._shapes)
         carry = (zeros, zeros)
         for begin, count, last, contiguous in self._calls():
-            carry = self._add(
+            arguments = (
                 carry,
                 device_theta,
                 self.model.data,
@@ -723,8 +748,12 @@ class _Passes:
                 np.int32(begin),
                 np.int32(count),
                 np.int32(last),
-                contiguous,
+                np.bool_(contiguous),
+                self._constants,
             )
+            if self._add is None:
+                self._add = self._compiled_pass(arguments)
+            carry = self._add(*arguments)
         totals = [np.asarray(t, np.float64) + np.asarray(c, np.float64) for t, c in zip(*carry)]
         rows = self.model.num_data if self.rows is None else self.rows
         self.attempt._count(rows, subsample=self.rows is not None)

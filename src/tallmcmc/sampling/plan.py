@@ -84,17 +84,22 @@ class RunPlan(NamedTuple):
         """``fold_in(key(seed), chain)`` per chain, of the kept draws or (``stream``) of another stream."""
         seed = int(self.seed)
         # a seed beyond int32 becomes a key eagerly (jax.random.key splits its bits; a traced int32 cannot hold it)
-        return _chain_keys(seed if -(2**31) <= seed < 2**31 else jax.random.key(seed), stream, self.num_chains)
+        seed_or_key = seed if -(2**31) <= seed < 2**31 else jax.random.key(seed)
+        return _chain_keys(seed_or_key, stream is not None, 0 if stream is None else stream, self.num_chains)
 
 
-@partial(jax.jit, static_argnums=(1, 2))
-def _chain_keys(seed, stream: int | None, num_chains: int) -> jax.Array:
-    """:meth:`RunPlan.chain_keys` as one compiled program (eagerly, the seed, the stream's fold and the chains'
-    folds are seven small programs, each compiled on a first run: ``docs/compilation.md``). ``seed`` is an int32
-    seed or a key."""
+@partial(jax.jit, static_argnums=3)
+def _chain_keys(seed, folds_stream, stream, num_chains: int) -> jax.Array:
+    """:meth:`RunPlan.chain_keys` as one compiled program for both streams (eagerly, the seed, the stream's fold
+    and the chains' folds are seven small programs, each compiled on a first run; with the stream static, the kept
+    draws' and the warm-up's keys were two: ``docs/compilation.md``). ``seed`` is an int32 seed or a key;
+    ``folds_stream``: whether ``stream`` is folded in."""
     base_key = seed if jax.dtypes.issubdtype(seed.dtype, jax.dtypes.prng_key) else jax.random.key(seed)
-    if stream is not None:
-        base_key = jax.random.fold_in(base_key, stream)
+    folded = jax.random.fold_in(base_key, stream)
+    base_key = jax.random.wrap_key_data(
+        jnp.where(folds_stream, jax.random.key_data(folded), jax.random.key_data(base_key)),
+        impl=jax.random.key_impl(base_key),
+    )
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, jnp.arange(num_chains))
 
 

@@ -1,5 +1,6 @@
-"""The lowered chain program kept between processes, so that a later run of the same script neither traces nor
-lowers it again (``docs/compilation.md``, "The lowered chain program, kept").
+"""The lowered chain program (and :func:`tallmcmc.fast_setup`'s data pass) kept between processes, so that a later
+run of the same script neither traces nor lowers it again (``docs/compilation.md``, "The lowered chain program,
+kept").
 
 JAX's persistent cache keeps compiled executables keyed by the *lowered* module, so every process still traces
 the vmapped loop of a chain program and lowers it before it can look the executable up: about 0.55 s of a
@@ -12,6 +13,9 @@ module keys the lowered program by what determines it and keeps it with :mod:`ja
 * the arguments' tree, shapes, dtypes and placements, the loop's compiled length and the step variant;
 * the source of every tallmcmc module (which builds the loop around the step), JAX's version, the backend and
   device kind, the XLA options and every JAX flag but those that only log (:data:`LOGGING_FLAGS`).
+
+The setup's data pass is kept the same way, keyed by its likelihood's trace of one chunk of rows (the pass
+replays it with that trace's constants as an argument) and the pass's arguments.
 
 A program found under its key is deserialised and compiled (a persistent-cache hit after the first run); one
 not found is exported from the loop (the tracing and lowering a compilation does anyway), written, and compiled
