@@ -177,3 +177,33 @@ def test_the_setup_pass_is_kept_and_takes_the_likelihoods_constants_as_an_argume
     # the posterior covariance grows with the scale² (×4 here, up to the prior): a kept program that had baked in
     # the first scale would give the first covariance
     np.testing.assert_allclose(np.diag(other[1]) / np.diag(first[1]), 4.0, rtol=0.01)
+
+
+def mode_values(model):
+    mode = tallmcmc.find_mode(model, jnp.zeros(2))
+    return [np.asarray(mode.position), np.asarray(mode.hessian)]
+
+
+def test_find_modes_pass_is_kept_and_takes_the_constants_and_the_temperature_into_account(tmp_path, monkeypatch):
+    """``find_mode``'s data pass is kept the same way: kept and direct compilations agree, another closed-over
+    scale (the same key) computes with its own value, and another temperature (a literal of the pass, not of the
+    likelihood's trace) gets a program of its own."""
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    first = mode_values(scaled_model([1.0, 1.5]))
+    assert len(entries(folder)) == 1
+    again = mode_values(scaled_model([1.0, 1.5]))
+    other = mode_values(scaled_model([2.0, 3.0]))
+    assert len(entries(folder)) == 1
+    hot = mode_values(scaled_model([1.0, 1.5]).with_temperature(2.0))
+    assert len(entries(folder)) == 2
+    monkeypatch.setattr(program_cache, "folder", lambda: None)
+    direct = mode_values(scaled_model([1.0, 1.5]))
+    direct_other = mode_values(scaled_model([2.0, 3.0]))
+    direct_hot = mode_values(scaled_model([1.0, 1.5]).with_temperature(2.0))
+    for kept, compiled in ((first, direct), (again, direct), (other, direct_other), (hot, direct_hot)):
+        for a, b in zip(kept, compiled, strict=True):
+            np.testing.assert_array_equal(a, b)
+    # the likelihood's curvature N/scale² per coordinate (the prior's 1/100 is negligible), halved at temperature 2
+    np.testing.assert_allclose(np.diag(first[1]) / np.diag(other[1]), 4.0, rtol=0.01)
+    np.testing.assert_allclose(np.diag(first[1]) / np.diag(hot[1]), 2.0, rtol=0.01)

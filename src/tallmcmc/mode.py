@@ -42,6 +42,7 @@ point touched is counted. See ``docs/mode.md``.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from typing import Any, NamedTuple
@@ -54,11 +55,13 @@ import scipy.optimize
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc import sharding
+from tallmcmc import compiler_options, sharding
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.laplace import laplace_covariance
+from tallmcmc.sampling import program_cache
+from tallmcmc.sampling.program import Traced
 from tallmcmc.sharding import row_sharding
 
 __all__ = [
@@ -70,6 +73,8 @@ __all__ = [
     "find_mode",
     "laplace_covariance",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: The methods :func:`find_mode` accepts besides ``"auto"``: three from
 #: :func:`scipy.optimize.minimize` (the trust-region one is also given the exact
@@ -321,7 +326,7 @@ def find_mode(
     if method == "auto":
         method = "newton" if flat.size <= NEWTON_MAX_DIMENSION else "L-BFGS-B"
     scale = num_data / model.temperature
-    evaluate = _FullData(model, unravel, batch_size, rows, np.dtype(dtype))
+    evaluate = _FullData(model, unravel, batch_size, rows, np.dtype(dtype), flat.size)
 
     adam_used = 0
     if adam_steps:
@@ -438,13 +443,13 @@ class _FullData:
     ``full`` result also answers ``value_and_gradient`` at its point.
     """
 
-    def __init__(self, model: Model, unravel, batch_size: int | None, rows, dtype: np.dtype):
+    def __init__(self, model: Model, unravel, batch_size: int | None, rows, dtype: np.dtype, size: int):
         self.dtype = dtype
         self.eps = float(np.finfo(dtype).eps)
         self.passes = {"value_and_gradient": 0, "value_gradient_hessian": 0}
         self._data = model.data
         self._value_and_gradient, self._full_pass, self.num_chunks = _full_data_functions(
-            model, unravel, batch_size, rows
+            model, unravel, batch_size, rows, jax.ShapeDtypeStruct((size,), dtype)
         )
         self._gradients: dict[bytes, tuple[float, np.ndarray]] = {}  # O(d) each: all kept
         self._full: dict[bytes, _Point] = {}  # O(d²) each: the latest few
@@ -487,7 +492,7 @@ class _FullData:
         return value, gradient, _symmetric(totals[4] + np.asarray(prior[2], np.float64)), rounding
 
 
-def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=None):
+def _full_data_functions(model: Model, unravel, batch_size: int | None, rows, theta: jax.ShapeDtypeStruct):
     """Jitted passes over flat θ: ``(θ, data) -> (prior terms, ((totals), (compensations)))``.
 
     The likelihood's terms are ``(Σ −ℓᵢ/K (high part), its low part,
@@ -501,19 +506,44 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=Non
 
     With ``rows`` (a :class:`tallmcmc.sharding.RowSharding`) every device sums
     its own block of rows and the per-device results are gathered in device
-    order (:func:`tallmcmc.sharding.gather_partials`).
+    order (:func:`tallmcmc.sharding.gather_partials`). Without, each pass is a
+    :class:`_KeptPass`: the likelihood of one chunk and the prior are traced
+    once (at ``theta``'s shape and dtype), the passes replay those traces with
+    their constants as an argument, and the lowered passes are kept between
+    processes under the traces' key (:mod:`tallmcmc.sampling.program_cache`).
     """
     block = model.num_data if rows is None else rows.rows_per_shard
     chunk = min(block, batch_size or DEFAULT_CHUNK_ROWS)
     num_chunks = -(-block // chunk)  # the last one ends at the block's end and masks the rows it repeats
     total_chunks = num_chunks * (1 if rows is None else rows.num_shards)
 
-    def negative_log_prior(theta):
-        return -model.log_prior(unravel(theta))
+    if rows is None:  # traced once, replayed with their constants as the passes' argument (_KeptPass)
+        first_rows = jax.tree_util.tree_map(
+            lambda leaf: jax.ShapeDtypeStruct((chunk, *leaf.shape[1:]), leaf.dtype), model.data
+        )
+        likelihood = Traced.of(lambda t, part: model.per_datum_log_likelihood(unravel(t), part), theta, first_rows)
+        prior = Traced.of(lambda t: model.log_prior(unravel(t)), theta)
 
-    def likelihood_terms(with_hessian: bool):
+        def per_datum(t, part, constants):
+            return likelihood.replay(constants[0], t, part)
+
+        def log_prior(t, constants):
+            return prior.replay(constants[1], t)
+
+        constants = (likelihood.constants, prior.constants)
+    else:
+
+        def per_datum(t, part, constants):
+            return model.per_datum_log_likelihood(unravel(t), part)
+
+        def log_prior(t, constants):
+            return model.log_prior(unravel(t))
+
+        constants = ((), ())
+
+    def likelihood_terms(with_hessian: bool, constants):
         def value_and_size(theta, part, fresh):
-            terms = -model.per_datum_log_likelihood(unravel(theta), part) / model.temperature
+            terms = -per_datum(theta, part, constants) / model.temperature
             terms = jnp.where(fresh, terms, jnp.zeros_like(terms))
             fixed = lax.stop_gradient(terms)  # the accurate value is not differentiated: no tangents to carry
             value, error = _accurate_sum(fixed)
@@ -559,24 +589,55 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows=Non
         return carry
 
     def pass_with(with_hessian: bool):
-        per_chunk = likelihood_terms(with_hessian)
+        def run(theta, data, constants):
+            def negative_log_prior(t):
+                return -log_prior(t, constants)
 
-        def run(theta, data):
-            prior = [negative_log_prior(theta), jax.grad(negative_log_prior)(theta)]
+            prior_terms = [negative_log_prior(theta), jax.grad(negative_log_prior)(theta)]
             if with_hessian:
-                prior.append(jax.hessian(negative_log_prior)(theta))
-            likelihood = summed(per_chunk, theta, data)
+                prior_terms.append(jax.hessian(negative_log_prior)(theta))
+            sums = summed(likelihood_terms(with_hessian, constants), theta, data)
             if rows is None:
-                likelihood = jax.tree_util.tree_map(lambda leaf: leaf[None], likelihood)
+                sums = jax.tree_util.tree_map(lambda leaf: leaf[None], sums)
             else:
-                likelihood = sharding.gather_partials(likelihood, rows.axis)
-            return tuple(prior), likelihood
+                sums = sharding.gather_partials(sums, rows.axis)
+            return tuple(prior_terms), sums
 
-        if rows is None:
-            return jax.jit(run)
-        return rows.jit(run, ("replicated", "rows"))
+        if rows is not None:
+            return rows.jit(lambda theta, data: run(theta, data, constants), ("replicated", "rows"))
+        sums = (0,) * (5 if with_hessian else 4)
+        out_tree = jax.tree_util.tree_structure(((0,) * (3 if with_hessian else 2), (sums, sums)))
+        # the temperature divides the terms in the pass itself (a literal of its program, not of the traces)
+        variant = ("find_mode pass", with_hessian, chunk, float(model.temperature), str(prior.jaxpr))
+        return _KeptPass(run, constants, likelihood, variant, out_tree)
 
     return pass_with(False), pass_with(True), total_chunks
+
+
+class _KeptPass:
+    """A :func:`find_mode` pass ``(θ, data) -> ...`` compiled at its first call: through the lowered program kept
+    between processes under the key of ``likelihood`` (the trace of one chunk) and ``variant`` where JAX's cache
+    has a folder, else (and wherever keeping fails) directly; ``run(θ, data, constants)`` is the pass."""
+
+    def __init__(self, run, constants, likelihood, variant: tuple, out_tree):
+        self._run, self._constants, self._likelihood = run, constants, likelihood
+        self._variant, self._out_tree, self._compiled = variant, out_tree, None
+
+    def __call__(self, theta, data):
+        arguments = (theta, data, self._constants)
+        if self._compiled is None:
+            self._compiled = self._compile(arguments)
+        return self._compiled(*arguments)
+
+    def _compile(self, arguments: tuple):
+        where = program_cache.folder()
+        if where is not None:
+            try:
+                key = program_cache.program_key(self._likelihood.jaxpr, arguments, self._variant)
+                return program_cache.compile_kept(self._run, arguments, self._out_tree, key, where)
+            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
+                _log.debug("find_mode's pass compiled directly, not kept: %s: %s", type(error).__name__, error)
+        return compiler_options.jit(self._run).lower(*arguments).compile()
 
 
 def _accurate_sum(terms: jax.Array) -> tuple[jax.Array, jax.Array]:
