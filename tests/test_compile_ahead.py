@@ -15,8 +15,9 @@ from test_compilation_cache import run as run_script
 
 import tallmcmc
 import tallmcmc.automatic
+from tallmcmc import program_cache
 from tallmcmc.examples import logistic_regression
-from tallmcmc.sampling import ahead, program_cache
+from tallmcmc.sampling import ahead
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 
 NUM_DATA = 60_000  # setup="fast" settles without falling back to find_mode (at 20,000 and 40,000 it does not)

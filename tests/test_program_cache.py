@@ -1,4 +1,4 @@
-"""The lowered chain program kept between processes (``tallmcmc.sampling.program_cache``): a run through a kept
+"""The lowered chain program kept between processes (``tallmcmc.program_cache``): a run through a kept
 program (written, loaded, or exported again over a damaged entry, or kept by a run on other data of the same shapes)
 draws what a directly compiled run draws, and the key changes with everything that shapes the program and with
 nothing else."""
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import tallmcmc
+from tallmcmc import program_cache
 from tallmcmc.examples import gaussian_mean
-from tallmcmc.sampling import program_cache
 from tallmcmc.setup_fast import fast_setup
 
 DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float32)

@@ -42,7 +42,6 @@ point touched is counted. See ``docs/mode.md``.
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from typing import Any, NamedTuple
@@ -55,13 +54,12 @@ import scipy.optimize
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc import compiler_options, sharding
+from tallmcmc import program_cache, sharding
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.model import Model, Position, as_position, check_model
+from tallmcmc.program_cache import Traced
 from tallmcmc.proposals.laplace import laplace_covariance
-from tallmcmc.sampling import program_cache
-from tallmcmc.sampling.program import Traced
 from tallmcmc.sharding import row_sharding
 
 __all__ = [
@@ -73,8 +71,6 @@ __all__ = [
     "find_mode",
     "laplace_covariance",
 ]
-
-_log = logging.getLogger(__name__)
 
 #: The methods :func:`find_mode` accepts besides ``"auto"``: three from
 #: :func:`scipy.optimize.minimize` (the trust-region one is also given the exact
@@ -507,17 +503,17 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows, th
     With ``rows`` (a :class:`tallmcmc.sharding.RowSharding`) every device sums
     its own block of rows and the per-device results are gathered in device
     order (:func:`tallmcmc.sharding.gather_partials`). Without, each pass is a
-    :class:`_KeptPass`: the likelihood of one chunk and the prior are traced
+    :class:`~tallmcmc.program_cache.KeptPass`: the likelihood of one chunk and the prior are traced
     once (at ``theta``'s shape and dtype), the passes replay those traces with
     their constants as an argument, and the lowered passes are kept between
-    processes under the traces' key (:mod:`tallmcmc.sampling.program_cache`).
+    processes under the traces' key (:mod:`tallmcmc.program_cache`).
     """
     block = model.num_data if rows is None else rows.rows_per_shard
     chunk = min(block, batch_size or DEFAULT_CHUNK_ROWS)
     num_chunks = -(-block // chunk)  # the last one ends at the block's end and masks the rows it repeats
     total_chunks = num_chunks * (1 if rows is None else rows.num_shards)
 
-    if rows is None:  # traced once, replayed with their constants as the passes' argument (_KeptPass)
+    if rows is None:  # traced once, replayed with their constants as the passes' argument (KeptPass)
         first_rows = jax.tree_util.tree_map(
             lambda leaf: jax.ShapeDtypeStruct((chunk, *leaf.shape[1:]), leaf.dtype), model.data
         )
@@ -609,35 +605,10 @@ def _full_data_functions(model: Model, unravel, batch_size: int | None, rows, th
         out_tree = jax.tree_util.tree_structure(((0,) * (3 if with_hessian else 2), (sums, sums)))
         # the temperature divides the terms in the pass itself (a literal of its program, not of the traces)
         variant = ("find_mode pass", with_hessian, chunk, float(model.temperature), str(prior.jaxpr))
-        return _KeptPass(run, constants, likelihood, variant, out_tree)
+        kept = program_cache.KeptPass(run, likelihood, variant, out_tree)
+        return lambda theta, data: kept(theta, data, constants)
 
     return pass_with(False), pass_with(True), total_chunks
-
-
-class _KeptPass:
-    """A :func:`find_mode` pass ``(θ, data) -> ...`` compiled at its first call: through the lowered program kept
-    between processes under the key of ``likelihood`` (the trace of one chunk) and ``variant`` where JAX's cache
-    has a folder, else (and wherever keeping fails) directly; ``run(θ, data, constants)`` is the pass."""
-
-    def __init__(self, run, constants, likelihood, variant: tuple, out_tree):
-        self._run, self._constants, self._likelihood = run, constants, likelihood
-        self._variant, self._out_tree, self._compiled = variant, out_tree, None
-
-    def __call__(self, theta, data):
-        arguments = (theta, data, self._constants)
-        if self._compiled is None:
-            self._compiled = self._compile(arguments)
-        return self._compiled(*arguments)
-
-    def _compile(self, arguments: tuple):
-        where = program_cache.folder()
-        if where is not None:
-            try:
-                key = program_cache.program_key(self._likelihood.jaxpr, arguments, self._variant)
-                return program_cache.compile_kept(self._run, arguments, self._out_tree, key, where)
-            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
-                _log.debug("find_mode's pass compiled directly, not kept: %s: %s", type(error).__name__, error)
-        return compiler_options.jit(self._run).lower(*arguments).compile()
 
 
 def _accurate_sum(terms: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -51,7 +51,6 @@ the mode's count. ``docs/setup.md`` has the derivation and the measurements.
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from typing import NamedTuple
@@ -63,7 +62,7 @@ import scipy.linalg
 import scipy.stats
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc import compiler_options
+from tallmcmc import program_cache
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc._device import to_device
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
@@ -87,9 +86,8 @@ from tallmcmc.model import (
     is_shape,
     rows_of,
 )
+from tallmcmc.program_cache import Traced
 from tallmcmc.proposals.laplace import LaplaceCovariance, laplace_covariance
-from tallmcmc.sampling import program_cache
-from tallmcmc.sampling.program import Traced
 from tallmcmc.sharding import row_sharding
 
 __all__ = [
@@ -100,8 +98,6 @@ __all__ = [
     "fast_setup",
     "placeholder_control_variate",
 ]
-
-_log = logging.getLogger(__name__)
 
 #: The first subsample holds at least this many rows per coordinate (and at least one chunk of rows).
 FIRST_SUBSAMPLE_PER_DIMENSION = 64
@@ -693,30 +689,16 @@ class _Passes:
 
             return negative(theta), jax.grad(negative)(theta), jax.hessian(negative)(theta)
 
-        self._add_chunks = add_chunks
-        self._add = None  # compiled at the first pass (:meth:`_compiled_pass`)
+        # kept between processes under the key of the chunk's likelihood trace: a second run of a script neither
+        # traces the Hessian pass nor lowers it (docs/compilation.md)
+        carry = (jax.ShapeDtypeStruct((), likelihood.shapes.dtype),) * 5
+        out_tree = jax.tree_util.tree_structure((carry, carry))
+        self._add = program_cache.KeptPass(add_chunks, likelihood, ("setup pass", chunk, _CHUNKS_PER_CALL), out_tree)
         self._prior = jax.jit(prior_terms)
         # the sums' shapes: the value's three in the likelihood's dtype, the gradient and Hessian in θ's
         flat = jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype)
         scalar = jax.ShapeDtypeStruct((), likelihood.shapes.dtype)
         self._shapes = (scalar, scalar, scalar, flat, jax.ShapeDtypeStruct(flat.shape * 2, dtype))
-
-    def _compiled_pass(self, arguments: tuple):
-        """The pass's program for ``arguments`` (the trace's constants last): the lowered program kept between
-        processes under the key of the chunk's likelihood trace where JAX's cache has a folder (a second run of a
-        script neither traces the Hessian pass nor lowers it: ``docs/compilation.md``), else (and wherever keeping
-        it fails) compiled directly. Level-1 LLVM either way: a plain data pass, it costs nothing
-        (:mod:`tallmcmc.compiler_options`)."""
-        where = program_cache.folder()
-        if where is not None:
-            try:
-                variant = ("setup pass", self.chunk, _CHUNKS_PER_CALL)
-                key = program_cache.program_key(self._likelihood.jaxpr, arguments, variant)
-                out_tree = jax.tree_util.tree_structure(arguments[0])
-                return program_cache.compile_kept(self._add_chunks, arguments, out_tree, key, where)
-            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
-                _log.debug("setup pass compiled directly, not kept: %s: %s", type(error).__name__, error)
-        return compiler_options.jit(self._add_chunks).lower(*arguments).compile()
 
     def level(self, rows: int | None) -> None:
         self.rows = rows
@@ -751,8 +733,6 @@ class _Passes:
                 np.bool_(contiguous),
                 self._constants,
             )
-            if self._add is None:
-                self._add = self._compiled_pass(arguments)
             carry = self._add(*arguments)
         totals = [np.asarray(t, np.float64) + np.asarray(c, np.float64) for t, c in zip(*carry)]
         rows = self.model.num_data if self.rows is None else self.rows

@@ -5,7 +5,7 @@ chain program of warm-up and kept draws (``docs/compilation.md``). The chain pro
 control variate's centre and sums, the Laplace covariance, the starts) as arguments, so it can be compiled before
 they exist, from placeholders of the same shapes and kinds: :func:`compile_ahead` runs such a compilation in a
 thread. The thread traces one chain's step from the placeholders and computes the program key
-(:func:`tallmcmc.sampling.program_cache.program_key`: the printed trace of that step, the arguments' shapes and
+(:func:`tallmcmc.program_cache.program_key`: the printed trace of that step, the arguments' shapes and
 placements, …). Unless a program under that key is kept on disk already (the warm-up loads it itself), it compiles
 the program, the key :func:`announced` meanwhile, and :func:`offer` s the executable. The real warm-up, having
 traced its own step, :func:`take` s the executable under its key — waiting if the thread is still compiling that
@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tallmcmc import program_cache
 from tallmcmc._switches import switched_off
-from tallmcmc.sampling import program_cache
 
 __all__ = [
     "ENVIRONMENT_VARIABLE",

@@ -15,13 +15,14 @@ import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc import compiler_options
+from tallmcmc import compiler_options, program_cache
 from tallmcmc._device import to_device
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.kernel import Kernel, build_kernel
 from tallmcmc.model import Model
+from tallmcmc.program_cache import Traced
 from tallmcmc.proposals.base import Proposal
-from tallmcmc.sampling import ahead, program_cache
+from tallmcmc.sampling import ahead
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
@@ -37,39 +38,6 @@ class TunedChunk(NamedTuple):
     run: Callable
     length: int
     compile_seconds: float
-
-
-class Traced(NamedTuple):
-    """A function traced once (:meth:`of`): its jaxpr, the tree and shapes of its result.
-
-    :meth:`replay` computes the function again from the jaxpr (inlined in the calling trace) with any constants in
-    place of the trace's own. The chain program replays one chain's step this way (:meth:`ChainProgram.one_chain_step`)
-    with that trace's constants — what the step closes over: the control variate's centre and sums, a
-    preconditioner, … — as an argument of its loop, so that the lowered loop holds none of their values: a run on
-    other data of the same shapes compiles the same program (found in the persistent cache), and the program is keyed
-    by this trace without the constants' values.
-    """
-
-    jaxpr: jax.extend.core.ClosedJaxpr
-    out_tree: Any
-    shapes: Any
-
-    @classmethod
-    def of(cls, function: Callable, *arguments) -> Traced:
-        """``function`` traced at ``arguments``' types (arrays or ``jax.ShapeDtypeStruct``)."""
-        closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
-        return cls(closed, jax.tree_util.tree_structure(shapes), shapes)
-
-    @property
-    def constants(self) -> list:
-        """The trace's constants, on the device (as a compiled program's argument)."""
-        return [jax.device_put(constant) for constant in self.jaxpr.consts]
-
-    def replay(self, constants, *arguments):
-        """The function at ``arguments`` with ``constants`` for the trace's own."""
-        closed = jax.extend.core.ClosedJaxpr(self.jaxpr.jaxpr, list(constants))
-        flat = jax.extend.core.jaxpr_as_fun(closed)(*jax.tree_util.tree_leaves(arguments))
-        return jax.tree_util.tree_unflatten(self.out_tree, flat)
 
 
 class ChainProgram(NamedTuple):
@@ -109,7 +77,7 @@ class ChainProgram(NamedTuple):
         ``run_tuned_chunk``'s loop runs for ``arguments`` (its own), for one
         chain, traced unbatched with the data as an argument: what the loop
         replays and what keys the kept lowered loop
-        (:mod:`tallmcmc.sampling.program_cache`).
+        (:mod:`tallmcmc.program_cache`).
     source
         ``(held, proposal, test, layout)``: what it was built from.
     compiled
@@ -184,7 +152,7 @@ class ChainProgram(NamedTuple):
 
     def _compiled(self, loop: Callable, full: tuple, key: str | None, where, out_tree) -> Any:
         """``loop`` compiled for ``full``: through the lowered program kept between processes where there is a cache
-        folder and a key (:mod:`tallmcmc.sampling.program_cache`), else directly (and whenever keeping it fails: a
+        folder and a key (:mod:`tallmcmc.program_cache`), else directly (and whenever keeping it fails: a
         host callback cannot be exported)."""
         if key is not None and where is not None:
             try:

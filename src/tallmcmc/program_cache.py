@@ -1,6 +1,7 @@
-"""The lowered chain program (and :func:`tallmcmc.fast_setup`'s data pass) kept between processes, so that a later
-run of the same script neither traces nor lowers it again (``docs/compilation.md``, "The lowered chain program,
-kept").
+"""Lowered programs kept between processes — the chain program, and :func:`tallmcmc.fast_setup`'s and
+:func:`tallmcmc.find_mode`'s data passes (:class:`KeptPass`) — so that a later run of the same script neither traces
+nor lowers them again (``docs/compilation.md``, "The lowered chain program, kept"); and :class:`Traced`, the trace
+that keys each (layer 1: the setup's modules and the sampling drivers use it).
 
 JAX's persistent cache keeps compiled executables keyed by the *lowered* module, so every process still traces
 the vmapped loop of a chain program and lowers it before it can look the executable up: about 0.55 s of a
@@ -14,8 +15,9 @@ module keys the lowered program by what determines it and keeps it with :mod:`ja
 * the source of every tallmcmc module (which builds the loop around the step), JAX's version, the backend and
   device kind, the XLA options and every JAX flag but those that only log (:data:`LOGGING_FLAGS`).
 
-The setup's data pass is kept the same way, keyed by its likelihood's trace of one chunk of rows (the pass
-replays it with that trace's constants as an argument) and the pass's arguments.
+The setup's and ``find_mode``'s data passes are kept the same way (:class:`KeptPass`), keyed by their likelihood's
+trace of one chunk of rows (the pass replays it with that trace's constants as an argument), the pass's arguments
+and what else shapes it (chunk length; for ``find_mode`` the prior's trace and the temperature).
 
 A program found under its key is deserialised and compiled (a persistent-cache hit after the first run); one
 not found is exported from the loop (the tracing and lowering a compilation does anyway), written, and compiled
@@ -31,21 +33,68 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import logging
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
+import jax.extend
 import numpy as np
 
 from tallmcmc import compiler_options, threefry_lowering
 
-__all__ = ["FOLDER_NAME", "LOGGING_FLAGS", "compile_kept", "folder", "is_kept", "program_key", "setup_digest"]
+__all__ = [
+    "FOLDER_NAME",
+    "LOGGING_FLAGS",
+    "KeptPass",
+    "Traced",
+    "compile_kept",
+    "folder",
+    "is_kept",
+    "program_key",
+    "setup_digest",
+]
+
+_log = logging.getLogger(__name__)
 
 #: The folder, inside JAX's persistent cache folder, that holds the exported chain programs.
 FOLDER_NAME = "tallmcmc-programs"
+
+
+class Traced(NamedTuple):
+    """A function traced once (:meth:`of`): its jaxpr, the tree and shapes of its result.
+
+    :meth:`replay` computes the function again from the jaxpr (inlined in the calling trace) with any constants in
+    place of the trace's own. The chain program replays one chain's step this way (:meth:`tallmcmc.sampling.program.ChainProgram.one_chain_step`)
+    with that trace's constants — what the step closes over: the control variate's centre and sums, a
+    preconditioner, … — as an argument of its loop, so that the lowered loop holds none of their values: a run on
+    other data of the same shapes compiles the same program (found in the persistent cache), and the program is keyed
+    by this trace without the constants' values.
+    """
+
+    jaxpr: jax.extend.core.ClosedJaxpr
+    out_tree: Any
+    shapes: Any
+
+    @classmethod
+    def of(cls, function: Callable, *arguments) -> Traced:
+        """``function`` traced at ``arguments``' types (arrays or ``jax.ShapeDtypeStruct``)."""
+        closed, shapes = jax.make_jaxpr(function, return_shape=True)(*arguments)
+        return cls(closed, jax.tree_util.tree_structure(shapes), shapes)
+
+    @property
+    def constants(self) -> list:
+        """The trace's constants, on the device (as a compiled program's argument)."""
+        return [jax.device_put(constant) for constant in self.jaxpr.consts]
+
+    def replay(self, constants, *arguments):
+        """The function at ``arguments`` with ``constants`` for the trace's own."""
+        closed = jax.extend.core.ClosedJaxpr(self.jaxpr.jaxpr, list(constants))
+        flat = jax.extend.core.jaxpr_as_fun(closed)(*jax.tree_util.tree_leaves(arguments))
+        return jax.tree_util.tree_unflatten(self.out_tree, flat)
 
 
 def folder() -> Path | None:
@@ -187,3 +236,31 @@ def compile_kept(loop: Callable, arguments: tuple, out_tree, key: str, where: Pa
         return jax.tree_util.tree_unflatten(out_tree, compiled(*jax.tree_util.tree_leaves(again)))
 
     return run
+
+
+class KeptPass:
+    """A data pass ``function(*arguments)`` compiled at its first call: through the lowered program kept under the
+    key of ``trace`` (the pass's likelihood traced on one chunk of rows, whose constants the pass takes as an
+    argument) and ``variant`` (what else shapes the pass) where JAX's cache has a folder, else — and wherever
+    keeping fails — directly; with the chain programs' XLA options either way (a plain data pass: level-1 LLVM costs
+    it nothing, :mod:`tallmcmc.compiler_options`). ``out_tree``: the tree of the pass's outputs.
+    :func:`tallmcmc.fast_setup` and :func:`tallmcmc.find_mode` keep their passes with it."""
+
+    def __init__(self, function: Callable, trace, variant: tuple, out_tree):
+        self._function, self._trace, self._variant, self._out_tree = function, trace, variant, out_tree
+        self._compiled: Callable | None = None
+
+    def __call__(self, *arguments):
+        if self._compiled is None:
+            self._compiled = self._compile(arguments)
+        return self._compiled(*arguments)
+
+    def _compile(self, arguments: tuple) -> Callable:
+        where = folder()
+        if where is not None:
+            try:
+                key = program_key(self._trace.jaxpr, arguments, self._variant)
+                return compile_kept(self._function, arguments, self._out_tree, key, where)
+            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
+                _log.debug("%s compiled directly, not kept: %s: %s", self._variant[0], type(error).__name__, error)
+        return compiler_options.jit(self._function).lower(*arguments).compile()
