@@ -207,3 +207,16 @@ def test_find_modes_pass_is_kept_and_takes_the_constants_and_the_temperature_int
     # the likelihood's curvature N/scale² per coordinate (the prior's 1/100 is negligible), halved at temperature 2
     np.testing.assert_allclose(np.diag(first[1]) / np.diag(other[1]), 4.0, rtol=0.01)
     np.testing.assert_allclose(np.diag(first[1]) / np.diag(hot[1]), 2.0, rtol=0.01)
+
+
+def test_a_kept_pass_compiles_once_per_argument_signature(tmp_path, monkeypatch):
+    """A :class:`program_cache.KeptPass` called with arguments of another shape compiles (and keeps) another program
+    rather than calling the first one's executable with them."""
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    trace = program_cache.Traced.of(lambda x: x * 2.0, jax.ShapeDtypeStruct((3,), jnp.float32))
+    kept = program_cache.KeptPass(lambda x: (jnp.sum(x * 2.0),), trace, ("a pass",), jax.tree_util.tree_structure((0,)))
+    assert float(kept(np.ones(3, np.float32))[0]) == 6.0
+    assert float(kept(np.ones(5, np.float32))[0]) == 10.0
+    assert float(kept(np.full(3, 2.0, np.float32))[0]) == 12.0
+    assert len(entries(folder)) == 2

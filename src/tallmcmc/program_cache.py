@@ -243,17 +243,20 @@ class KeptPass:
     key of ``trace`` (the pass's likelihood traced on one chunk of rows, whose constants the pass takes as an
     argument) and ``variant`` (what else shapes the pass) where JAX's cache has a folder, else — and wherever
     keeping fails — directly; with the chain programs' XLA options either way (a plain data pass: level-1 LLVM costs
-    it nothing, :mod:`tallmcmc.compiler_options`). ``out_tree``: the tree of the pass's outputs.
+    it nothing, :mod:`tallmcmc.compiler_options`). ``out_tree``: the tree of the pass's outputs. Compiled once per
+    argument signature (tree, shapes, dtypes), as ``jax.jit`` would.
     :func:`tallmcmc.fast_setup` and :func:`tallmcmc.find_mode` keep their passes with it."""
 
     def __init__(self, function: Callable, trace, variant: tuple, out_tree):
         self._function, self._trace, self._variant, self._out_tree = function, trace, variant, out_tree
-        self._compiled: Callable | None = None
+        self._compiled: dict[tuple, Callable] = {}
 
     def __call__(self, *arguments):
-        if self._compiled is None:
-            self._compiled = self._compile(arguments)
-        return self._compiled(*arguments)
+        leaves, tree = jax.tree_util.tree_flatten(arguments)
+        signature = (tree, tuple(_shape_and_dtype(leaf) for leaf in leaves))
+        if signature not in self._compiled:
+            self._compiled[signature] = self._compile(arguments)
+        return self._compiled[signature](*arguments)
 
     def _compile(self, arguments: tuple) -> Callable:
         where = folder()
