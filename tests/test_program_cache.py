@@ -21,8 +21,19 @@ DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float
 OTHER_DATA = np.random.default_rng(4).normal(-0.5, 2.0, size=(3000, 2)).astype(np.float32)
 
 
+def control_variate(data, centre):
+    """The control variate of ``sample``'s runs, its passes not kept (their own test is below), so that the folder
+    counts chain programs only."""
+    kept = program_cache.folder
+    program_cache.folder = lambda: None
+    try:
+        return tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
+    finally:
+        program_cache.folder = kept
+
+
 def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap"):
-    cv = tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
+    cv = control_variate(data, centre)
     return tallmcmc.sample(
         gaussian_mean.model(data),
         tallmcmc.random_walk(scale),
@@ -220,3 +231,31 @@ def test_a_kept_pass_compiles_once_per_argument_signature(tmp_path, monkeypatch)
     assert float(kept(np.ones(5, np.float32))[0]) == 10.0
     assert float(kept(np.full(3, 2.0, np.float32))[0]) == 12.0
     assert len(entries(folder)) == 2
+
+
+def control_variate_values(scale, **options):
+    cv = tallmcmc.taylor_control_variate(scaled_model(scale), jnp.asarray([1.0, 1.0]), **options)
+    return [np.asarray(cv.gradient_sum), np.asarray(cv.hessian_sum)]
+
+
+def test_taylor_control_variates_passes_are_kept_per_chunk_size(tmp_path, monkeypatch):
+    """``taylor_control_variate``'s passes are kept per chunk size (a last chunk of another size is another trace
+    and another program), agree with direct compilations, and another closed-over scale (the same keys) computes
+    with its own value."""
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    first = control_variate_values([1.0, 1.5])
+    assert len(entries(folder)) == 2  # the gradient's and the Hessian's pass over one chunk of all rows
+    chunked = control_variate_values([1.0, 1.5], batch_size=70_000)  # chunks of 70,000 rows and a last of 60,000
+    assert len(entries(folder)) == 6
+    other = control_variate_values([2.0, 3.0])
+    assert len(entries(folder)) == 6
+    monkeypatch.setattr(program_cache, "folder", lambda: None)
+    direct = control_variate_values([1.0, 1.5])
+    direct_chunked = control_variate_values([1.0, 1.5], batch_size=70_000)
+    direct_other = control_variate_values([2.0, 3.0])
+    for kept, compiled in ((first, direct), (chunked, direct_chunked), (other, direct_other)):
+        for a, b in zip(kept, compiled, strict=True):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(np.diag(first[1]) / np.diag(other[1]), 4.0, rtol=1e-4)
+    np.testing.assert_allclose(chunked[1], first[1], rtol=1e-4)

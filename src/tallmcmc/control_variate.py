@@ -58,7 +58,7 @@ import numpy as np
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from tallmcmc import sharding  # sharding.gather_partials is looked up at call time (tests replace it)
+from tallmcmc import program_cache, sharding  # sharding.gather_partials is looked up at call time (tests replace it)
 from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc.model import Model, Position, check_model
 from tallmcmc.precision import full_float32_dots, unwrapped
@@ -486,43 +486,74 @@ class _SetupPasses:
         self.size = self.block if batch_size is None else min(batch_size, self.block)
         self.count = 0
 
-        def total(flat, rows):
-            return jnp.sum(model.per_datum_log_likelihood(unravel(flat), rows))
+        def per_datum(flat, rows):
+            return model.per_datum_log_likelihood(unravel(flat), rows)
 
-        def hessian_products(rows, center, directions):  # (m, d) directions -> (m, d) rows of H_chunk v
+        def gradient(likelihood, rows, center):
+            return jax.grad(lambda flat: jnp.sum(likelihood(flat, rows)))(center)
+
+        def hessian(likelihood, rows, center):
+            return jax.hessian(lambda flat: jnp.sum(likelihood(flat, rows)))(center)
+
+        def hessian_products(likelihood, rows, center, directions):  # (m, d) directions -> (m, d) rows of H_chunk v
             def product(direction):
-                return jax.jvp(lambda flat: jax.grad(total)(flat, rows), (center,), (direction,))[1]
+                return jax.jvp(lambda flat: gradient(likelihood, rows, flat), (center,), (direction,))[1]
 
             return jax.vmap(product)(directions)
 
+        self._per_datum = per_datum
         # the centre an argument, not a constant of the programs: the next data set's centre compiles nothing new
-        gradient = self._per_chunk(lambda rows, center: jax.grad(total)(center, rows))
-        hessian = self._per_chunk(lambda rows, center: jax.hessian(total)(center, rows))
-        products = self._per_chunk(hessian_products)
-        self._gradient = lambda rows: gradient(rows, flat_center)
-        self._hessian = lambda rows: hessian(rows, flat_center)
+        gradient_pass = self._per_chunk(gradient, "gradient")
+        hessian_pass = self._per_chunk(hessian, "hessian")
+        products = self._per_chunk(hessian_products, "hessian-vector products")
+        self._gradient = lambda rows: gradient_pass(rows, flat_center)
+        self._hessian = lambda rows: hessian_pass(rows, flat_center)
         self._products = lambda rows, directions: products(rows, flat_center, directions)
 
-    def _per_chunk(self, function):
-        """``function(rows, *arguments)`` jitted, as a function of a chunk from :meth:`_chunks` (float64 NumPy)."""
-        if self.rows is None:
-            compiled = jax.jit(function)
-            return lambda rows, *arguments: np.asarray(compiled(rows, *arguments), np.float64)
-        rows, by_size = self.rows, {}
+    def _per_chunk(self, function, name: str):
+        """``function(likelihood, rows, *arguments)`` compiled, as a function of a chunk from :meth:`_chunks`
+        (float64 NumPy); ``likelihood(flat θ, rows)`` gives the per-datum log-likelihoods.
 
-        def run(chunk, *arguments):
+        Without a mesh, per chunk size (at most two: full chunks and the last one), the likelihood of a chunk is
+        traced once and replayed with its constants as an argument, and the program is kept between processes under
+        the key of that trace (:class:`tallmcmc.program_cache.KeptPass`, as ``find_mode``'s and the fast setup's
+        passes)."""
+        if self.rows is None:
+            by_size: dict[int, tuple[program_cache.KeptPass, list]] = {}
+
+            def kept_run(rows, *arguments):
+                size = jax.tree_util.tree_leaves(rows)[0].shape[0]
+                if size not in by_size:
+                    shapes = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype), rows)
+                    centre = jax.ShapeDtypeStruct(self.center.shape, self.center.dtype)
+                    trace = program_cache.Traced.of(self._per_datum, centre, shapes)
+
+                    def run(rows, *arguments_and_constants):
+                        *arguments, constants = arguments_and_constants
+                        return function(lambda flat, part: trace.replay(constants, flat, part), rows, *arguments)
+
+                    out_tree = jax.tree_util.tree_structure(0)
+                    kept = program_cache.KeptPass(run, trace, (f"control variate {name}",), out_tree)
+                    by_size[size] = (kept, trace.constants)
+                kept, constants = by_size[size]
+                return np.asarray(kept(rows, *arguments, constants), np.float64)
+
+            return kept_run
+        rows, by_size_on_mesh = self.rows, {}
+
+        def run_on_mesh(chunk, *arguments):
             start, size = chunk
-            if size not in by_size:  # at most two sizes: full chunks and the last one
+            if size not in by_size_on_mesh:  # at most two sizes: full chunks and the last one
 
                 def local(data, start, *arguments):
                     block = jax.tree_util.tree_map(lambda leaf: lax.dynamic_slice_in_dim(leaf, start, size), data)
-                    return sharding.gather_partials(function(block, *arguments), rows.axis)
+                    return sharding.gather_partials(function(self._per_datum, block, *arguments), rows.axis)
 
-                by_size[size] = rows.jit(local, ("rows", "replicated") + ("replicated",) * len(arguments))
-            partials = by_size[size](self.data, np.int32(start), *arguments)
+                by_size_on_mesh[size] = rows.jit(local, ("rows", "replicated") + ("replicated",) * len(arguments))
+            partials = by_size_on_mesh[size](self.data, np.int32(start), *arguments)
             return np.sum(np.asarray(partials, np.float64), axis=0)
 
-        return run
+        return run_on_mesh
 
     def _chunks(self):
         self.count += 1

@@ -1,7 +1,8 @@
-"""Lowered programs kept between processes — the chain program, and :func:`tallmcmc.fast_setup`'s and
-:func:`tallmcmc.find_mode`'s data passes (:class:`KeptPass`) — so that a later run of the same script neither traces
-nor lowers them again (``docs/compilation.md``, "The lowered chain program, kept"); and :class:`Traced`, the trace
-that keys each (layer 1: the setup's modules and the sampling drivers use it).
+"""Lowered programs kept between processes — the chain program, and :func:`tallmcmc.fast_setup`'s,
+:func:`tallmcmc.find_mode`'s and :func:`tallmcmc.taylor_control_variate`'s data passes (:class:`KeptPass`) — so that
+a later run of the same script neither traces nor lowers them again (``docs/compilation.md``, "The lowered chain
+program, kept"); and :class:`Traced`, the trace that keys each (layer 1: the setup's modules and the sampling
+drivers use it).
 
 JAX's persistent cache keeps compiled executables keyed by the *lowered* module, so every process still traces
 the vmapped loop of a chain program and lowers it before it can look the executable up: about 0.55 s of a
@@ -245,7 +246,8 @@ class KeptPass:
     keeping fails — directly; with the chain programs' XLA options either way (a plain data pass: level-1 LLVM costs
     it nothing, :mod:`tallmcmc.compiler_options`). ``out_tree``: the tree of the pass's outputs. Compiled once per
     argument signature (tree, shapes, dtypes), as ``jax.jit`` would.
-    :func:`tallmcmc.fast_setup` and :func:`tallmcmc.find_mode` keep their passes with it."""
+    :func:`tallmcmc.fast_setup`, :func:`tallmcmc.find_mode` and :func:`tallmcmc.taylor_control_variate` keep their
+    passes with it."""
 
     def __init__(self, function: Callable, trace, variant: tuple, out_tree):
         self._function, self._trace, self._variant, self._out_tree = function, trace, variant, out_tree
