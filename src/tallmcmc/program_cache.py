@@ -16,9 +16,10 @@ module keys the lowered program by what determines it and keeps it with :mod:`ja
 * the source of every tallmcmc module (which builds the loop around the step), JAX's version, the backend and
   device kind, the XLA options and every JAX flag but those that only log (:data:`LOGGING_FLAGS`).
 
-The setup's and ``find_mode``'s data passes are kept the same way (:class:`KeptPass`), keyed by their likelihood's
-trace of one chunk of rows (the pass replays it with that trace's constants as an argument), the pass's arguments
-and what else shapes it (chunk length; for ``find_mode`` the prior's trace and the temperature).
+The setup's, ``find_mode``'s and ``taylor_control_variate``'s data passes are kept the same way (:class:`KeptPass`),
+keyed by their likelihood's trace of one chunk of rows (the pass replays it with that trace's constants as an
+argument), the pass's arguments and what else shapes it (chunk length; for ``find_mode`` the prior's trace and the
+temperature; for the control variate the pass's name, one trace per chunk size).
 
 A program found under its key is deserialised and compiled (a persistent-cache hit after the first run); one
 not found is exported from the loop (the tracing and lowering a compilation does anyway), written, and compiled
@@ -53,6 +54,7 @@ __all__ = [
     "KeptPass",
     "Traced",
     "compile_kept",
+    "compile_kept_or_direct",
     "folder",
     "is_kept",
     "program_key",
@@ -61,7 +63,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: The folder, inside JAX's persistent cache folder, that holds the exported chain programs.
+#: The folder, inside JAX's persistent cache folder, that holds the exported programs.
 FOLDER_NAME = "tallmcmc-programs"
 
 
@@ -69,8 +71,8 @@ class Traced(NamedTuple):
     """A function traced once (:meth:`of`): its jaxpr, the tree and shapes of its result.
 
     :meth:`replay` computes the function again from the jaxpr (inlined in the calling trace) with any constants in
-    place of the trace's own. The chain program replays one chain's step this way (:meth:`tallmcmc.sampling.program.ChainProgram.one_chain_step`)
-    with that trace's constants — what the step closes over: the control variate's centre and sums, a
+    place of the trace's own. The chain program replays one chain's step this way
+    (:meth:`tallmcmc.sampling.program.ChainProgram.one_chain_step`) with that trace's constants — what the step closes over: the control variate's centre and sums, a
     preconditioner, … — as an argument of its loop, so that the lowered loop holds none of their values: a run on
     other data of the same shapes compiles the same program (found in the persistent cache), and the program is keyed
     by this trace without the constants' values.
@@ -99,7 +101,7 @@ class Traced(NamedTuple):
 
 
 def folder() -> Path | None:
-    """Where exported chain programs are kept: ``tallmcmc-programs`` in JAX's persistent cache folder, or ``None``
+    """Where exported programs are kept: ``tallmcmc-programs`` in JAX's persistent cache folder, or ``None``
     when that cache is off or not a local folder."""
     directory = jax.config.jax_compilation_cache_dir
     if not directory or "://" in str(directory):
@@ -239,6 +241,21 @@ def compile_kept(loop: Callable, arguments: tuple, out_tree, key: str, where: Pa
     return run
 
 
+def compile_kept_or_direct(
+    function: Callable, arguments: tuple, out_tree, key: str | None, where: Path | None, what: str
+) -> Callable:
+    """``function`` compiled for ``arguments``: through the lowered program kept under ``key`` in ``where``
+    (:func:`compile_kept`) where both are given, else — and wherever keeping fails: a host callback cannot be
+    exported — directly; with the chain programs' XLA options either way (:mod:`tallmcmc.compiler_options`).
+    ``what`` names the program in the debug log."""
+    if key is not None and where is not None:
+        try:
+            return compile_kept(function, arguments, out_tree, key, where)
+        except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
+            _log.debug("%s compiled directly, not kept: %s: %s", what, type(error).__name__, error)
+    return compiler_options.jit(function).lower(*arguments).compile()
+
+
 class KeptPass:
     """A data pass ``function(*arguments)`` compiled at its first call: through the lowered program kept under the
     key of ``trace`` (the pass's likelihood traced on one chunk of rows, whose constants the pass takes as an
@@ -261,11 +278,10 @@ class KeptPass:
         return self._compiled[signature](*arguments)
 
     def _compile(self, arguments: tuple) -> Callable:
-        where = folder()
+        where, key = folder(), None
         if where is not None:
             try:
                 key = program_key(self._trace.jaxpr, arguments, self._variant)
-                return compile_kept(self._function, arguments, self._out_tree, key, where)
-            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
-                _log.debug("%s compiled directly, not kept: %s: %s", self._variant[0], type(error).__name__, error)
-        return compiler_options.jit(self._function).lower(*arguments).compile()
+            except Exception as error:  # noqa: BLE001 - the pass compiles without its key
+                _log.debug("%s: no program key: %s: %s", self._variant[0], type(error).__name__, error)
+        return compile_kept_or_direct(self._function, arguments, self._out_tree, key, where, self._variant[0])

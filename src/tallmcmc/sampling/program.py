@@ -154,12 +154,7 @@ class ChainProgram(NamedTuple):
         """``loop`` compiled for ``full``: through the lowered program kept between processes where there is a cache
         folder and a key (:mod:`tallmcmc.program_cache`), else directly (and whenever keeping it fails: a
         host callback cannot be exported)."""
-        if key is not None and where is not None:
-            try:
-                return program_cache.compile_kept(loop, full, out_tree, key, where)
-            except Exception as error:  # noqa: BLE001 - what the direct compilation does not raise too is ours to skip
-                _log.debug("chain program compiled directly, not kept: %s: %s", type(error).__name__, error)
-        return compiler_options.jit(loop).lower(*full).compile()
+        return program_cache.compile_kept_or_direct(loop, full, out_tree, key, where, "chain program")
 
     def _compile_tuned(self, arguments: tuple, length: int) -> Callable:
         """``run_tuned_chunk(length)`` compiled for ``arguments``.
