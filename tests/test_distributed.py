@@ -20,6 +20,7 @@ import time
 import jax
 import numpy as np
 import pytest
+from forced_devices import xla_flags
 
 import tallmcmc
 from tallmcmc import distributed
@@ -40,9 +41,8 @@ def free_port() -> int:
 def child_environment(devices_per_process: int = 1) -> dict:
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
-    env.pop("XLA_FLAGS", None)  # one CPU device per process, unless more are asked for
-    if devices_per_process > 1:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices_per_process}"
+    # the suite's XLA options; one CPU device per process, unless more are asked for
+    env["XLA_FLAGS"] = xla_flags(devices_per_process if devices_per_process > 1 else None)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
