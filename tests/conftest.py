@@ -1,6 +1,6 @@
 """Shared pytest configuration: ``--runslow`` turns on the long statistical tests; JAX's persistent compilation
 cache lives in a folder of the session's own (unless ``TALLMCMC_COMPILATION_CACHE`` is set); the default suite
-compiles with XLA's quicker-to-compile CPU options (:data:`SUITE_XLA_FLAGS`, unless ``XLA_FLAGS`` is set).
+compiles with XLA's quicker-to-compile CPU options (``suite_xla.SUITE_XLA_FLAGS``, unless ``XLA_FLAGS`` is set).
 
 ``tests/`` is put on ``sys.path`` so that test modules (imported with
 ``--import-mode=importlib``, hence not as a package) can ``import analytic_models``,
@@ -30,6 +30,7 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 import pytest
+from suite_xla import SUITE_XLA_FLAGS
 
 
 def pytest_addoption(parser):
@@ -41,19 +42,12 @@ def pytest_addoption(parser):
     )
 
 
-#: XLA's CPU options of the default suite. About three quarters of the default suite's time was compiling (JAX's
-#: own compile-time events, summed per test: XLA 1,235 s, lowering 209 s, tracing 182 s of 2,199 s on a slow 2-core
-#: CPU); with the older fusion emitters and LLVM's expensive passes off XLA's share halves and the suite takes about
-#: a quarter less (18 min 39 s -> 14 min 8 s there, every test passing). The programs run somewhat slower (the
-#: heavy-tailed tail-guard test, 20,000 minibatch decisions at each of four pairs, 33 -> 84 s), which the default
-#: suite's short runs do not feel. ``--runslow`` (the long runs, whose time is sampling) keeps XLA's defaults, as a
-#: user's runs do; so does setting ``XLA_FLAGS`` yourself (``XLA_FLAGS= python -m pytest -n 2``: XLA's defaults).
-#: Subprocesses inherit the variable; ``forced_devices.xla_flags`` adds forced host devices to it.
-SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expensive_passes=true"
-
-
 def pytest_configure(config):
-    # before any test module imports JAX; xdist's workers start after this and inherit the variable
+    # XLA's quicker-to-compile CPU options (``suite_xla``: compiling was three quarters of the default suite), set
+    # before any test module imports JAX; xdist's workers start after this and inherit the variable, and so do the
+    # tests' subprocesses (``forced_devices.xla_flags`` adds forced host devices to it). ``--runslow`` (the long
+    # runs, whose time is sampling) keeps XLA's defaults, as a user's runs do; so does an ``XLA_FLAGS`` of your own
+    # (``XLA_FLAGS= python -m pytest -n 2``: XLA's defaults).
     if not config.getoption("--runslow") and "XLA_FLAGS" not in os.environ:
         os.environ["XLA_FLAGS"] = SUITE_XLA_FLAGS
 

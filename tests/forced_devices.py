@@ -13,7 +13,7 @@ SCRIPTS = pathlib.Path(__file__).resolve().parent / "scripts"
 
 
 def xla_flags(devices: int | None = None) -> str:
-    """The suite's ``XLA_FLAGS`` (``conftest.SUITE_XLA_FLAGS`` or the user's), with ``devices`` forced host CPU
+    """The suite's ``XLA_FLAGS`` (``suite_xla.SUITE_XLA_FLAGS`` or the user's), with ``devices`` forced host CPU
     devices in place of any count there (``None``: no forced devices, one CPU device)."""
     flags = [
         flag

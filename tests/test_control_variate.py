@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 import scipy.optimize
+from suite_xla import RUN_HEAVY
 
 import tallmcmc
 from tallmcmc.examples import logistic_regression
@@ -59,7 +60,10 @@ def decision_frequencies(model, mode, test, pairs, num_decisions, drop_proxy=Fal
         inner = tallmcmc.minibatch_barker(100)
         decide = lambda key, m, a, b, o, c: inner.decide(key, cv.residual_model(m), a, b, o, c)  # noqa: E731
     keys = jax.random.split(jax.random.key(17), num_decisions)
-    decide_all = jax.jit(jax.vmap(lambda key, a, b, o: decide(key, model, a, b, o, ()).accepted, (0, None, None, None)))
+    decide_all = jax.jit(
+        jax.vmap(lambda key, a, b, o: decide(key, model, a, b, o, ()).accepted, (0, None, None, None)),
+        compiler_options=RUN_HEAVY,  # one program run long: XLA's defaults (suite_xla)
+    )
     frequencies = []
     for theta, theta_new in pairs:
         offset = jnp.asarray(model.log_prior(theta_new) - model.log_prior(theta), jnp.float32)

@@ -18,6 +18,7 @@ its chi-square test is to see a given error (``docs/calibration.md``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from typing import Any
 
@@ -215,6 +216,7 @@ def repeated_decisions(
     *,
     warmup_decisions: int = 0,
     seed: int = 7,
+    compiler_options: dict | None = None,
 ):
     """``repetitions`` independent decisions of ``test`` at the pair (``position``, ``proposed``).
 
@@ -225,6 +227,10 @@ def repeated_decisions(
     pool). The data-free part of Δ is 0 (flat prior, symmetric proposal).
     The compiled program is kept for the last few (model, test) pairs, so
     further pairs of the same model and test compile nothing.
+    ``compiler_options``: XLA's options for that program, as ``jax.jit``
+    takes them (``None``: the process's); a test suite that compiles with
+    quick-to-compile options process-wide gives a long-running check XLA's
+    defaults back with it.
 
     Returns
     -------
@@ -232,13 +238,14 @@ def repeated_decisions(
         With a leading axis of length ``repetitions`` on every field.
     """
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(position), float)
-    key = (id(model), id(test), repetitions, warmup_decisions, seed, str(dtype))
+    options = None if compiler_options is None else dict(compiler_options)
+    key = (id(model), id(test), repetitions, warmup_decisions, seed, str(dtype), repr(sorted((options or {}).items())))
     cached = _DECISION_PROGRAMS.get(key)
     if cached is not None and cached[0] is model and cached[1] is test:  # the objects are held: ids not reused
         return cached[2](position, proposed)
     zero = jnp.zeros((), dtype)
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=options)
     def run(position, proposed):
         def one(cache, key):
             return test.decide(key, model, position, proposed, zero, cache).cache, None

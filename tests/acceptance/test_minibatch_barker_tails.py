@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_xla import RUN_HEAVY
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mean, weighted_mean
@@ -41,7 +42,13 @@ def heavy():
 def decisions(model, test, theta, proposed, repetitions=REPETITIONS):
     """``repetitions`` decisions at (θ, θ′), from the cache a chain would have after 300 steps there."""
     return repeated_decisions(
-        model, test, jnp.float32(theta), jnp.float32(proposed), repetitions, warmup_decisions=WARMUP_DECISIONS
+        model,
+        test,
+        jnp.float32(theta),
+        jnp.float32(proposed),
+        repetitions,
+        warmup_decisions=WARMUP_DECISIONS,
+        compiler_options=RUN_HEAVY,
     )
 
 

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_xla import RUN_HEAVY
 
 import tallmcmc
 from tallmcmc.acceptance import penalty as penalty_module
@@ -148,10 +149,24 @@ def heavy_balance(model, test, pairs):
     for theta, proposed, delta in pairs:
         # from the cache a chain would have after 300 steps there (the tail guard's pooled kurtosis)
         forward = repeated_decisions(
-            model, test, jnp.float32(theta), jnp.float32(proposed), REPETITIONS, warmup_decisions=300, seed=7
+            model,
+            test,
+            jnp.float32(theta),
+            jnp.float32(proposed),
+            REPETITIONS,
+            warmup_decisions=300,
+            seed=7,
+            compiler_options=RUN_HEAVY,
         )
         reverse = repeated_decisions(
-            model, test, jnp.float32(proposed), jnp.float32(theta), REPETITIONS, warmup_decisions=300, seed=8
+            model,
+            test,
+            jnp.float32(proposed),
+            jnp.float32(theta),
+            REPETITIONS,
+            warmup_decisions=300,
+            seed=8,
+            compiler_options=RUN_HEAVY,
         )
         z.append(balance_z(float(jnp.mean(forward.accepted)), float(jnp.mean(reverse.accepted)), delta))
     return np.array(z)

@@ -1,0 +1,17 @@
+"""The default suite's XLA options (``conftest`` sets them) and the options that give a run-heavy check XLA's
+defaults back.
+
+About three quarters of the default suite's time was compiling (JAX's own compile-time events, summed per test:
+XLA 1,235 s, lowering 209 s, tracing 182 s of 2,199 s on a slow 2-core CPU); with the older fusion emitters and
+LLVM's expensive passes off, XLA's share halves and the suite takes about a quarter less (18 min 39 s -> 14 min 8 s
+there, every test passing). The programs run slower, which the default suite's short runs do not feel; the few
+checks that run one program long (tens of thousands of minibatch decisions) compile it with :data:`RUN_HEAVY`.
+"""
+
+#: ``XLA_FLAGS`` of the default suite (not with ``--runslow``, not where ``XLA_FLAGS`` is set: ``conftest``).
+SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expensive_passes=true"
+
+#: Per-program compiler options (``jax.jit(..., compiler_options=...)``) restoring XLA's defaults that
+#: :data:`SUITE_XLA_FLAGS` changes: the heavy-tailed tail-guard check, 4 x 20,000 decisions, took 50 s alone under
+#: the suite's flags and 20 s under these.
+RUN_HEAVY = {"xla_cpu_use_fusion_emitters": True, "xla_llvm_disable_expensive_passes": False}
