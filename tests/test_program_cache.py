@@ -6,6 +6,7 @@ nothing else."""
 from __future__ import annotations
 
 import collections
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -24,12 +25,8 @@ OTHER_DATA = np.random.default_rng(4).normal(-0.5, 2.0, size=(3000, 2)).astype(n
 def control_variate(data, centre):
     """The control variate of ``sample``'s runs, its passes not kept (their own test is below), so that the folder
     counts chain programs only."""
-    kept = program_cache.folder
-    program_cache.folder = lambda: None
-    try:
+    with mock.patch.object(program_cache, "folder", lambda: None):
         return tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
-    finally:
-        program_cache.folder = kept
 
 
 def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap"):

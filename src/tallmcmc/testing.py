@@ -238,14 +238,14 @@ def repeated_decisions(
         With a leading axis of length ``repetitions`` on every field.
     """
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(position), float)
-    options = None if compiler_options is None else dict(compiler_options)
-    key = (id(model), id(test), repetitions, warmup_decisions, seed, str(dtype), repr(sorted((options or {}).items())))
+    options = tuple(sorted((compiler_options or {}).items()))
+    key = (id(model), id(test), repetitions, warmup_decisions, seed, str(dtype), options)
     cached = _DECISION_PROGRAMS.get(key)
     if cached is not None and cached[0] is model and cached[1] is test:  # the objects are held: ids not reused
         return cached[2](position, proposed)
     zero = jnp.zeros((), dtype)
 
-    @functools.partial(jax.jit, compiler_options=options)
+    @functools.partial(jax.jit, compiler_options=dict(options) or None)
     def run(position, proposed):
         def one(cache, key):
             return test.decide(key, model, position, proposed, zero, cache).cache, None

@@ -145,31 +145,26 @@ def heavy():
 
 
 def heavy_balance(model, test, pairs):
-    z = []
-    for theta, proposed, delta in pairs:
+    def acceptance(start, end, seed):
         # from the cache a chain would have after 300 steps there (the tail guard's pooled kurtosis)
-        forward = repeated_decisions(
+        decisions = repeated_decisions(
             model,
             test,
-            jnp.float32(theta),
-            jnp.float32(proposed),
+            jnp.float32(start),
+            jnp.float32(end),
             REPETITIONS,
             warmup_decisions=300,
-            seed=7,
+            seed=seed,
             compiler_options=RUN_HEAVY,
         )
-        reverse = repeated_decisions(
-            model,
-            test,
-            jnp.float32(proposed),
-            jnp.float32(theta),
-            REPETITIONS,
-            warmup_decisions=300,
-            seed=8,
-            compiler_options=RUN_HEAVY,
-        )
-        z.append(balance_z(float(jnp.mean(forward.accepted)), float(jnp.mean(reverse.accepted)), delta))
-    return np.array(z)
+        return float(jnp.mean(decisions.accepted))
+
+    return np.array(
+        [
+            balance_z(acceptance(theta, proposed, 7), acceptance(proposed, theta, 8), delta)
+            for theta, proposed, delta in pairs
+        ]
+    )
 
 
 @pytest.mark.slow
