@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
+from suite_xla import RUN_HEAVY
 
 import tallmcmc
 from tallmcmc.acceptance.austere_design import adaptive_design_table, sequential_test_characteristics
@@ -74,7 +75,7 @@ def agreement(test, case, gap, repetitions=REPETITIONS, seed=0):
         decision = test.decide(key, model, jnp.asarray(theta), jnp.asarray(proposed), offset, test.init(model, theta))
         return decision.accepted, decision.info
 
-    accepted, info = jax.jit(jax.vmap(one))(keys)
+    accepted, info = jax.jit(jax.vmap(one), compiler_options=RUN_HEAVY)(keys)  # run-heavy: XLA's defaults (suite_xla)
     agree = np.asarray(accepted) == (gap > 0)
     return float(agree.mean()), jax.tree_util.tree_map(np.asarray, info)
 

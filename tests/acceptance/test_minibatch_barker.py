@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_xla import RUN_HEAVY
 
 import tallmcmc
 from tallmcmc.examples import gaussian_mean
@@ -40,7 +41,8 @@ def acceptance_frequencies(model, test, pairs):
     decide = jax.jit(
         jax.vmap(
             lambda key, theta, proposed: test.decide(key, model, theta, proposed, jnp.float32(0.0), ()), (0, None, None)
-        )
+        ),
+        compiler_options=RUN_HEAVY,  # many minibatch decisions run by one program: XLA's defaults (suite_xla)
     )
     for theta, proposed in pairs:
         decision = decide(keys, jnp.float32(theta), jnp.float32(proposed))

@@ -125,7 +125,8 @@ def test_smoothing_error_bound_holds_and_shrinks_with_s_over_sigma():
         delta = float(np.sum(-0.5 * (x - proposed) ** 2 + 0.5 * (x - theta) ** 2) / temperature)
         keys = jax.random.split(jax.random.key(9), REPETITIONS)
         decision = jax.jit(
-            jax.vmap(lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ()))
+            jax.vmap(lambda k: test.decide(k, model, jnp.float32(theta), jnp.float32(proposed), jnp.float32(0.0), ())),
+            compiler_options=RUN_HEAVY,  # many minibatch decisions run by one program: XLA's defaults (suite_xla)
         )(keys)
         probability = 1.0 / (1.0 + np.exp(-delta))
         error = abs(float(jnp.mean(decision.accepted)) - probability)

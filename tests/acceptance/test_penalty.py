@@ -55,7 +55,8 @@ def _decider(model, test):
     """One compiled program per (model, test): the pair is an argument, not a constant."""
     if (id(model), id(test)) not in _DECIDERS:
         decide = lambda key, theta, proposed: test.decide(key, model, theta, proposed, jnp.float32(0.0), ())  # noqa: E731
-        vectorised = jax.jit(jax.vmap(decide, (0, None, None)))
+        # many minibatch decisions run by one program: XLA's defaults (suite_xla)
+        vectorised = jax.jit(jax.vmap(decide, (0, None, None)), compiler_options=RUN_HEAVY)
         _DECIDERS[id(model), id(test)] = lambda keys, theta, proposed: vectorised(
             keys, jnp.float32(theta), jnp.float32(proposed)
         )
