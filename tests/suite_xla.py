@@ -14,8 +14,9 @@ SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expens
 #: Per-program compiler options (``jax.jit(..., compiler_options=...)``) restoring XLA's defaults that
 #: :data:`SUITE_XLA_FLAGS` changes: the heavy-tailed tail-guard check, 4 x 20,000 decisions, took 50 s alone under
 #: the suite's flags and 20 s under these. Without the fusion emitters, a program that runs the minibatch tests'
-#: stage loop many times runs it about 2.5 times slower (a random walk under the minibatch Barker test, N = 10^5,
-#: 4 chains x 200 steps of up to 1,000 stages: 28.8 s against 8.5 s of running, for 1.2 s less compiling), so every
+#: stage loop many times runs it about three times slower (a random walk under the minibatch Barker test,
+#: N = 10^5, 4 chains x 200 steps of about 690 stages of 100 points: 29 s against 8.5 s of running, for 1.5 s less
+#: compiling; ``sample``, the compilation cache off, a fresh process each), so every
 #: check that runs thousands of minibatch decisions in one program (``repeated_decisions``, and the jitted
 #: decision programs of ``tests/acceptance``) compiles it with these; those checks took 258 s instead of 328 s.
 RUN_HEAVY = {"xla_cpu_use_fusion_emitters": True, "xla_llvm_disable_expensive_passes": False}
