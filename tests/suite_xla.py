@@ -18,5 +18,6 @@ SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expens
 #: N = 10^5, 4 chains x 200 steps of about 690 stages of 100 points: 29 s against 8.5 s of running, for 1.5 s less
 #: compiling; ``sample``, the compilation cache off, a fresh process each), so every
 #: check that runs thousands of minibatch decisions in one program (``repeated_decisions``, and the jitted
-#: decision programs of ``tests/acceptance``) compiles it with these; those checks took 258 s instead of 328 s.
+#: decision programs of ``tests/acceptance``) compiles it with these (``tests/acceptance``: 258 s summed instead of
+#: 328 s).
 RUN_HEAVY = {"xla_cpu_use_fusion_emitters": True, "xla_llvm_disable_expensive_passes": False}
