@@ -338,3 +338,17 @@ def test_constrain_maps_the_draws_and_leaves_the_chain_state_alone():
     assert set(result.to_inference_data().posterior.data_vars) == {"beta", "sigma"}
     with pytest.raises(TypeError, match="constrain must be a function"):
         tallmcmc.Model(_regression_log_likelihood, _weak_prior, data, constrain=3)
+
+
+def test_a_non_scalar_log_likelihood_is_named_where_the_data_are_evaluated_elsewhere():
+    """The shape check of one datum holds on the path that sample_tall's start check and a mesh take (the values
+    computed by ``evaluate_data``); it once read the shape of a ``jax.ShapeDtypeStruct`` wrapped in a NumPy array,
+    which is always ()."""
+    import jax
+
+    model = tallmcmc.Model(lambda t, x: jnp.stack([t, x]), lambda t: 0.0, jnp.zeros(5))
+    never = lambda position, data: pytest.fail("the per-datum values were computed before the shape check")  # noqa: E731
+    with pytest.raises(ValueError, match="scalar for one datum"):
+        tallmcmc.check_model(
+            model, jnp.float32(0.0), evaluate_data=never, datum_shape=jax.ShapeDtypeStruct((), jnp.float32)
+        )

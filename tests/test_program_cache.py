@@ -16,6 +16,7 @@ import pytest
 import tallmcmc
 from tallmcmc import program_cache
 from tallmcmc.examples import gaussian_mean
+from tallmcmc.sampling import plan
 from tallmcmc.setup_fast import fast_setup
 
 DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float32)
@@ -48,7 +49,15 @@ def entries(folder):
     return sorted(folder.glob("*.jaxexport"))
 
 
+def chain_keys_compiled_before():
+    """Compile the two-chain runs' chain keys (a kept program, compiled once per process) before a test counts the
+    entries of its own folder, so that the folder counts chain programs only, whichever test ran first."""
+    keys = plan._kept_chain_keys(2)(np.int32(0), np.bool_(False), np.int32(0))
+    np.testing.assert_array_equal(jax.random.key_data(keys), jax.random.key_data(plan._chain_keys(0, False, 0, 2)))
+
+
 def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_is_replaced(tmp_path, monkeypatch):
+    chain_keys_compiled_before()
     folder = tmp_path / "programs"
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
     first = sample()  # exported, written, compiled from the export
@@ -144,42 +153,49 @@ def test_no_folder_without_a_local_cache():
         jax.config.update("jax_compilation_cache_dir", before)
 
 
-def scaled_model(scale):
-    """xᵢ ~ N(θ, diag(scale²)) with ``scale`` closed over as an array: a constant of the likelihood's trace."""
+def scaled_model(scale, prior_variance=100.0):
+    """xᵢ ~ N(θ, diag(scale²)), θ ~ N(0, prior_variance·I), with ``scale`` and ``prior_variance`` closed over as
+    arrays: constants of the likelihood's and of the prior's traces."""
     scale = jnp.asarray(scale, jnp.float32)
+    prior_variance = jnp.full((2,), prior_variance, jnp.float32)
 
     def log_likelihood(theta, x):
         return -0.5 * jnp.sum(((x - theta) / scale) ** 2)
 
-    return tallmcmc.Model(
-        log_likelihood, lambda theta: -0.5 * jnp.sum(theta**2) / 100.0, jnp.asarray(SETUP_DATA), position_shape=(2,)
-    )
+    def log_prior(theta):
+        return -0.5 * jnp.sum(theta**2 / prior_variance)
+
+    return tallmcmc.Model(log_likelihood, log_prior, jnp.asarray(SETUP_DATA), position_shape=(2,))
 
 
 SETUP_DATA = np.random.default_rng(5).normal(1.0, 1.0, size=(200_000, 2)).astype(np.float32)
 
 
-def setup_values(scale):
-    setup = fast_setup(scaled_model(scale))
+def setup_values(scale, prior_variance=100.0):
+    setup = fast_setup(scaled_model(scale, prior_variance))
     assert setup.full_passes == 2  # the fast path, not find_mode's fallback
     sums = (setup.control_variate.gradient_sum, setup.control_variate.hessian_sum)
     return [np.asarray(setup.mode.position), np.asarray(setup.covariance), *map(np.asarray, sums)]
 
 
 def test_the_setup_pass_is_kept_and_takes_the_likelihoods_constants_as_an_argument(tmp_path, monkeypatch):
-    """``fast_setup``'s data pass is kept like a chain program, keyed by the likelihood's trace of one chunk: a
-    second setup loads it and computes what a direct compilation computes, and a likelihood whose closed-over
-    array differs (same shapes, same key) computes with its own value, not the kept program's."""
+    """``fast_setup``'s data pass and its prior's terms are kept like a chain program, keyed by the likelihood's
+    trace of one chunk and by the prior's trace: a second setup loads them and computes what a direct compilation
+    computes, and a likelihood or prior whose closed-over array differs (same shapes, same key) computes with its
+    own value, not the kept program's."""
     folder = tmp_path / "programs"
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
     first = setup_values([1.0, 1.5])
-    assert len(entries(folder)) == 1
+    assert len(entries(folder)) == 2  # the data pass and the prior's value, gradient and Hessian
     again = setup_values([1.0, 1.5])
     other = setup_values([2.0, 3.0])  # the same key: the scale is the loop's argument
-    assert len(entries(folder)) == 1
+    tight = setup_values([1.0, 1.5], prior_variance=1.0)  # the same key: the prior's variance is its argument
+    assert len(entries(folder)) == 2
     monkeypatch.setattr(program_cache, "folder", lambda: None)
     direct, direct_other = setup_values([1.0, 1.5]), setup_values([2.0, 3.0])
-    for kept, compiled in ((first, direct), (again, direct), (other, direct_other)):
+    direct_tight = setup_values([1.0, 1.5], prior_variance=1.0)
+    assert not np.array_equal(direct_tight[1], direct[1])  # the prior's variance shows in the covariance
+    for kept, compiled in ((first, direct), (again, direct), (other, direct_other), (tight, direct_tight)):
         for a, b in zip(kept, compiled, strict=True):
             np.testing.assert_array_equal(a, b)
     # the posterior covariance grows with the scale² (×4 here, up to the prior): a kept program that had baked in

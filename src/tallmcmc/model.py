@@ -30,17 +30,11 @@ Position = Any  # a pytree of arrays
 Data = Any  # a pytree of arrays, every leaf with leading axis N
 
 
-def _first_row(data: Data) -> Data:
-    """Row 0 of every leaf: NumPy leaves indexed on the host, device leaves in one compiled program (eager
-    indexing compiles a slice and a squeeze per leaf)."""
-    if all(isinstance(leaf, np.ndarray) for leaf in jax.tree_util.tree_leaves(data)):
-        return jax.tree_util.tree_map(lambda leaf: leaf[0], data)
-    return _first_row_compiled(data)
-
-
-@jax.jit
-def _first_row_compiled(data: Data) -> Data:
-    return jax.tree_util.tree_map(lambda leaf: leaf[0], data)
+def _datum_type(leaf) -> jax.ShapeDtypeStruct:
+    """The shape and dtype of one row of a data leaf, as JAX sees it (a NumPy float64 leaf is float32 without
+    x64)."""
+    dtype = leaf.dtype if isinstance(leaf, jax.Array) else jax.dtypes.canonicalize_dtype(np.result_type(leaf))
+    return jax.ShapeDtypeStruct(np.shape(leaf)[1:], dtype)
 
 
 @jax.jit
@@ -467,9 +461,11 @@ def check_model(
         For data spread over devices (:func:`tallmcmc.sharding.check_model_on_mesh`
         passes them): ``evaluate_data(position, data) -> (count, first, value,
         total)``, the number of non-finite per-datum values, the first one's
-        index and value and the sum, computed where the data live; one datum's
-        log-likelihood is then checked on its shape (``datum_shape``, a pytree
-        of ``jax.ShapeDtypeStruct``) without reading any datum.
+        index and value and the sum, computed where the data live, and the
+        shape of one datum (``datum_shape``, a pytree of
+        ``jax.ShapeDtypeStruct``; by default that of a row of ``model.data``).
+        One datum's log-likelihood is checked on that shape alone
+        (``jax.eval_shape``: no datum read, no program compiled).
 
     Returns
     -------
@@ -494,9 +490,10 @@ def check_model(
             raise ValueError(f"{name} contains NaN or inf")
     check_position_shape(model, position, name)
 
-    def evaluate(function, *arguments):
+    def evaluate(function, *arguments, on_host=True):
         try:
-            return np.asarray(function(*arguments))
+            value = function(*arguments)
+            return np.asarray(value) if on_host else value
         except jax.errors.ConcretizationTypeError as error:
             raise ValueError(
                 f"the model could not be traced by JAX at {name}: {type(error).__name__}: {error}. log_prior and "
@@ -519,11 +516,10 @@ def check_model(
         raise ValueError(
             f"log_prior({name}) = {float(log_prior)}: start inside the prior's support where the log-prior is finite"
         )
-    if evaluate_data is not None:
-        one = evaluate(jax.eval_shape, model.log_likelihood, position, datum_shape)
-    else:
-        first = _first_row(model.data)
-        one = evaluate(jax.jit(model.log_likelihood), position, first)
+    if datum_shape is None:
+        datum_shape = jax.tree_util.tree_map(_datum_type, model.data)
+    # one datum's log-likelihood traced on that datum's shape: nothing read, nothing compiled
+    one = evaluate(jax.eval_shape, model.log_likelihood, position, datum_shape, on_host=False)
     if one.shape != ():
         raise ValueError(
             f"log_likelihood(position, datum) must return a scalar for one datum; it returned shape {one.shape}. "

@@ -683,9 +683,13 @@ class _Passes:
             carry, _ = jax.lax.scan(body, carry, jnp.arange(_CHUNKS_PER_CALL, dtype=jnp.int32))
             return carry
 
-        def prior_terms(theta):
+        # the prior traced once too: its gradient and Hessian are kept under that trace's key (tracing them took
+        # 0.07 s of a second run, docs/compilation.md)
+        prior = Traced.of(lambda t: model.log_prior(unravel(t)), jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype))
+
+        def prior_terms(theta, constants):
             def negative(t):
-                return -model.log_prior(unravel(t))
+                return -prior.replay(constants, t)
 
             return negative(theta), jax.grad(negative)(theta), jax.hessian(negative)(theta)
 
@@ -694,7 +698,11 @@ class _Passes:
         carry = (jax.ShapeDtypeStruct((), likelihood.shapes.dtype),) * 5
         out_tree = jax.tree_util.tree_structure((carry, carry))
         self._add = program_cache.KeptPass(add_chunks, likelihood, ("setup pass", chunk, _CHUNKS_PER_CALL), out_tree)
-        self._prior = jax.jit(prior_terms)
+        kept_prior = program_cache.KeptPass(
+            prior_terms, prior, ("setup prior",), jax.tree_util.tree_structure((0,) * 3)
+        )
+        prior_constants = prior.constants
+        self._prior = lambda theta: kept_prior(theta, prior_constants)
         # the sums' shapes: the value's three in the likelihood's dtype, the gradient and Hessian in θ's
         flat = jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype)
         scalar = jax.ShapeDtypeStruct((), likelihood.shapes.dtype)

@@ -60,7 +60,7 @@ def log_prior(theta: jax.Array) -> jax.Array:
 def model(num_data: int = PAPER_NUM_DATA, temperature: float = PAPER_TEMPERATURE, seed: int = 0) -> Model:
     """The Section 6.1 model (data simulated with ``seed``)."""
     return Model(
-        log_likelihood, log_prior, jnp.asarray(simulate_data(num_data, seed)), temperature, position_shape=(2,)
+        log_likelihood, log_prior, jax.device_put(simulate_data(num_data, seed)), temperature, position_shape=(2,)
     )
 
 

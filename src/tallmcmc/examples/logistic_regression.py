@@ -116,7 +116,8 @@ def model(covariates: np.ndarray, response: np.ndarray, prior_variance: float = 
             2 * math.pi * prior_variance
         )
 
-    data = {"covariates": jnp.asarray(covariates), "response": jnp.asarray(response)}
+    # device_put transfers the arrays as they are; jnp.asarray would compile a program for each (docs/compilation.md)
+    data = {"covariates": jax.device_put(covariates), "response": jax.device_put(response)}
     return Model(log_likelihood, log_prior, data, 1.0, position_shape=(dimension,))
 
 

@@ -82,7 +82,7 @@ def model(data: np.ndarray, temperature: float = 1.0, prior_variance: float = PR
     def log_prior(theta: jax.Array) -> jax.Array:
         return -0.5 * jnp.sum(theta**2) / prior_variance
 
-    return Model(log_likelihood, log_prior, jnp.asarray(data), temperature, position_shape=(1,))
+    return Model(log_likelihood, log_prior, jax.device_put(np.asarray(data)), temperature, position_shape=(1,))
 
 
 def log_posterior_grid(

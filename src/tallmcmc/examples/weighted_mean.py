@@ -49,7 +49,12 @@ def log_likelihood(theta: jax.Array, datum: jax.Array) -> jax.Array:
 
 def model(data: np.ndarray, temperature: float = 1.0) -> Model:
     """The model over ``data`` from :func:`simulate`, with a flat prior on the scalar θ."""
-    return Model(log_likelihood, lambda theta: jnp.zeros((), jnp.asarray(theta).dtype), jnp.asarray(data), temperature)
+    return Model(
+        log_likelihood,
+        lambda theta: jnp.zeros((), jnp.asarray(theta).dtype),
+        jax.device_put(np.asarray(data)),
+        temperature,
+    )
 
 
 def log_ratio(data: np.ndarray, theta: float, proposed: float, temperature: float = 1.0) -> float:

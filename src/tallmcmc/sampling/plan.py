@@ -8,12 +8,14 @@ the warm-up's target, counts the setup passes and estimates the device memory.
 from __future__ import annotations
 
 import warnings
-from functools import partial
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from tallmcmc import program_cache
 from tallmcmc._checks import integer_at_least, open_unit_interval
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.control_variate import ControlVariate
@@ -83,9 +85,29 @@ class RunPlan(NamedTuple):
     def chain_keys(self, stream: int | None = None) -> jax.Array:
         """``fold_in(key(seed), chain)`` per chain, of the kept draws or (``stream``) of another stream."""
         seed = int(self.seed)
-        # a seed beyond int32 becomes a key eagerly (jax.random.key splits its bits; a traced int32 cannot hold it)
-        seed_or_key = seed if -(2**31) <= seed < 2**31 else jax.random.key(seed)
-        return _chain_keys(seed_or_key, stream is not None, 0 if stream is None else stream, self.num_chains)
+        folds_stream, stream = stream is not None, 0 if stream is None else stream
+        if not -(2**31) <= seed < 2**31:
+            # a seed beyond int32 becomes a key eagerly (jax.random.key splits its bits; a traced int32 cannot hold it)
+            return _chain_keys(jax.random.key(seed), folds_stream, stream, self.num_chains)
+        arguments = (np.int32(seed), np.bool_(folds_stream), np.int32(stream))
+        keys = _kept_chain_keys(self.num_chains)(*arguments)
+        # placed as jax.jit places them, uncommitted (a compiled program's outputs are committed to its device, and a
+        # chain program compiled for committed keys misses the persistent cache that an uncommitted run filled)
+        return jax.random.wrap_key_data(np.asarray(jax.random.key_data(keys)), impl=jax.random.key_impl(keys))
+
+
+@cache
+def _kept_chain_keys(num_chains: int) -> program_cache.KeptPass:
+    """:func:`_chain_keys` for an int32 seed, kept between processes like the chain program
+    (:class:`~tallmcmc.program_cache.KeptPass`): a later process loads it instead of lowering it — lowering the
+    random hash took about 0.1 s of a second ``sample_tall`` run on a 2-core CPU (``docs/compilation.md``)."""
+
+    def keys(seed, folds_stream, stream):
+        return _chain_keys(seed, folds_stream, stream, num_chains)
+
+    types = (jax.ShapeDtypeStruct((), np.int32), jax.ShapeDtypeStruct((), np.bool_), jax.ShapeDtypeStruct((), np.int32))
+    traced = program_cache.Traced.of(keys, *types)
+    return program_cache.KeptPass(keys, traced, ("chain keys", num_chains), traced.out_tree)
 
 
 @partial(jax.jit, static_argnums=3)
