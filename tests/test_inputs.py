@@ -352,3 +352,20 @@ def test_a_non_scalar_log_likelihood_is_named_where_the_data_are_evaluated_elsew
         tallmcmc.check_model(
             model, jnp.float32(0.0), evaluate_data=never, datum_shape=jax.ShapeDtypeStruct((), jnp.float32)
         )
+
+
+def test_the_start_checks_per_datum_program_is_compiled_once_per_log_likelihood():
+    """Every ``sample``, ``find_mode`` and ``sample_tall`` of a process checks its model at the start; the check's
+    per-datum program is found compiled by the next check of a model with the same log-likelihood (a notebook's
+    second run), not traced, lowered and compiled again as ``jax.jit`` of a new bound method would be."""
+    from tallmcmc import model as model_module
+
+    def log_likelihood(theta, x):  # a function no other test compiled
+        return -0.5 * (x - theta) ** 2
+
+    model = tallmcmc.Model(log_likelihood, lambda theta: -0.5 * theta**2, jnp.linspace(-1.0, 1.0, 37))
+    before = model_module._per_datum_values._cache_size()
+    for _ in range(3):
+        tallmcmc.check_model(model, jnp.float32(0.0))
+    tallmcmc.check_model(model.with_temperature(2.0), jnp.float32(0.5))  # another model, the same function
+    assert model_module._per_datum_values._cache_size() - before == 1

@@ -60,6 +60,7 @@ from jax.flatten_util import ravel_pytree
 
 from tallmcmc import program_cache, sharding  # sharding.gather_partials is looked up at call time (tests replace it)
 from tallmcmc._checks import integer_at_least, optional_integer_at_least
+from tallmcmc._device import to_device
 from tallmcmc.model import Model, Position, check_model
 from tallmcmc.precision import full_float32_dots, unwrapped
 from tallmcmc.sharding import row_sharding
@@ -446,8 +447,10 @@ def taylor_control_variate(
         )
     dtype = flat_center.dtype
 
-    def stored(array):
-        return None if array is None else jnp.asarray(array, dtype)
+    def stored(array):  # a host array is cast on the host and transferred (jnp.asarray would compile a program)
+        if array is None:
+            return None
+        return to_device(array, dtype) if isinstance(array, np.ndarray) else jnp.asarray(array, dtype)
 
     return ControlVariate(
         center=center,

@@ -294,9 +294,7 @@ def find_mode(
     adam_steps = integer_at_least(adam_steps, "adam_steps", 0)
     adam_batch_size = optional_integer_at_least(adam_batch_size, "adam_batch_size")
     adam_learning_rate = positive_finite(adam_learning_rate, "adam_learning_rate", "Adam's step size")
-    if rng_key is None:
-        rng_key = jax.random.key(0)
-    elif not _is_one_key(rng_key):
+    if rng_key is not None and not _is_one_key(rng_key):
         raise ValueError(
             "rng_key must be one JAX PRNG key such as jax.random.key(0) (or jax.random.PRNGKey(0)); got "
             f"{type(rng_key).__name__}{getattr(rng_key, 'shape', '')}"
@@ -327,7 +325,8 @@ def find_mode(
     adam_used = 0
     if adam_steps:
         batch = min(adam_batch_size or 1000, num_data)
-        flat = _adam(model, unravel, optax.adam(adam_learning_rate), flat, adam_steps, batch, rng_key, rows)
+        key = jax.random.key(0) if rng_key is None else rng_key  # made here: an eager key compiles two programs
+        flat = _adam(model, unravel, optax.adam(adam_learning_rate), flat, adam_steps, batch, key, rows)
         adam_used = adam_steps * batch
 
     theta = np.asarray(flat)

@@ -30,6 +30,26 @@ Position = Any  # a pytree of arrays
 Data = Any  # a pytree of arrays, every leaf with leading axis N
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _per_datum_values(log_likelihood: Callable, position: Position, data: Data) -> jax.Array:
+    """What :meth:`Model.per_datum_log_likelihood` computes, compiled once per log-likelihood function."""
+    return jax.vmap(log_likelihood, in_axes=(None, 0))(position, data)
+
+
+def _per_datum_program(model: Model) -> Callable:
+    """``model``'s per-datum log-likelihoods as a compiled function of ``(position, data)`` that a later call for a
+    model with the same log-likelihood finds compiled: ``jax.jit(model.per_datum_log_likelihood)`` wraps a new bound
+    method each time, which JAX traces, lowers and compiles again (measured: every ``check_model`` of a process)."""
+    if type(model).per_datum_log_likelihood is Model.per_datum_log_likelihood:
+        try:
+            hash(model.log_likelihood)
+        except TypeError:
+            pass
+        else:
+            return functools.partial(_per_datum_values, model.log_likelihood)
+    return jax.jit(model.per_datum_log_likelihood)
+
+
 def _datum_type(leaf) -> jax.ShapeDtypeStruct:
     """The shape and dtype of one row of a data leaf, as JAX sees it (a NumPy float64 leaf is float32 without
     x64)."""
@@ -528,7 +548,7 @@ def check_model(
     if evaluate_data is not None:
         count, first_bad, first_value, total = evaluate_data(position, data)
     else:
-        values = evaluate(jax.jit(model.per_datum_log_likelihood), position, model.data)
+        values = evaluate(_per_datum_program(model), position, model.data)
         bad = np.flatnonzero(~np.isfinite(values))
         count = bad.size
         first_bad, first_value = (bad[0], values[bad[0]]) if bad.size else (0, 0.0)

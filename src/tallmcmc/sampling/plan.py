@@ -17,6 +17,7 @@ import numpy as np
 
 from tallmcmc import program_cache
 from tallmcmc._checks import integer_at_least, open_unit_interval
+from tallmcmc._device import to_device
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.control_variate import ControlVariate
 from tallmcmc.model import Model, Position, as_position, check_model
@@ -262,13 +263,22 @@ def _check_inexact_proposal(proposal: Proposal, test: AcceptanceTest, allowed: b
     return True
 
 
+def _broadcast_start(leaf: jax.Array, num_chains: int) -> jax.Array:
+    """``leaf`` repeated for ``num_chains`` chains along a new leading axis: on the host where that gives the same
+    array (``jnp.broadcast_to`` compiles a program of its own; a weakly typed leaf stays so, and a leaf committed to
+    a device stays there, only with it)."""
+    if not isinstance(leaf, jax.Array) or leaf.weak_type or leaf.committed or not leaf.is_fully_addressable:
+        return jnp.broadcast_to(leaf, (num_chains, *leaf.shape))
+    return to_device(np.broadcast_to(np.asarray(leaf), (num_chains, *np.shape(leaf))))
+
+
 def _starts(initial_position, initial_positions, num_chains: int, check) -> Position:
     """One start per chain (leading axis ``num_chains``), each checked by ``check(position, name)`` unless ``None``."""
     if initial_position is not None:
         start = as_position(initial_position)
         if check is not None:
             check(start, "initial_position")
-        return jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, (num_chains,) + leaf.shape), start)
+        return jax.tree_util.tree_map(lambda leaf: _broadcast_start(leaf, num_chains), start)
     starts = as_position(initial_positions, "initial_positions")
     for leaf in jax.tree_util.tree_leaves(starts):
         if leaf.ndim == 0 or leaf.shape[0] != num_chains:
