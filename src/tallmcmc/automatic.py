@@ -93,6 +93,7 @@ from tallmcmc.model import (
     check_model,
     expected_position_shapes,
     is_shape,
+    per_datum_program,
     rows_of,
 )
 from tallmcmc.precision import unwrapped
@@ -985,7 +986,7 @@ def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
     rows = np.sort(generator.choice(num_data, START_CHECK_ROWS, replace=False))
     indices = to_device(rows, np.int32)
     subsample = rows_of(model.data, indices)
-    evaluate = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
+    evaluate = per_datum_program(model)  # compiled once per log-likelihood in a process
 
     def summary(position, data):  # check_model's evaluate_data: (count, first bad row of the data, its value, sum)
         values = np.asarray(evaluate(position, data))

@@ -36,7 +36,7 @@ def _per_datum_values(log_likelihood: Callable, position: Position, data: Data) 
     return jax.vmap(log_likelihood, in_axes=(None, 0))(position, data)
 
 
-def _per_datum_program(model: Model) -> Callable:
+def per_datum_program(model: Model) -> Callable:
     """``model``'s per-datum log-likelihoods as a compiled function of ``(position, data)`` that a later call for a
     model with the same log-likelihood finds compiled: ``jax.jit(model.per_datum_log_likelihood)`` wraps a new bound
     method each time, which JAX traces, lowers and compiles again (measured: every ``check_model`` of a process)."""
@@ -548,7 +548,7 @@ def check_model(
     if evaluate_data is not None:
         count, first_bad, first_value, total = evaluate_data(position, data)
     else:
-        values = evaluate(_per_datum_program(model), position, model.data)
+        values = evaluate(per_datum_program(model), position, model.data)
         bad = np.flatnonzero(~np.isfinite(values))
         count = bad.size
         first_bad, first_value = (bad[0], values[bad[0]]) if bad.size else (0, 0.0)
