@@ -1,5 +1,6 @@
 """Lowered programs kept between processes — the chain program, and :func:`tallmcmc.fast_setup`'s,
-:func:`tallmcmc.find_mode`'s and :func:`tallmcmc.taylor_control_variate`'s data passes (:class:`KeptPass`) — so that
+:func:`tallmcmc.find_mode`'s and :func:`tallmcmc.taylor_control_variate`'s data passes, ``fast_setup``'s prior terms
+and the chains' keys (:class:`KeptPass`) — so that
 a later run of the same script neither traces nor lowers them again (``docs/compilation.md``, "The lowered chain
 program, kept"); and :class:`Traced`, the trace that keys each (layer 1: the setup's modules and the sampling
 drivers use it).
@@ -264,7 +265,8 @@ class KeptPass:
     it nothing, :mod:`tallmcmc.compiler_options`). ``out_tree``: the tree of the pass's outputs. Compiled once per
     argument signature (tree, shapes, dtypes), as ``jax.jit`` would.
     :func:`tallmcmc.fast_setup`, :func:`tallmcmc.find_mode` and :func:`tallmcmc.taylor_control_variate` keep their
-    passes with it."""
+    passes with it, ``fast_setup`` its prior's terms and :meth:`tallmcmc.sampling.plan.RunPlan.chain_keys` the
+    chains' keys."""
 
     def __init__(self, function: Callable, trace, variant: tuple, out_tree):
         self._function, self._trace, self._variant, self._out_tree = function, trace, variant, out_tree
