@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-__all__ = ["to_device"]
+__all__ = ["jax_dtype", "to_device"]
 
 
 def to_device(value, dtype=None) -> jax.Array:
@@ -23,3 +23,9 @@ def to_device(value, dtype=None) -> jax.Array:
     ``dtype`` on the host if given: what ``jnp.asarray(value, dtype)`` gives for a host value, without an XLA
     program (the result is not weakly typed)."""
     return jax.device_put(np.asarray(value, dtype=dtype))
+
+
+def jax_dtype(leaf) -> np.dtype:
+    """The dtype ``leaf`` has as a JAX array: its own for a JAX array, JAX's canonical one for a host value (a NumPy
+    float64 array is float32 without x64)."""
+    return leaf.dtype if isinstance(leaf, jax.Array) else jax.dtypes.canonicalize_dtype(np.result_type(leaf))

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc._device import to_device
+from tallmcmc._device import jax_dtype, to_device
 from tallmcmc.precision import full_float32_dots
 
 Position = Any  # a pytree of arrays
@@ -51,10 +51,8 @@ def per_datum_program(model: Model) -> Callable:
 
 
 def _datum_type(leaf) -> jax.ShapeDtypeStruct:
-    """The shape and dtype of one row of a data leaf, as JAX sees it (a NumPy float64 leaf is float32 without
-    x64)."""
-    dtype = leaf.dtype if isinstance(leaf, jax.Array) else jax.dtypes.canonicalize_dtype(np.result_type(leaf))
-    return jax.ShapeDtypeStruct(np.shape(leaf)[1:], dtype)
+    """The shape and dtype of one row of a data leaf, as JAX sees it."""
+    return jax.ShapeDtypeStruct(np.shape(leaf)[1:], jax_dtype(leaf))
 
 
 @jax.jit

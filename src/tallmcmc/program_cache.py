@@ -48,6 +48,7 @@ import jax.extend
 import numpy as np
 
 from tallmcmc import compiler_options, threefry_lowering
+from tallmcmc._device import jax_dtype
 
 __all__ = [
     "FOLDER_NAME",
@@ -173,8 +174,7 @@ def program_key(step: jax.extend.core.ClosedJaxpr, arguments: tuple, variant: tu
 
 def _shape_and_dtype(leaf) -> tuple[tuple[int, ...], str]:
     """A leaf's shape and dtype as JAX sees it (a NumPy float64 leaf is float32 without x64)."""
-    dtype = leaf.dtype if isinstance(leaf, jax.Array) else jax.dtypes.canonicalize_dtype(np.result_type(leaf))
-    return tuple(np.shape(leaf)), str(dtype)
+    return tuple(np.shape(leaf)), str(jax_dtype(leaf))
 
 
 def _load(path: Path, leaves: list, num_outputs: int):

@@ -640,11 +640,12 @@ class _Passes:
         self.trace: list = []
         self.likelihood: tuple[np.ndarray, np.ndarray] | None = None
 
+        flat = jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype)  # θ, flattened
         # the likelihood of a chunk traced once: its trace keys the pass's program between processes, and the pass
         # replays it with the trace's constants as an argument (``program_cache``, as the chain program does)
         self._likelihood = Traced.of(
             lambda t, data, indices: model.per_datum_log_likelihood(unravel(t), rows_of(data, indices)),
-            jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype),
+            flat,
             model.data,
             jax.ShapeDtypeStruct((chunk,), jnp.int32),
         )
@@ -685,7 +686,7 @@ class _Passes:
 
         # the prior traced once too: its gradient and Hessian are kept under that trace's key (tracing them took
         # 0.07 s of a second run, docs/compilation.md)
-        prior = Traced.of(lambda t: model.log_prior(unravel(t)), jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype))
+        prior = Traced.of(lambda t: model.log_prior(unravel(t)), flat)
 
         def prior_terms(theta, constants):
             def negative(t):
@@ -704,7 +705,6 @@ class _Passes:
         prior_constants = prior.constants
         self._prior = lambda theta: kept_prior(theta, prior_constants)
         # the sums' shapes: the value's three in the likelihood's dtype, the gradient and Hessian in θ's
-        flat = jax.ShapeDtypeStruct(self.attempt.flat.shape, dtype)
         scalar = jax.ShapeDtypeStruct((), likelihood.shapes.dtype)
         self._shapes = (scalar, scalar, scalar, flat, jax.ShapeDtypeStruct(flat.shape * 2, dtype))
 

@@ -39,8 +39,8 @@ def _half_bits(num_data: int) -> int:
 
 
 # The rounds are written with lax's primitives rather than jax.numpy's operators: the same operations on uint32 (so
-# the same bits), traced without jax.numpy's dispatch (a fresh process traced a permutation in 23 ms instead of 40 ms;
-# docs/compilation.md).
+# the same bits), traced without jax.numpy's dispatch (a permutation traced in 23–41 ms instead of 39–49 ms in fresh
+# processes; docs/compilation.md).
 def _shift_right(x: jax.Array, bits: int) -> jax.Array:
     return lax.shift_right_logical(x, jnp.uint32(bits))
 
