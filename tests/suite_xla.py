@@ -6,6 +6,12 @@ XLA 1,235 s, lowering 209 s, tracing 182 s of 2,199 s on a slow 2-core CPU); wit
 LLVM's expensive passes off, XLA's share halves and the suite takes about a quarter less (18 min 39 s -> 14 min 8 s
 there, every test passing). The programs run slower, which the default suite's short runs do not feel; the few
 checks that run one program long (tens of thousands of minibatch decisions) compile it with :data:`RUN_HEAVY`.
+
+Tried and not used (2026-11-29, the same CPU): LLVM at level 0 for every program (these flags plus
+``--xla_backend_optimization_level=0``, with ``TALLMCMC_XLA_OPTIONS=default`` so that the chain programs take it too).
+``tests/test_chain_asynchronous.py`` and ``tests/test_sample_tall.py`` together ran in 88.6 s instead of 106.0 s, but
+the asynchronous driver no longer drew the vmapped driver's bits
+(``test_asynchronous_draws_equal_vmapped_draws[minibatch_barker]`` failed), which they do at the levels users get.
 """
 
 #: ``XLA_FLAGS`` of the default suite (not with ``--runslow``, not where ``XLA_FLAGS`` is set: ``conftest``).
