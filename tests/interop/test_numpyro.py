@@ -270,6 +270,36 @@ def test_data_are_the_arguments_of_leading_length_n_by_name():
     np.testing.assert_array_equal(np.asarray(indexed.data[interop.INDEX_KEY]), np.arange(NUM_DATA))
 
 
+def test_reading_a_model_with_numpy_data_compiles_nothing_and_keeps_jax_dtypes():
+    """The data, one datum, the origin and the check's points are transferred from the host, not converted by
+    compiled programs (nine of them for a NumPyro logistic regression at N = 10⁶, d = 10, in every process:
+    ``docs/compilation.md``); the arrays are those ``jnp.asarray`` and ``jnp.zeros`` give. (Run alone, the test
+    fails on the tree before; after other tests in the same worker JAX may hold those programs already.)"""
+    model_fn, args, kwargs = simulate("logistic")
+    compiled = []
+
+    def listener(event, duration, **_):
+        if event.endswith("backend_compile_duration"):
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        found = interop._NumPyroModel(model_fn, args, kwargs, None)  # what from_numpyro reads, before its check
+        points = found.check_points()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiled == []
+    given = dict(zip(("X", "y"), args, strict=True))
+    for name, value in found.data.items():
+        expected = jnp.asarray(given[name])
+        assert value.dtype == expected.dtype and not value.weak_type
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(expected))
+        np.testing.assert_array_equal(np.asarray(found.first_datum[name]), np.asarray(expected[0]))
+    for zero in found.origin.values():
+        assert zero.dtype == jnp.zeros(()).dtype and not np.any(np.asarray(zero))
+    assert all(point[name].dtype == found.origin[name].dtype for point in points for name in point)
+
+
 def test_float32_large_data_passes_the_decomposition_check():
     """The check's float32 tolerance holds at N = 10^5 (rounding of the two sums is ~1e-7 relative)."""
     model_fn, args, kwargs = simulate("linear", num_data=100_000)

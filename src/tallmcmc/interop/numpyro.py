@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._device import to_device
 from tallmcmc.model import Model
 from tallmcmc.precision import full_float32_dots
 
@@ -166,9 +167,10 @@ class _NumPyroModel:
         self.model = model
         self.signature, arguments = _bind(model, args, kwargs)
         # NumPy arrays become JAX arrays, as when numpyro.infer.MCMC passes them through jit: the model may
-        # index them with traced values (the plate's indices)
+        # index them with traced values (the plate's indices); transferred, not converted by a compiled program
+        # (``tallmcmc._device``)
         self.arguments = jax.tree_util.tree_map(
-            lambda leaf: jnp.asarray(leaf) if isinstance(leaf, np.ndarray) else leaf, arguments
+            lambda leaf: to_device(leaf) if isinstance(leaf, np.ndarray) else leaf, arguments
         )
         prototype = self._prototype_trace()
         self.plate, self.num_data = _data_plate(prototype, plate)
@@ -184,11 +186,15 @@ class _NumPyroModel:
         if self.data_slots:
             self.by_rows = True
             self.data = {name: self.leaves[slot] for slot, name in self.data_slots.items()}
-            self.first_datum = {name: value[0] for name, value in self.data.items()}
+            given = jax.tree_util.tree_leaves(arguments)  # as passed: row 0 of a NumPy array is read on the host
+            self.first_datum = {
+                name: to_device(given[slot][0]) if isinstance(given[slot], np.ndarray) else self.leaves[slot][0]
+                for slot, name in self.data_slots.items()
+            }
         else:
             self.by_rows = False
-            self.data = {INDEX_KEY: jnp.arange(self.num_data)}
-            self.first_datum = {INDEX_KEY: jnp.zeros((), jnp.int32)}
+            self.data = {INDEX_KEY: to_device(np.arange(self.num_data), jax.dtypes.canonicalize_dtype(np.int64))}
+            self.first_datum = {INDEX_KEY: to_device(0, np.int32)}
 
     # -- running the model -------------------------------------------------------------
 
@@ -376,7 +382,7 @@ class _NumPyroModel:
         rng = np.random.default_rng(0)
         return [
             {
-                name: jnp.asarray(rng.uniform(-_CHECK_RADIUS, _CHECK_RADIUS, jnp.shape(zero)), jnp.result_type(zero))
+                name: to_device(rng.uniform(-_CHECK_RADIUS, _CHECK_RADIUS, jnp.shape(zero)), jnp.result_type(zero))
                 for name, zero in sorted(self.origin.items())
             }
             for _ in range(_MAX_CHECK_DRAWS)
@@ -585,5 +591,5 @@ def _unconstrained_origin(trace, names: list[str]) -> dict[str, jax.Array]:
     for name in names:
         site = trace[name]
         shape = biject_to(site["fn"].support).inverse_shape(jnp.shape(site["value"]))
-        origin[name] = jnp.zeros(shape)
+        origin[name] = to_device(np.zeros(shape, jax.dtypes.canonicalize_dtype(np.float64)))  # jnp.zeros(shape)
     return origin
