@@ -193,7 +193,7 @@ class _NumPyroModel:
             }
         else:
             self.by_rows = False
-            self.data = {INDEX_KEY: to_device(np.arange(self.num_data), jax.dtypes.canonicalize_dtype(np.int64))}
+            self.data = {INDEX_KEY: to_device(np.arange(self.num_data))}  # jnp.arange's dtype: int32 without x64
             self.first_datum = {INDEX_KEY: to_device(0, np.int32)}
 
     # -- running the model -------------------------------------------------------------
@@ -591,5 +591,5 @@ def _unconstrained_origin(trace, names: list[str]) -> dict[str, jax.Array]:
     for name in names:
         site = trace[name]
         shape = biject_to(site["fn"].support).inverse_shape(jnp.shape(site["value"]))
-        origin[name] = to_device(np.zeros(shape, jax.dtypes.canonicalize_dtype(np.float64)))  # jnp.zeros(shape)
+        origin[name] = to_device(np.zeros(shape))  # jnp.zeros(shape): float32 without x64
     return origin
