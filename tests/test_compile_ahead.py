@@ -7,6 +7,8 @@ one offered for another step (never taken), and with a thread that failed.
 
 from __future__ import annotations
 
+import collections
+
 import jax
 import numpy as np
 import pytest
@@ -33,6 +35,14 @@ def run(model, monkeypatch=None, programs=None, setup="fast"):
     if programs is not None:
         monkeypatch.setattr(program_cache, "folder", lambda: programs)
     return tallmcmc.sample_tall(model, num_samples=40, num_chains=2, num_warmup=40, progress=False, setup=setup)
+
+
+@pytest.fixture(autouse=True)
+def no_offers_left_by_earlier_tests(monkeypatch):
+    """An empty offer list for each test: a run of an earlier test in the same worker whose step changed after its
+    thread started (a fallback, another test chosen) leaves its executable on offer (at most ``ahead.MAX_OFFERS``),
+    which ``ahead.offered()`` then reports; found when ``tests/test_sample_tall.py`` ran before this module."""
+    monkeypatch.setattr(ahead, "_offers", collections.OrderedDict())
 
 
 @pytest.fixture

@@ -85,7 +85,7 @@ from tallmcmc.acceptance.penalty import minibatch_penalty
 from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation, tuna
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
-from tallmcmc.mode import find_mode
+from tallmcmc.mode import DEFAULT_CHUNK_ROWS, find_mode
 from tallmcmc.model import (
     Model,
     Position,
@@ -152,6 +152,7 @@ PENALTY_ERROR_LIMIT = 0.02
 #: for every start) instead of all N; with N at most this, ``sample``'s own full check runs (docs/sample_tall.md,
 #: "The start check").
 START_CHECK_ROWS = 2**14
+_START_CHECK_BLOCK = DEFAULT_CHUNK_ROWS  # rows gathered and evaluated at once (a divisor of START_CHECK_ROWS)
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
 _STARTS_STREAM = 0x57A275  # the chains' starts
@@ -984,18 +985,25 @@ def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
         return None
     generator = np.random.default_rng([_START_CHECK_STREAM, int(seed) % (1 << 64)])
     rows = np.sort(generator.choice(num_data, START_CHECK_ROWS, replace=False))
-    indices = to_device(rows, np.int32)
-    subsample = rows_of(model.data, indices)
+    # gathered and evaluated in blocks of fast_setup's first subsample (DEFAULT_CHUNK_ROWS rows for d ≤ 64), so that
+    # the programs fast_setup compiled for its own start check serve this one too (two programs fewer per process)
+    blocks = [
+        rows_of(model.data, to_device(rows[first : first + _START_CHECK_BLOCK], np.int32))
+        for first in range(0, len(rows), _START_CHECK_BLOCK)
+    ]
     evaluate = per_datum_program(model)  # compiled once per log-likelihood in a process
 
     def summary(position, data):  # check_model's evaluate_data: (count, first bad row of the data, its value, sum)
-        values = np.asarray(evaluate(position, data))
+        values = np.concatenate([np.asarray(evaluate(position, block)) for block in data])
         bad = np.flatnonzero(~np.isfinite(values))
         first = int(bad[0]) if bad.size else 0
         return bad.size, int(rows[first]), values[first] if bad.size else 0.0, values.sum()
 
-    datum_shape = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), subsample)
-    checked = model.with_data(subsample)
+    datum_shape = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), blocks[0])
+    # the model on the whole subsample (check_model names its N), joined on the host and transferred: no program
+    checked = model.with_data(
+        jax.tree_util.tree_map(lambda *parts: to_device(np.concatenate([np.asarray(part) for part in parts])), *blocks)
+    )
     num_chains = int(jax.tree_util.tree_leaves(starts)[0].shape[0])
     for chain in range(num_chains):
         start = jax.tree_util.tree_map(lambda leaf: leaf[chain], starts)  # noqa: B023 (used within this iteration)
@@ -1006,7 +1014,7 @@ def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
                 f"the start of chain {chain}",
                 evaluate_data=summary,
                 datum_shape=datum_shape,
-                data=subsample,
+                data=blocks,
             )
         except ValueError as error:
             raise ValueError(

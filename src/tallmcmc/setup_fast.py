@@ -64,7 +64,7 @@ from jax.flatten_util import ravel_pytree
 
 from tallmcmc import program_cache
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
-from tallmcmc._device import to_device
+from tallmcmc._device import jax_dtype, to_device
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.mode import (
     DEFAULT_CHUNK_ROWS,
@@ -324,7 +324,9 @@ def fast_setup(
     if decrement_limit is None:
         decrement_limit = math.sqrt(dimension) / 4.0
     num_data = model.num_data
-    attempt = _Attempt(model, flat, unravel, subsample_budget, decrement_limit, first_subsample, seed, batch_size)
+    attempt = _Attempt(
+        model, start, flat, unravel, subsample_budget, decrement_limit, first_subsample, seed, batch_size
+    )
     try:
         return attempt.run()
     except _Fallback as failure:
@@ -375,11 +377,11 @@ def placeholder_control_variate(model: Model, start: Position) -> ControlVariate
     :func:`tallmcmc.taylor_control_variate`'s, by default of the same kind). Keep it in step with
     ``_Attempt._two_passes``; ``tests/test_compile_ahead.py`` compares the two.
     """
-    flat, unravel = _ravel_start(start)
+    flat, _ = _ravel_start(start)
     dtype = np.dtype(flat.dtype)
     dimension = int(flat.size)
     return ControlVariate(
-        center=unravel(to_device(flat, dtype)),
+        center=_placer(start, dtype)(flat),
         gradient_sum=to_device(np.zeros(dimension), dtype),
         hessian_sum=to_device(-np.eye(dimension), dtype),
         order=2,
@@ -397,12 +399,31 @@ def _ravel_start(start: Position):
     return np.asarray(flat.astype(dtype)), unravel
 
 
+def _placer(start: Position, dtype: np.dtype):
+    """``place(flat)``: what ``unravel(to_device(flat, dtype))`` gives for a flat NumPy vector — the start's tree,
+    each leaf its shape and dtype, on the device — split and cast on the host and transferred, so that no eager
+    ``split`` program is compiled (one per process otherwise)."""
+    leaves, tree = jax.tree_util.tree_flatten(start)
+    shapes = [np.shape(leaf) for leaf in leaves]
+    dtypes = [jax_dtype(leaf) for leaf in leaves]
+    ends = np.cumsum([math.prod(shape) for shape in shapes])[:-1]
+
+    def place(flat) -> Position:
+        parts = np.split(np.asarray(flat, dtype), ends)
+        return jax.tree_util.tree_unflatten(
+            tree, [to_device(part.reshape(shape).astype(kind)) for part, shape, kind in zip(parts, shapes, dtypes)]
+        )
+
+    return place
+
+
 class _Attempt:
     """The fast path, with what it has spent so far (so that a fallback can count it)."""
 
-    def __init__(self, model, flat, unravel, budget, limit, first_subsample, seed, batch_size):
-        self.model, self.flat, self.unravel = model, flat, unravel
+    def __init__(self, model, start, flat, unravel, budget, limit, first_subsample, seed, batch_size):
+        self.model, self.start, self.flat, self.unravel = model, start, flat, unravel
         self.dtype = np.dtype(flat.dtype)
+        self.place = _placer(start, self.dtype)
         self.budget, self.limit, self.seed, self.batch_size = budget, limit, seed, batch_size
         self.num_data = model.num_data
         dimension = flat.size
@@ -437,7 +458,8 @@ class _Attempt:
         sizes = _level_sizes(self.first, self.chunk, num_data)
         order = np.random.default_rng(self.seed).permutation(num_data)[: sizes[-1]].astype(np.int32)
         first_rows = rows_of(model.data, to_device(order[: self.first]))
-        check_model(model.with_data(first_rows), self.unravel(to_device(self.flat)), "initial_position")
+        # the start as given (what unravel(flat) gives back, without unravel's eager split program)
+        check_model(model.with_data(first_rows), self.start, "initial_position")
         self._count(self.first, subsample=True)  # the start check, on the first subsample
         evaluate = self.passes = _Passes(model, self.unravel, self.dtype, order, self.chunk, self)
         theta = self.flat.copy()
@@ -525,7 +547,7 @@ class _Attempt:
         position = passes.cast(newton - step)
         temperature = float(model.temperature)
         mode = SetupMode(
-            position=self.unravel(to_device(position, self.dtype)),
+            position=self.place(position),
             hessian=second.hessian,
             log_density=-(second.value - 0.5 * decrement**2),
             data_used=int(self.spent - num_data),
@@ -542,7 +564,7 @@ class _Attempt:
             ),
         )
         control_variate = ControlVariate(
-            center=self.unravel(to_device(newton, self.dtype)),
+            center=self.place(newton),
             gradient_sum=to_device(gradient_sum, self.dtype),
             hessian_sum=to_device(hessian_sum, self.dtype),
             order=2,
@@ -560,7 +582,7 @@ class _Attempt:
             subsample_passes=self.subsample_used / num_data,
             full_passes=self.full_passes,
             levels=tuple(self.levels),
-            subsample_point=self.unravel(to_device(theta)),
+            subsample_point=self.place(theta),
             decrement_limit=self.limit,
         )
 
