@@ -207,6 +207,27 @@ def whole_data(model_fn, num_data: int):
 
 @pytest.mark.filterwarnings("ignore:subsample_size does not match")
 @pytest.mark.parametrize("name", MODELS)
+def test_the_check_on_a_subsample_of_rows_accepts_every_model_at_float64_tolerance(name, monkeypatch):
+    """Above ``_CHECK_ROWS`` the check runs on rows drawn at random (the data arguments cut to them, or the plate's
+    indices set to them, NumPyro then scaling the plate's sites by N/n): every model of the suite passes it in float64
+    (tolerance 10⁻¹⁰ of the terms' magnitudes), and the model is the one the whole-data check returns."""
+    monkeypatch.setattr(interop, "_CHECK_ROWS", 37)
+    with jax.enable_x64(True):
+        model_fn, args, kwargs = simulate(name)
+        found = interop._NumPyroModel(model_fn, args, kwargs, None)
+        rows = found.check_rows()
+        assert len(rows) == 37 and len(set(rows.tolist())) == 37 and np.all(np.diff(rows) > 0)
+        model = tallmcmc.from_numpyro(model_fn, *args, **kwargs)
+        (position,) = random_positions(model, 1, seed=2)
+        reference = whole_data(model_fn, NUM_DATA)
+        expected = -float(potential_energy(reference, args, kwargs, position))
+        np.testing.assert_allclose(float(model.log_density(position)), expected, rtol=1e-6)
+
+
+
+
+@pytest.mark.filterwarnings("ignore:subsample_size does not match")
+@pytest.mark.parametrize("name", MODELS)
 def test_log_density_equals_numpyro_potential_energy(name):
     with jax.enable_x64(True):
         model_fn, args, kwargs = simulate(name)
@@ -500,6 +521,15 @@ def refused(model_fn, *args, **kwargs) -> str:
     return str(caught.value)
 
 
+@pytest.fixture(params=["all rows", "7 rows"])
+def check_rows(request, monkeypatch):
+    """The refusals that the decomposition check makes, on all the data and on rows drawn at random (as above
+    ``_CHECK_ROWS``, here 7 of the 20)."""
+    if request.param == "7 rows":
+        monkeypatch.setattr(interop, "_CHECK_ROWS", 7)
+    return request.param
+
+
 def test_refuses_a_local_latent_variable():
     def local(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
@@ -541,7 +571,7 @@ def test_asks_for_plate_when_two_plates_hold_observed_sites():
     assert "no plate of that name" in refused(nested, X_SMALL, Y, plate="data")
 
 
-def test_refuses_data_on_a_non_leading_axis():
+def test_refuses_data_on_a_non_leading_axis(check_rows):
     def transposed(XT, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([XT.shape[0]]))
         with numpyro.plate("data", y.shape[0]):
@@ -562,7 +592,7 @@ def test_refuses_a_discrete_latent_site():
     assert "'switch'" in message and "discrete" in message
 
 
-def test_refuses_a_prior_that_reads_the_data():
+def test_refuses_a_prior_that_reads_the_data(check_rows):
     def centred_prior(X, y):
         intercept = numpyro.sample("intercept", dist.Normal(jnp.mean(y), 1.0))
         with numpyro.plate("data", X.shape[0]):
@@ -572,7 +602,7 @@ def test_refuses_a_prior_that_reads_the_data():
     assert "'intercept'" in message and "outside the data plate" in message
 
 
-def test_refuses_a_likelihood_that_reads_other_data():
+def test_refuses_a_likelihood_that_reads_other_data(check_rows):
     def standardised(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
         with numpyro.plate("data", X.shape[0]):
@@ -582,7 +612,7 @@ def test_refuses_a_likelihood_that_reads_other_data():
     assert "decomposition does not hold at site 'y'" in message
 
 
-def test_refuses_an_observed_summary_of_the_data_outside_the_plate():
+def test_refuses_an_observed_summary_of_the_data_outside_the_plate(check_rows):
     def summary(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
         numpyro.sample("y_mean", dist.Normal(jnp.mean(X @ beta), 1.0), obs=jnp.mean(y))

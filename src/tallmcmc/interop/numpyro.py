@@ -36,10 +36,13 @@ position when ``temperature`` is 1.
 
 Before the model is returned, the decomposition is checked at two random
 unconstrained points (uniform on (−2, 2), NumPyro's ``init_to_uniform``
-region): site by site, the log-prior's terms must equal the whole-data model's
-and each data-plate site's sum of per-datum values must equal its whole-data
-value, and the total must equal ``-numpyro.infer.util.potential_energy`` on the
-whole data. A model that reads its data outside the plate (``y.mean()`` in a
+region), on all the data or, for N above 4,096, on 4,096 rows drawn at random
+(the model run with its data arguments cut to those rows, or its plate's
+indices set to them): site by site, the log-prior's terms must equal those of
+the model run on those rows, each data-plate site's sum of per-datum values
+over the rows must equal its value there, and the total must equal
+``-numpyro.infer.util.potential_energy`` there (the plate's sites scaled by
+its size over the rows' number, as NumPyro scales a subsampling plate). A model that reads its data outside the plate (``y.mean()`` in a
 prior, a plate size used in a likelihood, data on a non-leading axis) fails
 this check and is refused with the site named.
 
@@ -71,6 +74,9 @@ _NUM_CHECK_POINTS = 2
 _MAX_CHECK_DRAWS = 20
 _CHECK_RADIUS = 2.0
 _CHUNK = 4096
+#: The decomposition check runs on this many rows, drawn once without replacement (seeded), where N is larger: every
+#: way of breaking the decomposition it looks for shows on any rows, and at N = 10⁷ the whole data cost six passes.
+_CHECK_ROWS = 4096
 
 
 def from_numpyro(
@@ -334,44 +340,63 @@ class _NumPyroModel:
 
     # -- the check ---------------------------------------------------------------------
 
-    def _full_arguments(self, data: dict) -> tuple[tuple, dict]:
+    def check_rows(self) -> np.ndarray:
+        """The rows the check runs on: all N, or :data:`_CHECK_ROWS` of them drawn without replacement (seeded),
+        in order."""
+        if self.num_data <= _CHECK_ROWS:
+            return np.arange(self.num_data)
+        return np.sort(np.random.default_rng(0).choice(self.num_data, _CHECK_ROWS, replace=False))
+
+    def _subsample_run(self, data: dict, rows: jax.Array) -> tuple[tuple[tuple, dict], jax.Array]:
+        """The model's arguments and the plate's indices for a run on ``rows`` alone: data arguments cut to those
+        rows and the indices ``0, …, n − 1``, or (data reached through the plate's indices) the arguments as given
+        and the indices ``rows``."""
         if self.by_rows:
-            return self._arguments_with(data, rows=False)
-        return self._call_arguments(self.arguments)
+            cut = {name: data[name][rows] for name in self.data_slots.values()}
+            return self._arguments_with(cut, rows=False), jnp.arange(rows.shape[0])
+        return self._call_arguments(self.arguments), rows
 
-    def whole_data_terms(self, position: dict, data: dict) -> dict[str, jax.Array]:
-        """Every term by site on the whole data (plate indices ``0, …, N − 1``)."""
-        trace, log_jacobians = self.run(position, self._full_arguments(data), jnp.arange(self.num_data))
-        return {**self._terms(trace, log_jacobians, in_plate=False), **self._terms(trace, log_jacobians, in_plate=True)}
+    def subsample_terms(self, position: dict, data: dict, rows: jax.Array) -> tuple[dict[str, jax.Array], float]:
+        """Every term by site of the model run on ``rows`` (the data plate's sites unscaled: each datum once), and
+        the plate's scale there (its size over ``len(rows)``; NumPyro multiplies the plate's sites by it)."""
+        trace, log_jacobians = self.run(position, *self._subsample_run(data, rows))
+        plate_site = trace[self.plate]
+        factor = plate_site["args"][0] / np.shape(plate_site["value"])[0]
+        terms = {
+            **self._terms(trace, log_jacobians, in_plate=False),
+            **self._terms(trace, log_jacobians, in_plate=True),
+        }
+        return terms, factor
 
-    def numpyro_log_density(self, position: dict, data: dict) -> jax.Array:
-        """−``numpyro.infer.util.potential_energy`` on the whole data (the plate's indices all of them)."""
+    def numpyro_log_density(self, position: dict, data: dict, rows: jax.Array) -> jax.Array:
+        """−``numpyro.infer.util.potential_energy`` of the model run on ``rows`` (its plate's indices substituted)."""
         from numpyro import handlers
         from numpyro.infer.util import potential_energy
 
-        args, kwargs = self._full_arguments(data)
-        whole = handlers.substitute(self.model, data={self.plate: jnp.arange(self.num_data)})
+        (args, kwargs), indices = self._subsample_run(data, rows)
+        substituted = handlers.substitute(self.model, data={self.plate: indices})
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="subsample_size does not match")
-            return -potential_energy(whole, args, kwargs, position)
+            return -potential_energy(substituted, args, kwargs, position)
 
-    def summed_datum_terms(self, position: dict, data: dict) -> tuple[dict, dict]:
-        """Σᵢ and Σᵢ|·| of each data-plate site's per-datum values over all N data.
+    def summed_datum_terms(self, position: dict, data: dict, rows: jax.Array) -> tuple[dict, dict]:
+        """Σᵢ and Σᵢ|·| of each data-plate site's per-datum values over ``rows``.
 
         Evaluated :data:`_CHUNK` data at a time (a ``lax.map`` over chunks, each
         ``vmap``-ed), so memory stays bounded whatever one evaluation allocates.
         """
-        chunk = min(self.num_data, _CHUNK)
-        num_chunks = -(-self.num_data // chunk)
-        indices = jnp.arange(num_chunks * chunk)
-        valid = (indices < self.num_data).reshape(num_chunks, chunk)
-        rows = jnp.minimum(indices, self.num_data - 1).reshape(num_chunks, chunk)
+        count = int(rows.shape[0])
+        chunk = min(count, _CHUNK)
+        num_chunks = -(-count // chunk)
+        slots = jnp.arange(num_chunks * chunk)
+        valid = (slots < count).reshape(num_chunks, chunk)
+        chosen = rows[jnp.minimum(slots, count - 1)].reshape(num_chunks, chunk)
 
         def chunk_terms(chunk_rows):
             batch = jax.tree_util.tree_map(lambda leaf: leaf[chunk_rows], data)
             return jax.vmap(lambda datum: self.datum_terms(position, datum))(batch)
 
-        values = jax.lax.map(chunk_terms, rows)
+        values = jax.lax.map(chunk_terms, chosen)
         return (
             {name: jnp.sum(jnp.where(valid, value, 0.0)) for name, value in values.items()},
             {name: jnp.sum(jnp.where(valid, jnp.abs(value), 0.0)) for name, value in values.items()},
@@ -388,13 +413,15 @@ class _NumPyroModel:
             for _ in range(_MAX_CHECK_DRAWS)
         ]
 
-    def check_values(self, position: dict, data: dict):
-        """Everything :meth:`check_decomposition` compares, at one position (one compiled function)."""
+    def check_values(self, position: dict, data: dict, rows: jax.Array):
+        """Everything :meth:`check_decomposition` compares, at one position, on ``rows`` (one compiled function)."""
+        whole, factor = self.subsample_terms(position, data, rows)
         return (
-            self.numpyro_log_density(position, data),
-            self.whole_data_terms(position, data),
+            self.numpyro_log_density(position, data, rows),
+            whole,
             self.prior_terms(position),
-            *self.summed_datum_terms(position, data),
+            *self.summed_datum_terms(position, data, rows),
+            jnp.asarray(factor, jnp.result_type(float)),
         )
 
     def check_decomposition(self) -> None:
@@ -405,22 +432,23 @@ class _NumPyroModel:
         # at full float32 precision, as the Model will evaluate it: at a GPU's default (TF32) the per-datum and the
         # whole-data products round differently, by far more than the comparison's tolerance
         values_at = jax.jit(full_float32_dots(self.check_values))
+        on_device = to_device(self.check_rows(), np.int32)
         checked = 0
         for point in self.check_points():
             try:
-                values = values_at(point, self.data)
+                values = values_at(point, self.data, on_device)
             except Exception as error:
                 data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
                 raise ValueError(
-                    f"the model could not be evaluated on the whole data and one datum at a time "
+                    f"the model could not be evaluated on {self._rows_checked()} and one datum at a time "
                     f"({type(error).__name__}: {error}). The data plate {self.plate!r} has N = {self.num_data}; the "
                     f"data found (arguments of leading length N): {data_names}. Give every array that holds the "
                     "data its N rows on the leading axis"
                 ) from error
-            reference, whole, prior, sums, magnitudes = jax.tree_util.tree_map(float, values)
+            reference, whole, prior, sums, magnitudes, factor = jax.tree_util.tree_map(float, values)
             if not np.isfinite(reference):
                 continue
-            self._compare(point, whole, prior, sums, magnitudes, reference)
+            self._compare(point, whole, prior, sums, magnitudes, reference, factor)
             checked += 1
             if checked == _NUM_CHECK_POINTS:
                 return
@@ -431,7 +459,14 @@ class _NumPyroModel:
                 "cannot be checked. Check the model and its data with numpyro.infer.util.initialize_model"
             )
 
-    def _compare(self, point, whole, prior, sums, magnitudes, expected_total) -> None:
+    def _rows_checked(self) -> str:
+        """The check's rows, in words."""
+        count = min(self.num_data, _CHECK_ROWS)
+        if count == self.num_data:
+            return f"all {self.num_data} data"
+        return f"{count} of the N = {self.num_data} data (rows drawn at random)"
+
+    def _compare(self, point, whole, prior, sums, magnitudes, expected_total, factor=1.0) -> None:
         rtol = 1e-5 if jnp.result_type(float) == jnp.float32 else 1e-10
         where = "at the unconstrained point " + ", ".join(
             f"{name}={np.array2string(np.asarray(value), precision=3, threshold=6)}"
@@ -440,15 +475,15 @@ class _NumPyroModel:
         data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
         for name in sorted(set(whole) - set(prior) - set(sums)):
             raise ValueError(
-                f"site {name!r} appears when the model runs on all {self.num_data} data but not when it runs on one "
+                f"site {name!r} appears when the model runs on {self._rows_checked()} but not when it runs on one "
                 f"datum: the model's structure depends on the data's size. Give the model a fixed set of sites"
             )
         for name, value in prior.items():
             if name not in whole or not _close(value, whole[name], rtol * (abs(whole.get(name, 0.0)) + 1.0)):
                 raise ValueError(
                     f"site {name!r} lies outside the data plate {self.plate!r}, yet its log-density is "
-                    f"{whole.get(name)} with all the data and {value} with one datum's rows {where}: the model reads "
-                    "its data outside the plate (a statistic such as y.mean() or X.shape[0] in a prior, or observed "
+                    f"{whole.get(name)} with {self._rows_checked()} and {value} with one datum's rows {where}: the "
+                    "model reads its data outside the plate (a statistic such as y.mean() or X.shape[0] in a prior, or observed "
                     f"data outside the plate). Put every observed datum inside numpyro.plate({self.plate!r}, N), and "
                     "compute data statistics before calling the model and pass them as arguments (arrays whose "
                     f"leading length is not N = {self.num_data}, or numbers)"
@@ -462,20 +497,21 @@ class _NumPyroModel:
                 )
                 raise ValueError(
                     f"the per-datum decomposition does not hold at site {name!r} in the data plate {self.plate!r}: "
-                    f"the sum over the {self.num_data} data of its log-density evaluated one datum at a time "
-                    f"({mode}) is {value}, the whole-data model gives {whole.get(name)} {where}. A datum's term must "
-                    "depend on that datum only: compute statistics of all the data (y.mean(), X.shape[0]) before "
+                    f"the sum over {self._rows_checked()} of its log-density evaluated one datum at a time "
+                    f"({mode}) is {value}, the model run on those rows gives {whole.get(name)} {where}. A datum's term "
+                    "must depend on that datum only: compute statistics of all the data (y.mean(), X.shape[0]) before "
                     "calling the model and pass them as arguments, and give every array that holds the data its rows "
                     "on the leading axis (pass data as arguments, or reach them only through the plate's indices / "
                     "numpyro.subsample, not both)"
                 )
-        total = sum(prior.values()) + sum(sums.values())
-        tolerance = rtol * (sum(abs(v) for v in prior.values()) + sum(magnitudes.values()) + 1.0)
+        # NumPyro scales the plate's sites by the plate's size over the rows it runs on (1 on all the data)
+        total = sum(prior.values()) + factor * sum(sums.values())
+        tolerance = rtol * (sum(abs(v) for v in prior.values()) + factor * sum(magnitudes.values()) + 1.0)
         if not _close(total, expected_total, tolerance):
             raise ValueError(
                 f"the model's log density, log_prior + Σ per-datum log-likelihoods = {total}, differs from NumPyro's "
-                f"-potential_energy = {expected_total} {where}, although every site agrees with the whole-data "
-                "trace; this model uses a NumPyro feature from_numpyro does not handle (e.g. scaled or masked sites "
+                f"-potential_energy = {expected_total} {where}, although every site agrees with the model run on "
+                f"{self._rows_checked()}; this model uses a NumPyro feature from_numpyro does not handle (e.g. scaled or masked sites "
                 "in nested plates). Write the model as a tallmcmc.Model by hand"
             )
 
