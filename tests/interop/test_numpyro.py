@@ -224,8 +224,6 @@ def test_the_check_on_a_subsample_of_rows_accepts_every_model_at_float64_toleran
         np.testing.assert_allclose(float(model.log_density(position)), expected, rtol=1e-6)
 
 
-
-
 @pytest.mark.filterwarnings("ignore:subsample_size does not match")
 @pytest.mark.parametrize("name", MODELS)
 def test_log_density_equals_numpyro_potential_energy(name):
