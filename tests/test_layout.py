@@ -192,3 +192,16 @@ def test_import_tallmcmc_leaves_the_stein_subpackage_until_it_is_used():
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert completed.stdout.split() == ["False", "graph_stein_discrepancy", "True", "True"]
+
+
+def test_import_tallmcmc_leaves_scipy_stats_and_optimize_until_they_are_used():
+    """``import tallmcmc`` does not import ``scipy.stats`` (≈ 1 s on a slow CPU) or ``scipy.optimize`` (≈ 0.3 s):
+    the functions that use them import them on first use (the austere design, ``fast_setup``'s subsample phase,
+    ``find_mode``'s scipy methods and trust region, solving a correction)."""
+    import subprocess
+    import sys
+
+    code = "import sys, tallmcmc; print('scipy.stats' in sys.modules, 'scipy.optimize' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.split() == ["False", "False"]

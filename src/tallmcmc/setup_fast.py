@@ -59,7 +59,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
-import scipy.stats
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc import program_cache
@@ -453,6 +452,8 @@ class _Attempt:
         return self._two_passes(theta)
 
     def _subsample_phase(self) -> np.ndarray:
+        from scipy.stats import chi2  # on first use: scipy.stats is ≈ 1 s of `import tallmcmc` otherwise
+
         model, num_data, dimension = self.model, self.num_data, self.flat.size
         budget_points = self.budget * num_data
         sizes = _level_sizes(self.first, self.chunk, num_data)
@@ -488,7 +489,7 @@ class _Attempt:
                 # D² between nested subsample modes ≈ d_eff (N/n' − N/n): take d_eff no smaller than d
                 nested = num_data / previous - num_data / rows
                 effective_dimension = max(float(dimension), start_decrement**2 / nested)
-            predicted = curvature * scipy.stats.chi2.ppf(_QUANTILE, effective_dimension) * (num_data / rows - 1.0)
+            predicted = curvature * chi2.ppf(_QUANTILE, effective_dimension) * (num_data / rows - 1.0)
             self.levels.append(SetupLevel(rows, steps + 1, decrement, start_decrement, curvature, predicted))
             if not np.all(np.isfinite(point.hessian)) or not _positive_definite(point.hessian):
                 raise _Fallback(

@@ -58,7 +58,6 @@ import functools
 import math
 
 import numpy as np
-from scipy import stats
 
 from tallmcmc._checks import error_probability
 
@@ -103,6 +102,8 @@ def sequential_test_characteristics(
         Arrays ``(E, M)``: the probability of a decision opposite to the exact
         one, and the expected fraction n/N of the data used.
     """
+    from scipy import stats  # on first use: scipy.stats is ≈ 1 s of `import tallmcmc` otherwise
+
     num_data = int(num_data)
     batch_size = int(batch_size)
     epsilons = np.atleast_1d(np.asarray(epsilons, float))
@@ -207,6 +208,8 @@ def default_standardized_gaps(num_data: int, batch_sizes=DEFAULT_BATCH_SIZES, ep
     the grid stops at its first stage with probability ≈ 1:
     ``μ_max = (q + 4)·√(N/m_min)`` with q the largest t-quantile of the grid.
     """
+    from scipy import stats  # on first use: scipy.stats is ≈ 1 s of `import tallmcmc` otherwise
+
     smallest = min(batch_sizes)
     largest_quantile = float(stats.t.isf(min(epsilons), max(smallest - 1, 1)))
     top = (largest_quantile + 4.0) * math.sqrt(max(num_data - smallest, 1) / smallest)

@@ -30,7 +30,6 @@ import math
 import time
 
 import numpy as np
-from scipy import optimize
 from scipy.special import expit, ndtr
 
 from tallmcmc.correction.base import (
@@ -146,6 +145,8 @@ def solve_correction(
     def fine_error(w: np.ndarray) -> np.ndarray:
         keep = w > 0
         return _symmetric_design(fine_x, y[keep], sigma) @ w[keep] - fine_v if keep.any() else -fine_v
+
+    from scipy import optimize  # on first use: scipy.optimize is ≈ 0.3 s of `import tallmcmc` otherwise
 
     t0 = time.perf_counter()
     if method == "nnls":
