@@ -610,6 +610,21 @@ def test_refuses_a_likelihood_that_reads_other_data(check_rows):
     assert "decomposition does not hold at site 'y'" in message
 
 
+def test_refuses_a_model_whose_sites_depend_on_the_data_size(check_rows):
+    """A site that exists only above some N: on all the data the check sees it and one datum's run does not; on rows
+    drawn at random (7 of 20, below the threshold) it is the abstract trace on all N rows that has it."""
+
+    def sized(X, y):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
+        if X.shape[0] > 10:
+            numpyro.sample("extra", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Normal(X @ beta, 1.0), obs=y)
+
+    message = refused(sized, X_SMALL, Y_SMALL)
+    assert "'extra'" in message and "depends on the data's size" in message
+
+
 def test_refuses_an_observed_summary_of_the_data_outside_the_plate(check_rows):
     def summary(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))

@@ -182,6 +182,8 @@ class _NumPyroModel:
         self.plate, self.num_data = _data_plate(prototype, plate)
         self.latent_names = _latent_sites(prototype, self.plate)
         self.origin = _unconstrained_origin(prototype, self.latent_names)
+        # the sample sites on all N rows (traced abstractly: nothing read), for the check on a subsample of rows
+        self.full_data_sites = frozenset(name for name, site in prototype.items() if site["type"] == "sample")
 
         leaves_with_paths, self.treedef = jax.tree_util.tree_flatten_with_path(self.arguments)
         self.leaves = [leaf for _, leaf in leaves_with_paths]
@@ -477,6 +479,14 @@ class _NumPyroModel:
             raise ValueError(
                 f"site {name!r} appears when the model runs on {self._rows_checked()} but not when it runs on one "
                 f"datum: the model's structure depends on the data's size. Give the model a fixed set of sites"
+            )
+        checked_sites = {name for name in whole if not name.endswith(" (log-Jacobian)")}
+        for name in sorted(self.full_data_sites ^ checked_sites):
+            raise ValueError(
+                f"site {name!r} appears when the model runs on "
+                f"{'all N data' if name in self.full_data_sites else self._rows_checked()} but not on "
+                f"{self._rows_checked() if name in self.full_data_sites else f'all N = {self.num_data} data'}: the "
+                "model's structure depends on the data's size. Give the model a fixed set of sites"
             )
         for name, value in prior.items():
             if name not in whole or not _close(value, whole[name], rtol * (abs(whole.get(name, 0.0)) + 1.0)):
