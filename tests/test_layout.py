@@ -195,8 +195,8 @@ def test_import_tallmcmc_leaves_the_stein_subpackage_until_it_is_used():
 
 
 def test_import_tallmcmc_leaves_scipy_stats_and_optimize_until_they_are_used():
-    """``import tallmcmc`` does not import ``scipy.stats`` (≈ 1 s on a slow CPU) or ``scipy.optimize`` (≈ 0.3 s):
-    the functions that use them import them on first use (the austere design, ``fast_setup``'s subsample phase,
+    """``import tallmcmc`` does not import ``scipy.stats`` or ``scipy.optimize`` (0.6–0.9 s of it on a slow CPU,
+    ``docs/compilation.md``, "The import"): the functions that use them import them on first use (the austere design, ``fast_setup``'s subsample phase,
     ``find_mode``'s scipy methods and trust region, solving a correction)."""
     import subprocess
     import sys

@@ -331,7 +331,9 @@ def find_mode(
     theta = np.asarray(flat)
     scipy_iterations, scipy_message = 0, ""
     if method in _SCIPY_METHODS:
-        from scipy.optimize import minimize  # on first use: scipy.optimize is ≈ 0.3 s of `import tallmcmc`
+        from scipy.optimize import (
+            minimize,
+        )  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
 
         def objective(point: np.ndarray) -> tuple[float, np.ndarray]:
             if method in _USES_HESSIAN:  # one pass gives the Hessian too, which the method asks for next
@@ -761,7 +763,7 @@ def _subproblem(eigenvalues: np.ndarray, along: np.ndarray, radius: float) -> tu
         if np.all(np.isfinite(at_low)):
             return at_low, low
         return -along / (eigenvalues + high), high
-    from scipy.optimize import brentq  # on first use: scipy.optimize is ≈ 0.3 s of `import tallmcmc` otherwise
+    from scipy.optimize import brentq  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
 
     mu = brentq(excess, low, high, xtol=1e-15 * max(high, 1e-300), rtol=4 * np.finfo(float).eps)
     return -along / (eigenvalues + mu), mu

@@ -452,7 +452,7 @@ class _Attempt:
         return self._two_passes(theta)
 
     def _subsample_phase(self) -> np.ndarray:
-        from scipy.stats import chi2  # on first use: scipy.stats is ≈ 1 s of `import tallmcmc` otherwise
+        from scipy.stats import chi2  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
 
         model, num_data, dimension = self.model, self.num_data, self.flat.size
         budget_points = self.budget * num_data

@@ -102,7 +102,7 @@ def sequential_test_characteristics(
         Arrays ``(E, M)``: the probability of a decision opposite to the exact
         one, and the expected fraction n/N of the data used.
     """
-    from scipy import stats  # on first use: scipy.stats is ≈ 1 s of `import tallmcmc` otherwise
+    from scipy import stats  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
 
     num_data = int(num_data)
     batch_size = int(batch_size)
@@ -208,7 +208,7 @@ def default_standardized_gaps(num_data: int, batch_sizes=DEFAULT_BATCH_SIZES, ep
     the grid stops at its first stage with probability ≈ 1:
     ``μ_max = (q + 4)·√(N/m_min)`` with q the largest t-quantile of the grid.
     """
-    from scipy import stats  # on first use: scipy.stats is ≈ 1 s of `import tallmcmc` otherwise
+    from scipy import stats  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
 
     smallest = min(batch_sizes)
     largest_quantile = float(stats.t.isf(min(epsilons), max(smallest - 1, 1)))

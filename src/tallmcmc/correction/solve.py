@@ -146,7 +146,7 @@ def solve_correction(
         keep = w > 0
         return _symmetric_design(fine_x, y[keep], sigma) @ w[keep] - fine_v if keep.any() else -fine_v
 
-    from scipy import optimize  # on first use: scipy.optimize is ≈ 0.3 s of `import tallmcmc` otherwise
+    from scipy import optimize  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
 
     t0 = time.perf_counter()
     if method == "nnls":

@@ -288,10 +288,14 @@ class _NumPyroModel:
             return self.run(position, self._arguments_with(datum, rows=True), jnp.zeros(1, jnp.int32))
         return self.run(position, self._call_arguments(self.arguments), jnp.reshape(datum[INDEX_KEY], (1,)))
 
+    def _plate_factor(self, trace) -> float:
+        """The data plate's size over the number of its indices in ``trace``: the scale NumPyro gives its sites."""
+        plate_site = trace[self.plate]
+        return plate_site["args"][0] / np.shape(plate_site["value"])[0]
+
     def _terms(self, trace, log_jacobians, *, in_plate: bool) -> dict[str, jax.Array]:
         """Summed log-densities by site: the data plate's observed sites, or every other term."""
-        plate_site = trace[self.plate]
-        plate_factor = plate_site["args"][0] / np.shape(plate_site["value"])[0]
+        plate_factor = self._plate_factor(trace)
         terms = {}
         for name, site in trace.items():
             if site["type"] != "sample":
@@ -362,13 +366,11 @@ class _NumPyroModel:
         """Every term by site of the model run on ``rows`` (the data plate's sites unscaled: each datum once), and
         the plate's scale there (its size over ``len(rows)``; NumPyro multiplies the plate's sites by it)."""
         trace, log_jacobians = self.run(position, *self._subsample_run(data, rows))
-        plate_site = trace[self.plate]
-        factor = plate_site["args"][0] / np.shape(plate_site["value"])[0]
         terms = {
             **self._terms(trace, log_jacobians, in_plate=False),
             **self._terms(trace, log_jacobians, in_plate=True),
         }
-        return terms, factor
+        return terms, self._plate_factor(trace)
 
     def numpyro_log_density(self, position: dict, data: dict, rows: jax.Array) -> jax.Array:
         """−``numpyro.infer.util.potential_energy`` of the model run on ``rows`` (its plate's indices substituted)."""
@@ -468,7 +470,7 @@ class _NumPyroModel:
             return f"all {self.num_data} data"
         return f"{count} of the N = {self.num_data} data (rows drawn at random)"
 
-    def _compare(self, point, whole, prior, sums, magnitudes, expected_total, factor=1.0) -> None:
+    def _compare(self, point, whole, prior, sums, magnitudes, expected_total, factor) -> None:
         rtol = 1e-5 if jnp.result_type(float) == jnp.float32 else 1e-10
         where = "at the unconstrained point " + ", ".join(
             f"{name}={np.array2string(np.asarray(value), precision=3, threshold=6)}"
@@ -482,11 +484,12 @@ class _NumPyroModel:
             )
         checked_sites = {name for name in whole if not name.endswith(" (log-Jacobian)")}
         for name in sorted(self.full_data_sites ^ checked_sites):
+            there, absent = f"all N = {self.num_data} data", self._rows_checked()
+            if name not in self.full_data_sites:
+                there, absent = absent, there
             raise ValueError(
-                f"site {name!r} appears when the model runs on "
-                f"{'all N data' if name in self.full_data_sites else self._rows_checked()} but not on "
-                f"{self._rows_checked() if name in self.full_data_sites else f'all N = {self.num_data} data'}: the "
-                "model's structure depends on the data's size. Give the model a fixed set of sites"
+                f"site {name!r} appears when the model runs on {there} but not on {absent}: the model's structure "
+                "depends on the data's size. Give the model a fixed set of sites"
             )
         for name, value in prior.items():
             if name not in whole or not _close(value, whole[name], rtol * (abs(whole.get(name, 0.0)) + 1.0)):
