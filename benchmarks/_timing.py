@@ -47,6 +47,25 @@ class CompileClock:
         self._intervals = []
 
 
+def cpu_probe_ms(repeats: int = 5) -> float:
+    """Milliseconds of a fixed pure-Python loop (300,000 multiply-adds), the least of ``repeats``: how fast one core
+    of this machine is just now.
+
+    On the project's 2-core machine, idle: 16 ms (2026-11-29, 05:06 UTC). Its runs' timings (compilation included) have
+    differed by a factor of about two between hours at the same load average, which the load does not show; this is
+    printed beside the load by the benchmarks whose figures depend on it, so that figures of different hours can be
+    told apart. Only figures of the same run, alternating, compare.
+    """
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        total = 0
+        for i in range(300_000):
+            total += i * i
+        best = min(best, time.perf_counter() - began)
+    return 1e3 * best
+
+
 def timed(function):
     """Call ``function()``; return ``(value, wall seconds, CPU seconds of this process, all threads)``."""
     wall = time.perf_counter()

@@ -48,6 +48,8 @@ import sys
 import tempfile
 import time
 
+from _timing import cpu_probe_ms
+
 HERE = pathlib.Path(__file__).resolve().parent  # the children import _timing from here
 SCRIPTS = {
     "quickstart": """
@@ -163,8 +165,8 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=2000, help="sample_tall's draws per chain (its sampling speed)")
     args = parser.parse_args()
     print(
-        "load {:.2f} {:.2f} {:.2f}; TALLMCMC_XLA_OPTIONS={}\n".format(
-            *os.getloadavg(), os.environ.get("TALLMCMC_XLA_OPTIONS", "")
+        "load {:.2f} {:.2f} {:.2f}; CPU probe {:.1f} ms (_timing.cpu_probe_ms); TALLMCMC_XLA_OPTIONS={}\n".format(
+            *os.getloadavg(), cpu_probe_ms(), os.environ.get("TALLMCMC_XLA_OPTIONS", "")
         )
     )
     trees = [("this", {})] + ([("against", {"PYTHONPATH": args.against})] if args.against else [])
@@ -217,7 +219,7 @@ def main() -> None:
                 f"| `{where}` | {total:.3f} | {parts.get('trace', 0):.3f} | {parts.get('mlir', 0):.3f} | "
                 f"{parts.get('xla', 0):.3f} | {int(parts.get('programs', 0))} |"
             )
-    print("\nload {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    print("\nload {:.2f} {:.2f} {:.2f}; CPU probe {:.1f} ms".format(*os.getloadavg(), cpu_probe_ms()))
 
 
 if __name__ == "__main__":
