@@ -254,6 +254,8 @@ def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why()
     assert diagnosis.choice.use.fraction > 0.25 and not diagnosis.choice.minibatch
     assert result.test_name == "exact_metropolis" and np.all(result.data_used == model.num_data)
     assert result.warmup_info["accepted"].shape == (4, 100)
+    # what a user sees typing `result`: a few lines, not the data and the state (over 100,000 characters before)
+    assert len(repr(result)) < 600 and "decision='exact'" in repr(result), repr(result)
 
 
 def _window(accepted, used, statistic, num_data=1000):

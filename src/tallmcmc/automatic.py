@@ -409,6 +409,14 @@ class TallDiagnosis:
     test: Any = None
     ess_sd_ratio_min: float = float("nan")
 
+    def __repr__(self) -> str:
+        """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
+        problems = f"{len(self.problems)} problem(s), see str()" if self.problems else "no problems"
+        return (
+            f"TallDiagnosis(decision={self.decision!r}, setup {sum(self.setup_passes.values()):.3g} passes, "
+            f"r̂ max {self.r_hat_max:.3f}, bulk ESS min {self.ess_bulk_min:.0f}, {problems})"
+        )
+
     def __str__(self) -> str:
         lines = [f"decision: {self.decision} — {self.reason}"]
         setup = ", ".join(f"{name} {passes:.3g}" for name, passes in self.setup_passes.items())

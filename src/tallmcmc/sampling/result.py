@@ -153,6 +153,32 @@ class SamplingResult:
         """Steps of all chains together per sampling second (compilation excluded)."""
         return self.num_chains * self.num_draws / max(self.sampling_seconds, 1e-12)
 
+    def __repr__(self) -> str:
+        """A few lines: the draws' shape and variables, what made them, what they cost, the diagnosis if any.
+
+        The default dataclass repr printed every array, the model's data and the state to resume from (over 100,000
+        characters for a default ``sample_tall`` at N = 10⁶); the fields themselves hold all of it.
+        """
+        lines = [
+            f"SamplingResult: {self.num_chains} chains × {self.num_draws:,} draws of {_variables(self.positions)}, "
+            f"N = {self.num_data:,}",
+            f"  {self.test_name or '?'} test, {self.proposal_name or '?'} proposal, {self.driver} driver"
+            + (f"; acceptance {self.acceptance_rate:.3f}" if self.num_draws else ""),
+        ]
+        cost = []
+        if self.num_draws:
+            cost.append(f"data per step {100 * float(np.mean(self.data_used)) / self.num_data:.3g}% of N")
+        if self.setup_data_used:
+            passes = self.setup_data_passes
+            cost.append(f"setup {passes:.3g} pass{'' if passes == 1 else 'es'} over N")
+        cost.append(f"sampling {self.sampling_seconds:.3g} s, compiling {self.compile_seconds:.3g} s")
+        lines.append("  " + "; ".join(cost))
+        if self.inexact_proposal:
+            lines.append("  inexact proposal under a real test: the draws do not target the posterior")
+        if self.diagnosis is not None:
+            lines.append(f"  diagnosis: {self.diagnosis!r}")
+        return "\n".join(lines)
+
     def to_inference_data(self):
         """The draws and step statistics as the installed ArviZ's own object.
 
@@ -228,6 +254,16 @@ class SamplingResult:
             "sampling_seconds": self.sampling_seconds,
             "setup_data_passes": self.setup_data_passes,
         }
+
+
+def _variables(positions: Position) -> str:
+    """The draws' variables and their shapes per draw: ``10 parameters`` for a bare array, else each leaf's path."""
+    leaves = jax.tree_util.tree_leaves_with_path(positions)
+    if len(leaves) == 1 and not leaves[0][0]:
+        shape = np.shape(leaves[0][1])[2:]
+        return f"{int(np.prod(shape)):,} parameters" + (f" {shape}" if len(shape) > 1 else "")
+    named = ", ".join(f"{jax.tree_util.keystr(path).strip('[]')!s} {np.shape(leaf)[2:]}" for path, leaf in leaves)
+    return f"{sum(int(np.prod(np.shape(leaf)[2:])) for _, leaf in leaves):,} parameters ({named})"
 
 
 def reported_draws(model: Model, positions: Position) -> Position:
