@@ -162,6 +162,9 @@ def test_a_warmup_is_continued_only_with_what_it_was_made_with():
     proposal, test = tallmcmc.random_walk(0.05), tallmcmc.exact_barker()
     start = jnp.asarray(TEMPERED_2D.mean, jnp.float32)
     warmed = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, num_warmup=20, num_chains=2, progress=False)
+    shown = repr(warmed)  # a few lines a user can read, not every state and array
+    assert shown.startswith("WarmupResult: 2 chains × 20 warm-up steps, vmap driver, seed 0; acceptance ")
+    assert "exact_barker test, random_walk proposal; adapted step size factors " in shown and len(shown) < 400
     with pytest.raises(ValueError, match="test differs"):
         tallmcmc.sample(TEMPERED_2D.model, proposal, tallmcmc.exact_metropolis(), warmed, num_chains=2, num_samples=5)
     with pytest.raises(ValueError, match="num_chains differs"):
