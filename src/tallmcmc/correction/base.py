@@ -20,7 +20,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import expit, ndtr
 
 __all__ = [
     "CorrectionDistribution",
@@ -66,6 +65,8 @@ def error_grid_step(sigma: float) -> float:
 
 def _convolved_cdf(x: np.ndarray, support: np.ndarray, probabilities: np.ndarray, sigma: float) -> np.ndarray:
     """``sum_j u_j Phi((x - y_j) / sigma)`` in float64, chunked over ``x``."""
+    from scipy.special import ndtr  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
+
     x = np.asarray(x, dtype=np.float64)
     flat = x.ravel()
     out = np.empty_like(flat)
@@ -103,6 +104,8 @@ def cdf_error_curve(
     x, error : numpy.ndarray
         Grid and signed error.
     """
+    from scipy.special import expit  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
+
     step = error_grid_step(sigma) if step is None else float(step)
     n = int(round(half_width / step))
     x = np.linspace(-n * step, n * step, 2 * n + 1)

@@ -30,7 +30,6 @@ import math
 import time
 
 import numpy as np
-from scipy.special import expit, ndtr
 
 from tallmcmc.correction.base import (
     ERROR_GRID_HALF_WIDTH,
@@ -45,6 +44,8 @@ __all__ = ["solve_correction"]
 
 def _symmetric_design(x: np.ndarray, y: np.ndarray, sigma: float) -> np.ndarray:
     """Columns ``F_j(x) - 1/2`` for the atom pair ``{-y_j, +y_j}`` (``y_0 = 0`` alone)."""
+    from scipy.special import ndtr  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
+
     design = ndtr((x[:, None] - y[None, :]) / sigma) + ndtr((x[:, None] + y[None, :]) / sigma) - 1.0
     if y[0] == 0.0:
         design[:, 0] *= 0.5
@@ -118,6 +119,8 @@ def solve_correction(
     .. [1] D. Seita, X. Pan, H. Chen, J. Canny. "An Efficient Minibatch
        Acceptance Test for Metropolis-Hastings". UAI 2017, Section 4, Eq. (14).
     """
+    from scipy.special import expit  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
+
     sigma = check_sigma(sigma)
     if method == "best":
         kwargs = dict(
