@@ -79,27 +79,56 @@ def remaining(folder: Path) -> set[str]:
     return {file.path.name for file in compilation_cache.usage(folder).files}
 
 
+KEPT = "tallmcmc-programs"
+
+
 def test_prune_deletes_the_least_recently_used_files_down_to_the_pruned_fraction(tmp_path):
     now = 1.0e9
     for age in range(10):  # a-0 (used now) ... a-9 (used nine days ago), 100 bytes each
-        make_file(tmp_path / f"a-{age}", 100, now - age * DAY, now - age * DAY)
+        make_file(tmp_path / f"a-{age}-cache", 100, now - age * DAY, now - age * DAY)
     # written long ago but read yesterday: its access time makes it recent, so it stays
-    make_file(tmp_path / "programs" / "read-yesterday", 100, now - DAY, now - 30 * DAY)
+    make_file(tmp_path / KEPT / "read-yesterday.jaxexport", 100, now - DAY, now - 30 * DAY)
     assert compilation_cache.prune(tmp_path, 1100) == (0, 0, 1100)  # at the bound: nothing
     assert len(remaining(tmp_path)) == 11
     pruned = compilation_cache.prune(tmp_path, 1000)  # over it: down to 0.8 × 1000 = 800 bytes
     assert pruned == (3, 300, 800)
-    assert remaining(tmp_path) == {f"a-{age}" for age in range(7)} | {"read-yesterday"}
+    assert remaining(tmp_path) == {f"a-{age}-cache" for age in range(7)} | {"read-yesterday.jaxexport"}
+
+
+def test_only_the_files_the_cache_writes_are_counted_pruned_or_cleared(tmp_path, monkeypatch, capsys):
+    """A folder named by TALLMCMC_COMPILATION_CACHE may hold other files (a user's, in the worst case a home folder):
+    they are never counted, pruned or cleared, however old and large."""
+    from tallmcmc import program_cache
+    from tallmcmc.sampling import ahead
+
+    assert program_cache.FOLDER_NAME == KEPT and ahead.MARKS == "compiled-ahead"  # the names CACHE_FILES matches
+    cache = [
+        "jit_f-0123abc-cache",
+        "jit_f-0123abc-atime",
+        f"{KEPT}/{'e' * 64}.jaxexport",
+        f"{KEPT}/.writing-k2j3h4",
+        f"{KEPT}/compiled-ahead/{'0a' * 32}",
+    ]
+    others = ["notes.txt", "photo-cache.jpg", "sub/x-cache", f"{KEPT}/readme", f"{KEPT}/compiled-ahead/mine.txt"]
+    for name in cache + others:
+        make_file(tmp_path / name, 1000, 0.0, 0.0)
+    folder = compilation_cache.usage(tmp_path)
+    assert sorted(file.path.relative_to(tmp_path).as_posix() for file in folder.files) == sorted(cache)
+    assert compilation_cache.prune(tmp_path, 0) == (5, 5000, 0)
+    monkeypatch.setattr(compilation_cache, "_managed", tmp_path)
+    make_file(tmp_path / cache[0], 1000, 0.0, 0.0)
+    assert cli.main(["cache", "--clear"]) == 0 and "Deleted 1 files" in capsys.readouterr().out
+    assert all((tmp_path / name).is_file() for name in others)
 
 
 def test_prune_is_due_once_a_day_and_marks_the_folder(tmp_path):
     assert compilation_cache.prune_if_due(tmp_path / "absent", 0) is None
-    make_file(tmp_path / "old", 100, 0.0, 0.0)
+    make_file(tmp_path / "old-cache", 100, 0.0, 0.0)
     now = 2.0e9
     assert compilation_cache.prune_if_due(tmp_path, 1000, now=now) == (0, 0, 100)  # never looked at: due
-    make_file(tmp_path / "new", 2000, now, now)
+    make_file(tmp_path / "new-cache", 2000, now, now)
     assert compilation_cache.prune_if_due(tmp_path, 1000, now=now + DAY - 1) is None  # looked at within the day
-    assert remaining(tmp_path) == {"old", "new"}
+    assert remaining(tmp_path) == {"old-cache", "new-cache"}
     assert compilation_cache.prune_if_due(tmp_path, 1000, now=now + DAY) == (2, 2100, 0)
     assert (tmp_path / compilation_cache.STAMP_NAME).exists() and not remaining(tmp_path)
 
@@ -138,13 +167,13 @@ def test_the_cache_command_shows_prunes_and_clears_the_folder(tmp_path, monkeypa
     monkeypatch.setattr(compilation_cache, "_managed", tmp_path)
     monkeypatch.setenv(compilation_cache.MAX_SIZE_VARIABLE, "3k")
     for age in range(4):
-        make_file(tmp_path / f"program-{age}", 1024, 1.0e9 - age, 1.0e9 - age)
+        make_file(tmp_path / f"program-{age}-cache", 1024, 1.0e9 - age, 1.0e9 - age)
     assert cli.main(["cache"]) == 0
     shown = capsys.readouterr().out
     assert str(tmp_path) in shown and "4.0 KiB in 4 files" in shown and "bound:  3.0 KiB" in shown
     assert cli.main(["cache", "--prune"]) == 0  # 4 KiB over the 3 KiB bound: down to 0.8 × 3 KiB
     assert "Deleted 2 files" in capsys.readouterr().out
-    assert remaining(tmp_path) == {"program-0", "program-1"}
+    assert remaining(tmp_path) == {"program-0-cache", "program-1-cache"}
     assert cli.main(["cache", "--clear"]) == 0
     assert "Deleted 2 files" in capsys.readouterr().out and not remaining(tmp_path)
     monkeypatch.setattr(compilation_cache, "_managed", None)

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     action.add_argument(
         "--prune", action="store_true", help="delete the least recently used files down to the bound now"
     )
-    action.add_argument("--clear", action="store_true", help="delete every file in the folder")
+    action.add_argument("--clear", action="store_true", help="delete every compiled program in the folder")
     cache_parser.set_defaults(run=run_cache)
     return parser
 

@@ -35,6 +35,7 @@ import jax
 from tallmcmc._switches import is_off
 
 __all__ = [
+    "CACHE_FILES",
     "DEFAULT_MAX_BYTES",
     "ENVIRONMENT_VARIABLE",
     "MAX_SIZE_VARIABLE",
@@ -64,6 +65,13 @@ PRUNED_FRACTION = 0.8
 PRUNE_INTERVAL_SECONDS = 24 * 3600
 #: The file whose modification time says when the folder was last looked at.
 STAMP_NAME = ".tallmcmc-pruned"
+#: The files the cache writes, by path inside its folder: JAX's entries (``<key>-cache``, and ``<key>-atime`` where
+#: JAX's own bound is set) and, in ``tallmcmc-programs/`` (:data:`tallmcmc.program_cache.FOLDER_NAME`), the kept
+#: programs, their half-written temporary files and the compile-ahead marks. Nothing else in the folder is counted,
+#: pruned or cleared: a folder named by ``TALLMCMC_COMPILATION_CACHE`` may hold other files.
+CACHE_FILES = re.compile(
+    r"[^/]+-(?:cache|atime)|tallmcmc-programs/(?:[^/]+\.jaxexport|\.writing-[^/]+|compiled-ahead/[0-9a-f]{64})"
+)
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?")
@@ -168,11 +176,12 @@ class Pruned(NamedTuple):
 
 
 def usage(directory: Path) -> CacheFolder:
-    """Every file in ``directory`` and its sub-folders (JAX's programs and tallmcmc's kept programs), least
-    recently used first; the folder's own stamp is left out. An absent folder has no files."""
+    """The cache's files in ``directory`` (:data:`CACHE_FILES`: JAX's programs and tallmcmc's kept programs), least
+    recently used first; other files are left out. An absent folder has no files."""
+    directory = Path(directory)
     files = []
-    for path in Path(directory).rglob("*"):
-        if path.name == STAMP_NAME:
+    for path in directory.rglob("*"):
+        if not CACHE_FILES.fullmatch(path.relative_to(directory).as_posix()):
             continue
         try:
             status = path.stat()

@@ -66,7 +66,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 #: The folder, inside JAX's persistent cache folder, that holds the exported programs.
-FOLDER_NAME = "tallmcmc-programs"
+FOLDER_NAME = "tallmcmc-programs"  # compilation_cache.CACHE_FILES names what it holds
 
 
 class Traced(NamedTuple):
