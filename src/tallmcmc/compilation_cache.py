@@ -65,6 +65,7 @@ PRUNED_FRACTION = 0.8
 PRUNE_INTERVAL_SECONDS = 24 * 3600
 #: The file whose modification time says when the folder was last looked at.
 STAMP_NAME = ".tallmcmc-pruned"
+_PROGRAMS = "tallmcmc-programs"  # tallmcmc.program_cache.FOLDER_NAME (a test checks they agree)
 #: The files the cache writes, by path inside its folder: JAX's entries (``<key>-cache``, and ``<key>-atime`` where
 #: JAX's own bound is set) and, in ``tallmcmc-programs/`` (:data:`tallmcmc.program_cache.FOLDER_NAME`), the kept
 #: programs, their half-written temporary files and the compile-ahead marks. Nothing else in the folder is counted,
@@ -179,8 +180,13 @@ def usage(directory: Path) -> CacheFolder:
     """The cache's files in ``directory`` (:data:`CACHE_FILES`: JAX's programs and tallmcmc's kept programs), least
     recently used first; other files are left out. An absent folder has no files."""
     directory = Path(directory)
+    if not directory.is_dir():
+        return CacheFolder(directory, [])
+    # the folder's own entries and everything under the kept programs' folder, nothing deeper elsewhere (a folder
+    # named by TALLMCMC_COMPILATION_CACHE may be large)
+    candidates = [*directory.iterdir(), *(directory / _PROGRAMS).rglob("*")]
     files = []
-    for path in directory.rglob("*"):
+    for path in candidates:
         if not CACHE_FILES.fullmatch(path.relative_to(directory).as_posix()):
             continue
         try:
