@@ -59,5 +59,7 @@ def test_the_repr_names_a_dict_runs_variables_and_a_diagnosis_in_one_line():
 def test_a_run_without_draws_and_an_inexact_one_say_so():
     empty = repr(result(np.zeros((2, 0, 3)), setup_data_used={}))
     assert "2 chains × 0 draws of 3 parameters" in empty and "acceptance" not in empty and "setup" not in empty
+    assert "of 1 parameter, N" in repr(result(np.zeros((2, 4))))  # a scalar position
+    assert "of 6 parameters (2, 3), N" in repr(result(np.zeros((2, 4, 2, 3))))
     inexact = repr(result(np.zeros((2, 4, 3)), inexact_proposal=True))
     assert "the draws do not target the posterior" in inexact

@@ -259,11 +259,13 @@ class SamplingResult:
 def _variables(positions: Position) -> str:
     """The draws' variables and their shapes per draw: ``10 parameters`` for a bare array, else each leaf's path."""
     leaves = jax.tree_util.tree_leaves_with_path(positions)
+    count = sum(int(np.prod(np.shape(leaf)[2:])) for _, leaf in leaves)
+    counted = f"{count:,} parameter{'' if count == 1 else 's'}"
     if len(leaves) == 1 and not leaves[0][0]:
         shape = np.shape(leaves[0][1])[2:]
-        return f"{int(np.prod(shape)):,} parameters" + (f" {shape}" if len(shape) > 1 else "")
-    named = ", ".join(f"{jax.tree_util.keystr(path).strip('[]')!s} {np.shape(leaf)[2:]}" for path, leaf in leaves)
-    return f"{sum(int(np.prod(np.shape(leaf)[2:])) for _, leaf in leaves):,} parameters ({named})"
+        return counted + (f" {shape}" if len(shape) > 1 else "")
+    named = ", ".join(f"{jax.tree_util.keystr(path).strip('[]')} {np.shape(leaf)[2:]}" for path, leaf in leaves)
+    return f"{counted} ({named})"
 
 
 def reported_draws(model: Model, positions: Position) -> Position:
