@@ -56,36 +56,44 @@ def chain_keys_compiled_before():
     np.testing.assert_array_equal(jax.random.key_data(keys), jax.random.key_data(plan._chain_keys(0, False, 0, 2)))
 
 
-def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_is_replaced(tmp_path, monkeypatch):
+@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
+def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_is_replaced(
+    tmp_path, monkeypatch, driver
+):
+    """The vmapped driver keeps one program (warm-up and kept draws share it), the asynchronous driver four (its
+    ``initialise`` and ``run`` for the adaptive warm-up and for the kept draws)."""
     chain_keys_compiled_before()
     folder = tmp_path / "programs"
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
-    first = sample()  # exported, written, compiled from the export
-    assert len(entries(folder)) == 1
-    again = sample()  # loaded: neither traced nor lowered
-    assert len(entries(folder)) == 1
-    (entry,) = entries(folder)
+    kept = {"vmap": 1, "asynchronous": 4}[driver]
+    first = sample(driver=driver)  # exported, written, compiled from the export
+    assert len(entries(folder)) == kept
+    again = sample(driver=driver)  # loaded: not lowered again
+    assert len(entries(folder)) == kept
+    entry = entries(folder)[0]
     entry.write_bytes(b"half a file")  # a process killed while writing, or another flatbuffers: exported again
-    damaged = sample()
+    damaged = sample(driver=driver)
     assert jax.export.deserialize(bytearray(entry.read_bytes())) is not None  # written whole again
     monkeypatch.setattr(program_cache, "folder", lambda: None)
-    direct = sample()  # compiled directly, as with the cache off
+    direct = sample(driver=driver)  # compiled directly, as with the cache off
     for other in (again, damaged, direct):
         np.testing.assert_array_equal(np.asarray(other.positions), np.asarray(first.positions))
         np.testing.assert_array_equal(np.asarray(other.info["accepted"]), np.asarray(first.info["accepted"]))
         np.testing.assert_array_equal(np.asarray(other.step_size_factor), np.asarray(first.step_size_factor))
-    # the same shapes with another proposal scale (a constant of the step): another program, whose draws are its
-    # own, not the kept one's
-    moved = sample(scale=0.05)
-    other = sample(data=OTHER_DATA)  # directly compiled too
+    # the same shapes with another proposal scale (a constant of the step): other programs, whose draws are their
+    # own, not the kept ones'
+    moved = sample(scale=0.05, driver=driver)
+    other = sample(data=OTHER_DATA, driver=driver)  # directly compiled too
     assert not np.array_equal(np.asarray(moved.positions), np.asarray(first.positions))
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
-    np.testing.assert_array_equal(np.asarray(sample(scale=0.05).positions), np.asarray(moved.positions))
-    assert len(entries(folder)) == 2
+    np.testing.assert_array_equal(np.asarray(sample(scale=0.05, driver=driver).positions), np.asarray(moved.positions))
+    assert len(entries(folder)) == 2 * kept
     # other data of the same shapes: another control variate (the step's constants, an argument of the loop), the
-    # same kept program, and the draws of the direct compilation on those data
-    np.testing.assert_array_equal(np.asarray(sample(data=OTHER_DATA).positions), np.asarray(other.positions))
-    assert len(entries(folder)) == 2
+    # same kept programs, and the draws of the direct compilation on those data
+    np.testing.assert_array_equal(
+        np.asarray(sample(data=OTHER_DATA, driver=driver).positions), np.asarray(other.positions)
+    )
+    assert len(entries(folder)) == 2 * kept
     assert not np.allclose(np.asarray(other.positions).mean(), np.asarray(first.positions).mean(), atol=0.5)
 
 

@@ -25,6 +25,7 @@ lockstep.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections.abc import Callable
@@ -35,16 +36,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tallmcmc import compiler_options
+from tallmcmc import compiler_options, program_cache
 from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
 from tallmcmc.kernel import MHInfo, MHState, ProposedStep, conclude_step, propose_step
 from tallmcmc.model import Model, Position
+from tallmcmc.program_cache import Traced
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
-from tallmcmc.sampling.program import constants_as_argument, tuned
+from tallmcmc.sampling.program import tuned
 from tallmcmc.sharding import to_host
+
+_log = logging.getLogger(__name__)
 
 
 class InFlight(NamedTuple):
@@ -331,10 +335,10 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
         bar.set_description(f"compiling {test.name}")
     began = time.perf_counter()
     first_step = jnp.asarray(call.first_step, jnp.int32)
-    initialise = _compiled(initialise, layout, data, states, chain_keys, factors, first_step)
+    initialise = _compiled(initialise, layout, "initialise", data, states, chain_keys, factors, first_step)
     carry = initialise(data, states, chain_keys, factors, first_step)
     zero = jnp.asarray(0, jnp.int32)
-    run = _compiled(run, layout, data, carry, chain_keys, factors, first_step, zero, zero)
+    run = _compiled(run, layout, "run", data, carry, chain_keys, factors, first_step, zero, zero)
     compile_seconds += time.perf_counter() - began
     if bar is not None:
         bar.set_description(description)
@@ -399,14 +403,33 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     )
 
 
-def _compiled(function: Callable, layout, *arguments) -> Callable:
-    """``function`` compiled for ``arguments``; without a mesh, with the arrays it closes over (the control variate,
-    a preconditioner, …) as an argument rather than constants of the program, so that other data of the same shapes
-    find it in the persistent cache (:func:`tallmcmc.sampling.program.constants_as_argument`)."""
+def _compiled(function: Callable, layout, what: str, *arguments) -> Callable:
+    """``function`` (the driver's ``initialise`` or ``run``, named ``what``) compiled for ``arguments``.
+
+    Without a mesh it is traced once, with the arrays it closes over (the control variate, a preconditioner, …) as
+    an argument rather than constants of the program, so that other data of the same shapes find it in the
+    persistent cache; and its lowered program is kept between processes like the vmapped driver's
+    (:mod:`tallmcmc.program_cache`), under the key of that whole trace — the program itself, its constants'
+    values apart — so that a later process neither lowers it again nor traces more than the driver's loop once
+    (``docs/compilation.md``, "The asynchronous driver's programs kept"). On a mesh it is compiled directly."""
     if layout is not None:
         return compiler_options.jit(function).lower(*arguments).compile()
-    replayed, constants = constants_as_argument(function, *arguments)
-    compiled = compiler_options.jit(replayed).lower(*arguments, constants).compile()
+    traced = Traced.of(function, *arguments)
+    constants = traced.constants
+    full = (*arguments, constants)
+    where, key = program_cache.folder(), None
+    if where is not None:
+        try:
+            key = program_cache.program_key(traced.jaxpr, full, ("asynchronous driver", what))
+        except Exception as error:  # noqa: BLE001 - the program compiles without its key
+            _log.debug("asynchronous %s: no program key: %s: %s", what, type(error).__name__, error)
+
+    def replayed(*again):
+        return traced.replay(again[-1], *again[:-1])
+
+    compiled = program_cache.compile_kept_or_direct(
+        replayed, full, traced.out_tree, key, where, f"asynchronous driver's {what}"
+    )
     return lambda *again: compiled(*again, constants)
 
 

@@ -26,7 +26,7 @@ from tallmcmc.sampling import ahead
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
-__all__ = ["ChainProgram", "Traced", "TunedChunk", "chain_program", "constants_as_argument", "tuned"]
+__all__ = ["ChainProgram", "Traced", "TunedChunk", "chain_program", "tuned"]
 
 _log = logging.getLogger(__name__)
 
@@ -197,17 +197,6 @@ def traced_once(function: Callable, *arguments) -> tuple[Callable, Any]:
     calling trace, as ``function`` itself would be) and the shapes of its result (``jax.eval_shape``'s)."""
     traced = Traced.of(function, *arguments)
     return (lambda *again: traced.replay(traced.jaxpr.consts, *again)), traced.shapes
-
-
-def constants_as_argument(function: Callable, *arguments) -> tuple[Callable, list]:
-    """``function`` traced once at ``arguments``' types, and the arrays it closes over.
-
-    Returns ``(replayed, constants)``: ``replayed(*arguments, constants)`` computes ``function(*arguments)`` with
-    ``constants`` (on the device) in place of what the trace closed over, so that a program compiled from it holds
-    none of their values and serves other values of the same shapes (the next data set's control variate, …).
-    """
-    traced = Traced.of(function, *arguments)
-    return (lambda *again: traced.replay(again[-1], *again[:-1])), traced.constants
 
 
 def tuned(held: Model, proposal: Proposal, data, factor=None, temperature=None) -> tuple[Model, Proposal]:
