@@ -30,7 +30,7 @@ def control_variate(data, centre):
         return tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
 
 
-def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap"):
+def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap", num_warmup=40):
     cv = control_variate(data, centre)
     return tallmcmc.sample(
         gaussian_mean.model(data),
@@ -39,7 +39,7 @@ def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap"):
         jnp.zeros(2),
         num_samples=60,
         num_chains=2,
-        num_warmup=40,
+        num_warmup=num_warmup,
         progress=False,
         driver=driver,
     )
@@ -56,45 +56,66 @@ def chain_keys_compiled_before():
     np.testing.assert_array_equal(jax.random.key_data(keys), jax.random.key_data(plan._chain_keys(0, False, 0, 2)))
 
 
-@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
-def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_is_replaced(
-    tmp_path, monkeypatch, driver
-):
-    """The vmapped driver keeps one program (warm-up and kept draws share it), the asynchronous driver four (its
-    ``initialise`` and ``run`` for the adaptive warm-up and for the kept draws)."""
+def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_is_replaced(tmp_path, monkeypatch):
     chain_keys_compiled_before()
     folder = tmp_path / "programs"
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
-    kept = {"vmap": 1, "asynchronous": 4}[driver]
-    first = sample(driver=driver)  # exported, written, compiled from the export
-    assert len(entries(folder)) == kept
-    again = sample(driver=driver)  # loaded: not lowered again
-    assert len(entries(folder)) == kept
-    entry = entries(folder)[0]
+    first = sample()  # exported, written, compiled from the export
+    assert len(entries(folder)) == 1
+    again = sample()  # loaded: neither traced nor lowered
+    assert len(entries(folder)) == 1
+    (entry,) = entries(folder)
     entry.write_bytes(b"half a file")  # a process killed while writing, or another flatbuffers: exported again
-    damaged = sample(driver=driver)
+    damaged = sample()
     assert jax.export.deserialize(bytearray(entry.read_bytes())) is not None  # written whole again
     monkeypatch.setattr(program_cache, "folder", lambda: None)
-    direct = sample(driver=driver)  # compiled directly, as with the cache off
+    direct = sample()  # compiled directly, as with the cache off
     for other in (again, damaged, direct):
-        np.testing.assert_array_equal(np.asarray(other.positions), np.asarray(first.positions))
-        np.testing.assert_array_equal(np.asarray(other.info["accepted"]), np.asarray(first.info["accepted"]))
-        np.testing.assert_array_equal(np.asarray(other.step_size_factor), np.asarray(first.step_size_factor))
-    # the same shapes with another proposal scale (a constant of the step): other programs, whose draws are their
-    # own, not the kept ones'
-    moved = sample(scale=0.05, driver=driver)
-    other = sample(data=OTHER_DATA, driver=driver)  # directly compiled too
+        assert_same_draws(other, first)
+    # the same shapes with another proposal scale (a constant of the step): another program, whose draws are its
+    # own, not the kept one's
+    moved = sample(scale=0.05)
+    other = sample(data=OTHER_DATA)  # directly compiled too
     assert not np.array_equal(np.asarray(moved.positions), np.asarray(first.positions))
     monkeypatch.setattr(program_cache, "folder", lambda: folder)
-    np.testing.assert_array_equal(np.asarray(sample(scale=0.05, driver=driver).positions), np.asarray(moved.positions))
-    assert len(entries(folder)) == 2 * kept
+    np.testing.assert_array_equal(np.asarray(sample(scale=0.05).positions), np.asarray(moved.positions))
+    assert len(entries(folder)) == 2
     # other data of the same shapes: another control variate (the step's constants, an argument of the loop), the
-    # same kept programs, and the draws of the direct compilation on those data
-    np.testing.assert_array_equal(
-        np.asarray(sample(data=OTHER_DATA, driver=driver).positions), np.asarray(other.positions)
-    )
-    assert len(entries(folder)) == 2 * kept
+    # same kept program, and the draws of the direct compilation on those data
+    np.testing.assert_array_equal(np.asarray(sample(data=OTHER_DATA).positions), np.asarray(other.positions))
+    assert len(entries(folder)) == 2
     assert not np.allclose(np.asarray(other.positions).mean(), np.asarray(first.positions).mean(), atol=0.5)
+
+
+def test_the_asynchronous_drivers_programs_are_kept_too(tmp_path, monkeypatch):
+    """Its two programs (``initialise`` and ``run``; a warm-up has two more of its own, made by the same code),
+    keyed by their whole traces: written, loaded rather than exported again, and serving other data of the same
+    shapes, every run drawing what a direct compilation draws. (What a damaged entry or a changed constant does is
+    the same code as above.)"""
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+
+    def run(**options):
+        return sample(driver="asynchronous", num_warmup=0, **options)
+
+    first = run()
+    kept = entries(folder)
+    written = [entry.stat().st_mtime_ns for entry in kept]
+    assert len(kept) == 2
+    again = run()  # loaded, not exported again
+    on_other_data = run(data=OTHER_DATA)  # the same two programs
+    assert entries(folder) == kept and [entry.stat().st_mtime_ns for entry in kept] == written
+    monkeypatch.setattr(program_cache, "folder", lambda: None)
+    assert_same_draws(again, first)
+    assert_same_draws(first, run())  # compiled directly
+    assert_same_draws(on_other_data, run(data=OTHER_DATA))
+
+
+def assert_same_draws(one, other) -> None:
+    np.testing.assert_array_equal(np.asarray(one.positions), np.asarray(other.positions))
+    np.testing.assert_array_equal(np.asarray(one.info["accepted"]), np.asarray(other.info["accepted"]))
+    if one.step_size_factor is not None or other.step_size_factor is not None:
+        np.testing.assert_array_equal(np.asarray(one.step_size_factor), np.asarray(other.step_size_factor))
 
 
 @pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
