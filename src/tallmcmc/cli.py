@@ -47,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _bytes(size: int) -> str:
     """A size in KiB, MiB or GiB (the units ``TALLMCMC_COMPILATION_CACHE_MAX_SIZE`` reads)."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if size >= scale:
-            return f"{size / scale:.2f} {unit}" if unit == "GiB" else f"{size / scale:.1f} {unit}"
+    if size >= 1 << 30:
+        return f"{size / (1 << 30):.2f} GiB"
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.1f} MiB"
     return f"{size / 1024:.1f} KiB"
 
 

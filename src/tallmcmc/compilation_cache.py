@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "ENVIRONMENT_VARIABLE",
     "MAX_SIZE_VARIABLE",
+    "PROGRAMS_FOLDER",
     "PRUNED_FRACTION",
     "PRUNE_INTERVAL_SECONDS",
     "CacheFile",
@@ -65,13 +66,16 @@ PRUNED_FRACTION = 0.8
 PRUNE_INTERVAL_SECONDS = 24 * 3600
 #: The file whose modification time says when the folder was last looked at.
 STAMP_NAME = ".tallmcmc-pruned"
-_PROGRAMS = "tallmcmc-programs"  # tallmcmc.program_cache.FOLDER_NAME (a test checks they agree)
+#: The folder, inside the cache's folder, of tallmcmc's kept programs (:mod:`tallmcmc.program_cache`).
+PROGRAMS_FOLDER = "tallmcmc-programs"
 #: The files the cache writes, by path inside its folder: JAX's entries (``<key>-cache``, and ``<key>-atime`` where
-#: JAX's own bound is set) and, in ``tallmcmc-programs/`` (:data:`tallmcmc.program_cache.FOLDER_NAME`), the kept
-#: programs, their half-written temporary files and the compile-ahead marks. Nothing else in the folder is counted,
-#: pruned or cleared: a folder named by ``TALLMCMC_COMPILATION_CACHE`` may hold other files.
+#: JAX's own bound is set) and, in :data:`PROGRAMS_FOLDER`, the kept programs, their half-written temporary files and
+#: the compile-ahead marks (``tallmcmc.sampling.ahead.MARKS``; a test checks the name). Nothing else in the folder is
+#: counted, pruned or cleared: a folder named by ``TALLMCMC_COMPILATION_CACHE`` may hold other files.
 CACHE_FILES = re.compile(
-    r"[^/]+-(?:cache|atime)|tallmcmc-programs/(?:[^/]+\.jaxexport|\.writing-[^/]+|compiled-ahead/[0-9a-f]{64})"
+    r"[^/]+-(?:cache|atime)|"
+    + re.escape(PROGRAMS_FOLDER)
+    + r"/(?:[^/]+\.jaxexport|\.writing-[^/]+|compiled-ahead/[0-9a-f]{64})"
 )
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -184,7 +188,7 @@ def usage(directory: Path) -> CacheFolder:
         return CacheFolder(directory, [])
     # the folder's own entries and everything under the kept programs' folder, nothing deeper elsewhere (a folder
     # named by TALLMCMC_COMPILATION_CACHE may be large)
-    candidates = [*directory.iterdir(), *(directory / _PROGRAMS).rglob("*")]
+    candidates = [*directory.iterdir(), *(directory / PROGRAMS_FOLDER).rglob("*")]
     files = []
     for path in candidates:
         if not CACHE_FILES.fullmatch(path.relative_to(directory).as_posix()):
@@ -196,7 +200,7 @@ def usage(directory: Path) -> CacheFolder:
         if stat.S_ISREG(status.st_mode):
             files.append(CacheFile(path, status.st_size, max(status.st_atime, status.st_mtime)))
     files.sort(key=lambda file: file.last_used)
-    return CacheFolder(Path(directory), files)
+    return CacheFolder(directory, files)
 
 
 def prune(directory: Path, bound: int) -> Pruned:

@@ -331,9 +331,8 @@ def find_mode(
     theta = np.asarray(flat)
     scipy_iterations, scipy_message = 0, ""
     if method in _SCIPY_METHODS:
-        from scipy.optimize import (
-            minimize,
-        )  # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
+        # on first use, not at `import tallmcmc` (docs/compilation.md, "The import")
+        from scipy.optimize import minimize
 
         def objective(point: np.ndarray) -> tuple[float, np.ndarray]:
             if method in _USES_HESSIAN:  # one pass gives the Hessian too, which the method asks for next

@@ -47,7 +47,7 @@ import jax
 import jax.extend
 import numpy as np
 
-from tallmcmc import compiler_options, threefry_lowering
+from tallmcmc import compilation_cache, compiler_options, threefry_lowering
 from tallmcmc._device import jax_dtype
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "KeptPass",
     "Traced",
     "compile_kept",
+    "compile_keyed_by_trace",
     "compile_kept_or_direct",
     "folder",
     "is_kept",
@@ -66,7 +67,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 #: The folder, inside JAX's persistent cache folder, that holds the exported programs.
-FOLDER_NAME = "tallmcmc-programs"  # compilation_cache.CACHE_FILES names what it holds
+FOLDER_NAME = compilation_cache.PROGRAMS_FOLDER  # whose files the cache's bound counts and prunes
 
 
 class Traced(NamedTuple):
@@ -257,6 +258,20 @@ def compile_kept_or_direct(
     return compiler_options.jit(function).lower(*arguments).compile()
 
 
+def compile_keyed_by_trace(
+    function: Callable, arguments: tuple, out_tree, trace: jax.extend.core.ClosedJaxpr, variant: tuple, what: str
+) -> Callable:
+    """:func:`compile_kept_or_direct` of ``function`` under the :func:`program_key` of ``trace``, ``arguments`` and
+    ``variant`` where JAX's cache has a folder (directly where it has none, or where the key cannot be made)."""
+    where, key = folder(), None
+    if where is not None:
+        try:
+            key = program_key(trace, arguments, variant)
+        except Exception as error:  # noqa: BLE001 - the program compiles without its key
+            _log.debug("%s: no program key: %s: %s", what, type(error).__name__, error)
+    return compile_kept_or_direct(function, arguments, out_tree, key, where, what)
+
+
 class KeptPass:
     """A data pass ``function(*arguments)`` compiled at its first call: through the lowered program kept under the
     key of ``trace`` (the pass's likelihood traced on one chunk of rows, whose constants the pass takes as an
@@ -280,10 +295,6 @@ class KeptPass:
         return self._compiled[signature](*arguments)
 
     def _compile(self, arguments: tuple) -> Callable:
-        where, key = folder(), None
-        if where is not None:
-            try:
-                key = program_key(self._trace.jaxpr, arguments, self._variant)
-            except Exception as error:  # noqa: BLE001 - the pass compiles without its key
-                _log.debug("%s: no program key: %s: %s", self._variant[0], type(error).__name__, error)
-        return compile_kept_or_direct(self._function, arguments, self._out_tree, key, where, self._variant[0])
+        return compile_keyed_by_trace(
+            self._function, arguments, self._out_tree, self._trace.jaxpr, self._variant, self._variant[0]
+        )

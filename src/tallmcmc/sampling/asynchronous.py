@@ -25,7 +25,6 @@ lockstep.
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from collections.abc import Callable
@@ -47,8 +46,6 @@ from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
 from tallmcmc.sampling.program import tuned
 from tallmcmc.sharding import to_host
-
-_log = logging.getLogger(__name__)
 
 
 class InFlight(NamedTuple):
@@ -416,19 +413,17 @@ def _compiled(function: Callable, layout, what: str, *arguments) -> Callable:
         return compiler_options.jit(function).lower(*arguments).compile()
     traced = Traced.of(function, *arguments)
     constants = traced.constants
-    full = (*arguments, constants)
-    where, key = program_cache.folder(), None
-    if where is not None:
-        try:
-            key = program_cache.program_key(traced.jaxpr, full, ("asynchronous driver", what))
-        except Exception as error:  # noqa: BLE001 - the program compiles without its key
-            _log.debug("asynchronous %s: no program key: %s: %s", what, type(error).__name__, error)
 
     def replayed(*again):
         return traced.replay(again[-1], *again[:-1])
 
-    compiled = program_cache.compile_kept_or_direct(
-        replayed, full, traced.out_tree, key, where, f"asynchronous driver's {what}"
+    compiled = program_cache.compile_keyed_by_trace(
+        replayed,
+        (*arguments, constants),
+        traced.out_tree,
+        traced.jaxpr,
+        ("asynchronous driver", what),
+        f"asynchronous driver's {what}",
     )
     return lambda *again: compiled(*again, constants)
 
