@@ -17,6 +17,7 @@ import tallmcmc
 from tallmcmc import program_cache
 from tallmcmc.examples import gaussian_mean
 from tallmcmc.sampling import plan
+from tallmcmc.sampling.program import compiled_length
 from tallmcmc.setup_fast import fast_setup
 
 DATA = np.random.default_rng(3).normal(1.0, 1.0, size=(3000, 2)).astype(np.float32)
@@ -30,18 +31,19 @@ def control_variate(data, centre):
         return tallmcmc.taylor_control_variate(gaussian_mean.model(data), jnp.asarray(centre))
 
 
-def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap", num_warmup=40):
+def sample(scale=0.03, data=DATA, centre=(1.0, 1.0), driver="vmap", num_warmup=40, num_samples=60, num_chunks=20):
     cv = control_variate(data, centre)
     return tallmcmc.sample(
         gaussian_mean.model(data),
         tallmcmc.random_walk(scale),
         tallmcmc.minibatch_barker(50, control_variate=cv),
         jnp.zeros(2),
-        num_samples=60,
+        num_samples=num_samples,
         num_chains=2,
         num_warmup=num_warmup,
         progress=False,
         driver=driver,
+        num_chunks=num_chunks,
     )
 
 
@@ -87,6 +89,25 @@ def test_a_kept_program_draws_what_a_direct_compilation_draws_and_a_damaged_one_
     assert not np.allclose(np.asarray(other.positions).mean(), np.asarray(first.positions).mean(), atol=0.5)
 
 
+def test_a_run_of_another_number_of_draws_takes_the_same_kept_program(tmp_path, monkeypatch):
+    """Chunks of 50 and of 60 steps run on one program compiled for 64 (``program.compiled_length``): the second run
+    finds it kept, and draws what the first drew for its steps (each step's key depends on the step only)."""
+    chain_keys_compiled_before()
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    longer = sample(num_warmup=0, num_samples=60, num_chunks=1)
+    assert len(entries(folder)) == 1
+    shorter = sample(num_warmup=0, num_samples=50, num_chunks=1)
+    assert len(entries(folder)) == 1  # not exported again: the same program
+    np.testing.assert_array_equal(np.asarray(shorter.positions), np.asarray(longer.positions)[:, :50])
+
+
+def test_compiled_lengths_are_powers_of_two_unless_the_rows_added_would_be_large():
+    assert [compiled_length(n) for n in (1, 16, 17, 50, 64, 65, 1000, 1025)] == [16, 16, 32, 64, 64, 128, 1024, 2048]
+    assert compiled_length(1025, bytes_per_step=2**20) == 1025  # 1,023 rows of 1 MiB added: more than the bound
+    assert compiled_length(1000, bytes_per_step=2**10) == 1024
+
+
 def test_the_asynchronous_drivers_programs_are_kept_too(tmp_path, monkeypatch):
     """Its two programs (``initialise`` and ``run``; a warm-up has two more of its own, made by the same code),
     keyed by their whole traces: written, loaded rather than exported again, and serving other data of the same
@@ -118,7 +139,9 @@ def assert_same_draws(one, other) -> None:
         np.testing.assert_array_equal(np.asarray(one.step_size_factor), np.asarray(other.step_size_factor))
 
 
-@pytest.mark.parametrize("driver", ["vmap", "asynchronous"])
+# asynchronous with --runslow only (11 s of the default suite's ten minutes): its programs serving other data of the
+# same shapes stay checked by test_the_asynchronous_drivers_programs_are_kept_too, as a default run keeps them
+@pytest.mark.parametrize("driver", ["vmap", pytest.param("asynchronous", marks=pytest.mark.slow)])
 def test_a_run_on_other_data_of_the_same_shapes_compiles_nothing_new(monkeypatch, driver):
     """The control variate's passes take the centre, and either driver's chain program the step's constants, as
     arguments: the next data set's run finds every program in JAX's persistent cache (embedded constants miss)."""

@@ -26,9 +26,35 @@ from tallmcmc.sampling import ahead
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 
-__all__ = ["ChainProgram", "Traced", "TunedChunk", "chain_program", "tuned"]
+__all__ = ["ChainProgram", "Traced", "TunedChunk", "chain_program", "compiled_length", "tuned"]
 
 _log = logging.getLogger(__name__)
+
+
+#: A tuned chunk's draws buffer is rounded up to a power of two of rows (:func:`compiled_length`) unless the rows
+#: added would hold more than this many bytes; then it is compiled for the chunk's own length.
+ROUNDING_BYTES_AT_MOST = 64 * 2**20
+
+
+def compiled_length(length: int, bytes_per_step: int = 0) -> int:
+    """The number of rows a tuned chunk of ``length`` steps is compiled for: ``length`` rounded up to a power of two
+    (16 at least), or ``length`` itself where the added rows (``bytes_per_step`` each: every chain's position and
+    step statistics) would hold more than :data:`ROUNDING_BYTES_AT_MOST`.
+
+    The loop runs a traced number of steps up to its rows, so a run of 1,000 draws in 20 chunks (50 steps) and one of
+    1,200 (60 steps) share one program of 64 rows, in this process and, through the programs kept on disk and JAX's
+    persistent cache, in the next: a second run with another number of draws compiles nothing new."""
+    rounded = max(16, 1 << max(0, int(length) - 1).bit_length())
+    return rounded if (rounded - length) * bytes_per_step <= ROUNDING_BYTES_AT_MOST else int(length)
+
+
+def _bytes_per_step(arguments: tuple) -> int:
+    """The bytes one step adds to a tuned chunk's draws: every chain's position, and a 4-byte word per chain for each
+    of a dozen step statistics (an upper estimate; the exact fields depend on the test)."""
+    states = arguments[1]
+    positions = jax.tree_util.tree_leaves(states.position)
+    chains = positions[0].shape[0] if positions and positions[0].ndim else 1
+    return sum(int(np.prod(leaf.shape)) * leaf.dtype.itemsize for leaf in positions) + 12 * 4 * chains
 
 
 class TunedChunk(NamedTuple):
@@ -100,8 +126,9 @@ class ChainProgram(NamedTuple):
 
     def tuned_chunk(self, arguments: tuple, length: int | None = None) -> TunedChunk:
         """The tuned chunk for ``arguments`` (``run_tuned_chunk``'s, after ``length``), compiled once per argument
-        shapes: ``length`` is that of the first compilation for these shapes (``length`` when given, which it must
-        be then), so that warm-up and kept draws of any chunk lengths share one program."""
+        shapes: its length is that of the first compilation for these shapes (``length`` when given, which it must
+        be then, rounded up by :func:`compiled_length`), so that warm-up and kept draws of any chunk lengths share
+        one program, and so do runs of other numbers of draws."""
         signature = tuple((leaf.shape, leaf.dtype) for leaf in jax.tree_util.tree_leaves(arguments))
         key = (jax.tree_util.tree_structure(arguments), signature)
         if key in self.compiled:
@@ -109,6 +136,7 @@ class ChainProgram(NamedTuple):
             return TunedChunk(run, known, 0.0)
         if length is None:
             raise ValueError("the first tuned chunk for these shapes needs its length")
+        length = compiled_length(length, _bytes_per_step(arguments))
         began = time.perf_counter()
         with _collector_paused():
             run = self._compile_tuned(arguments, length)
@@ -122,6 +150,7 @@ class ChainProgram(NamedTuple):
         where it has no key."""
         if self.source[3] is not None:
             return False
+        length = compiled_length(length, _bytes_per_step(arguments))
         loop, full, key, where, out_tree = self._prepared(arguments, length, needs_key=True)
         if key is None or (where is not None and program_cache.is_kept(key, where)):
             return False
