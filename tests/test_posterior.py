@@ -96,6 +96,10 @@ class Case:
     acceptance: tuple[float, float] | None = None  # bounds on the acceptance rate
     data_used: Callable[[np.ndarray, int], bool] | None = None
     wrong: str | None = None  # deliberately wrong: "mean" or "variance" must be off (|z| > 4) everywhere
+    # with --runslow only (the default suite's ten minutes): the subsampling baselines' long runs, and a twin whose
+    # code the default suite already checks (the exact-test run of a proposal checked under the minibatch test, a
+    # wrong sampler's exact-test twin, exact Barker, checked by tests/acceptance/test_exact_chains.py and
+    # tests/test_warmup.py)
     slow: bool = False
     allow_inexact_proposal: bool = False  # SGHMC under a real test (the 2016 paper's heuristic)
 
@@ -168,7 +172,7 @@ REGISTRY: dict[str, Case] = {
         **MINIBATCH, test=tallmcmc.exact_metropolis, acceptance=(0.2, 0.9), data_used=every_step_uses(1)
     ),
     "random_walk+exact_barker": Case(
-        **MINIBATCH, test=tallmcmc.exact_barker, acceptance=(0.2, 0.9), data_used=every_step_uses(1)
+        **MINIBATCH, test=tallmcmc.exact_barker, acceptance=(0.2, 0.9), data_used=every_step_uses(1), slow=True
     ),
     "random_walk+minibatch_barker": Case(
         **MINIBATCH,
@@ -246,6 +250,7 @@ REGISTRY: dict[str, Case] = {
         test=tallmcmc.exact_metropolis,
         acceptance=(0.4, 0.8),
         data_used=every_step_uses_points(10_000 + 4 * 200),
+        slow=True,
     ),
     "minibatch_hamiltonian+minibatch_barker": Case(
         **SHAPED,
@@ -267,6 +272,7 @@ REGISTRY: dict[str, Case] = {
         proposal=lambda t: minibatch_hmc(t, persistence=0.8),
         test=tallmcmc.exact_metropolis,
         acceptance=(0.5, 0.9),
+        slow=True,
     ),
     "minibatch_hamiltonian_persistent+minibatch_barker": Case(
         **SHAPED,
@@ -291,6 +297,7 @@ REGISTRY: dict[str, Case] = {
         proposal=lambda t: without_ratio(minibatch_hmc(t)),
         test=tallmcmc.exact_metropolis,
         wrong="variance",
+        slow=True,
     ),
     "wrong:minibatch_hamiltonian_without_kinetic+minibatch_barker": Case(
         **SHAPED,
@@ -310,6 +317,7 @@ REGISTRY: dict[str, Case] = {
         **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)},
         test=tallmcmc.exact_metropolis,
         wrong="mean",
+        slow=True,
     ),
     "wrong:drifting_walk+minibatch_barker": Case(
         **{**MINIBATCH, "proposal": lambda target: drifting_walk(0.1, 0.02)},
