@@ -76,7 +76,8 @@ class DriverCall(NamedTuple):
     program
         The :class:`~tallmcmc.sampling.program.ChainProgram` of ``held``,
         ``proposal``, ``test`` and ``layout`` to run, with what it has
-        compiled (a warm-up's); ``None`` builds one.
+        compiled (a warm-up's); ``None`` (or a program of other objects: a
+        proposal whose covariance a warm-up adapted) builds one.
     """
 
     held: Model
@@ -161,7 +162,8 @@ def run_vmapped(call: DriverCall) -> DriverOutput:
     one chunk, it returns the draws made so far with a warning.
     """
     program = call.program
-    if program is None:
+    if program is None or not program.is_for(call.held, call.proposal, call.test, call.layout):
+        # e.g. a warm-up on a mesh adapted the proposal's covariance: the plan's program has the proposal before it
         program = chain_program(call.held, call.proposal, call.test, call.layout)
     states, factors, bar = call.states, call.factors, call.bar
     # one compiled loop of a traced number of steps serves chunks of every length (the plain scan compiles once

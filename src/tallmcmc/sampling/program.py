@@ -124,6 +124,10 @@ class ChainProgram(NamedTuple):
         mine = self.source
         return layout is None and mine[3] is None and mine[0] is held and mine[1] is proposal and mine[2] is test
 
+    def is_for(self, held: Model, proposal: Proposal, test: AcceptanceTest, layout) -> bool:
+        """Whether this program was made for these very objects (mesh or not): its steps close over them."""
+        return all(mine is given for mine, given in zip(self.source, (held, proposal, test, layout)))
+
     def tuned_chunk(self, arguments: tuple, length: int | None = None) -> TunedChunk:
         """The tuned chunk for ``arguments`` (``run_tuned_chunk``'s, after ``length``), compiled once per argument
         shapes: its length is that of the first compilation for these shapes (``length`` when given, which it must
