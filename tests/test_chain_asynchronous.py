@@ -244,12 +244,20 @@ def warmups_equal(a, b) -> bool:
 @pytest.mark.parametrize("adapt_covariance", [False, True])
 def test_warmup_and_step_size_schedule_give_the_vmapped_draws(adapt_covariance):
     """The asynchronous driver warms up asynchronously too (each chain adapts its step size as its
-    own steps finish): the same warm-up draws, factors and kept draws as the lockstep warm-up."""
+    own steps finish): the same warm-up draws, factors and kept draws as the lockstep warm-up. With the adapted
+    covariance as well, the kept steps' proposals (the covariance's factor times the step-size factor times the
+    schedule's) are rounded differently in the last place by the two drivers' programs: the same draws and
+    decisions, the reported statistics within float32 rounding (measured 2026-11-29: one Δ* of 40
+    differs, -1.8323694 against -1.8323671; it failed the bit-for-bit check on the tree before that day's change
+    of the asynchronous driver too)."""
     test = tallmcmc.minibatch_barker(20)
     options = dict(num_warmup=40, step_size_schedule=np.linspace(1.0, 0.5, 40), adapt_covariance=adapt_covariance)
     vmapped, asynchronous = run(test, "vmap", 2, **options), run(test, "asynchronous", 2, **options)
     assert warmups_equal(vmapped, asynchronous)
-    assert draws_equal(vmapped, asynchronous)
+    if adapt_covariance:
+        assert_same_decisions_up_to_rounding(vmapped, asynchronous)
+    else:
+        assert draws_equal(vmapped, asynchronous)
 
 
 # slow (8 s, suite time): the wrong variant of the warm-up equality below, slow with it)
@@ -272,6 +280,11 @@ def test_temperature_schedule_gives_the_vmapped_draws_up_to_rounding():
     test = tallmcmc.minibatch_barker(20)
     options = dict(temperature_schedule=np.linspace(3.0, 1.0, 40))
     vmapped, asynchronous = run(test, "vmap", 2, **options), run(test, "asynchronous", 2, **options)
+    assert_same_decisions_up_to_rounding(vmapped, asynchronous)
+
+
+def assert_same_decisions_up_to_rounding(vmapped, asynchronous) -> None:
+    """The same positions and decisions bit for bit, the reported statistics within float32 rounding."""
     assert np.array_equal(vmapped.positions, asynchronous.positions)
     for name in ("accepted", "data_used", "used_full_data", "non_finite"):
         assert np.array_equal(vmapped.info[name], asynchronous.info[name], equal_nan=True), name

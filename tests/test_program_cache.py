@@ -16,7 +16,7 @@ import pytest
 import tallmcmc
 from tallmcmc import program_cache
 from tallmcmc.examples import gaussian_mean
-from tallmcmc.sampling import plan
+from tallmcmc.sampling import asynchronous, plan
 from tallmcmc.sampling.program import compiled_length
 from tallmcmc.setup_fast import fast_setup
 
@@ -109,7 +109,8 @@ def test_compiled_lengths_are_powers_of_two_unless_the_rows_added_would_be_large
 
 
 def test_the_asynchronous_drivers_programs_are_kept_too(tmp_path, monkeypatch):
-    """Its two programs (``initialise`` and ``run``; a warm-up has two more of its own, made by the same code),
+    """Its two programs (``initialise`` and ``run``; a run with a warm-up has two others, with step-size factors,
+    which its warm-up and kept draws share: the next test),
     keyed by their whole traces: written, loaded rather than exported again, and serving other data of the same
     shapes, every run drawing what a direct compilation draws. (What a damaged entry or a changed constant does is
     the same code as above.)"""
@@ -132,9 +133,36 @@ def test_the_asynchronous_drivers_programs_are_kept_too(tmp_path, monkeypatch):
     assert_same_draws(on_other_data, run(data=OTHER_DATA))
 
 
-def assert_same_draws(one, other) -> None:
-    np.testing.assert_array_equal(np.asarray(one.positions), np.asarray(other.positions))
-    np.testing.assert_array_equal(np.asarray(one.info["accepted"]), np.asarray(other.info["accepted"]))
+def test_an_asynchronous_warmup_and_its_kept_draws_run_one_pair_of_programs(tmp_path, monkeypatch):
+    """The asynchronous driver's warm-up adapts and its kept draws use the adapted factors in one program (a traced
+    ``adapting``, as the vmapped driver's), with draws' buffers of the rows both need (``RunPlan.asynchronous_rows``):
+    compiled once in the process and kept once on disk. A run of another number of draws within those rows takes the
+    same two programs and draws what the first drew for its steps."""
+    chain_keys_compiled_before()
+    folder = tmp_path / "programs"
+    monkeypatch.setattr(program_cache, "folder", lambda: folder)
+    compiled = []
+    honest = asynchronous._compiled
+
+    def counted(function, layout, what, *arguments):
+        compiled.append(what)
+        return honest(function, layout, what, *arguments)
+
+    monkeypatch.setattr(asynchronous, "_compiled", counted)
+    longer = sample(driver="asynchronous", num_warmup=40, num_samples=100)  # both on 128 rows
+    assert compiled == ["initialise", "run"]  # the kept draws ran what the warm-up compiled
+    assert len(entries(folder)) == 2
+    shorter = sample(driver="asynchronous", num_warmup=40, num_samples=90)  # 128 rows as well
+    assert len(entries(folder)) == 2  # not exported again: the same programs
+    assert_same_draws(shorter, longer, draws=90)
+    np.testing.assert_array_equal(shorter.warmup_positions, longer.warmup_positions)
+
+
+def assert_same_draws(one, other, draws=None) -> None:
+    np.testing.assert_array_equal(np.asarray(one.positions)[:, :draws], np.asarray(other.positions)[:, :draws])
+    np.testing.assert_array_equal(
+        np.asarray(one.info["accepted"])[:, :draws], np.asarray(other.info["accepted"])[:, :draws]
+    )
     if one.step_size_factor is not None or other.step_size_factor is not None:
         np.testing.assert_array_equal(np.asarray(one.step_size_factor), np.asarray(other.step_size_factor))
 

@@ -36,6 +36,7 @@ import numpy as np
 from jax import lax
 
 from tallmcmc import compiler_options, program_cache
+from tallmcmc._device import to_device
 from tallmcmc.acceptance.base import AcceptanceTest, Workspace, is_workspace, machine_of
 from tallmcmc.kernel import MHInfo, MHState, ProposedStep, conclude_step, propose_step
 from tallmcmc.model import Model, Position
@@ -44,7 +45,7 @@ from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
-from tallmcmc.sampling.program import tuned
+from tallmcmc.sampling.program import compiled_length, tuned
 from tallmcmc.sharding import to_host
 
 
@@ -153,40 +154,44 @@ def asynchronous_runner(
     model: Model,
     proposal: Proposal,
     test: AcceptanceTest,
-    num_samples: int,
+    rows: int,
     *,
     temperatures: jax.Array | None = None,
     step_factors: jax.Array | None = None,
-    adapt_target: float | None = None,
+    tuned_steps: bool = False,
 ):
     """The ``initialise`` and ``run`` functions of the asynchronous driver (to be jitted).
 
-    ``initialise(data, states, chain_keys, factors, first_step) -> AsyncCarry``
+    ``initialise(data, states, chain_keys, factors, first_step, adapting) -> AsyncCarry``
     starts step 0 of every chain; ``run(data, carry, chain_keys, factors,
-    first_step, until, limit) -> AsyncCarry`` iterates until every chain has
+    first_step, until, limit, total, adapting, target) -> AsyncCarry`` iterates until every chain has
     recorded at least ``until`` draws, while chains ahead keep going up to
     ``limit`` draws (``limit = until`` leaves every chain at exactly ``until``
     draws: the chains are *level*, and their states can be saved and resumed;
-    ``limit = num_samples`` lets them run ahead). Draw ``t`` of a chain uses
+    ``limit = total`` lets them run ahead); ``total`` is the run's number of draws, at most ``rows``, the
+    draws' buffers' length (a compiled length, :func:`tallmcmc.sampling.program.compiled_length`, so that runs of
+    other numbers of draws share the program). Draw ``t`` of a chain uses
     the key ``fold_in(chain_key, first_step + t)``: a run that continues
-    chains which have made ``first_step`` steps passes it. ``factors`` (per-chain step-size factors from warm-up)
-    may be ``None``; ``temperatures`` and ``step_factors`` are per-step
-    schedules of length ``num_samples`` or ``None``. With ``adapt_target``
-    (a warm-up), each chain's step-size factor is adapted by dual averaging
-    towards that acceptance rate as its own steps finish
-    (:mod:`tallmcmc.sampling.adaptation`, the same update as the lockstep warm-up);
-    ``factors`` must then be ``None``.
+    chains which have made ``first_step`` steps passes it. ``temperatures`` and ``step_factors`` are per-step
+    schedules of ``rows`` values (the run's own, padded with its last) or ``None``.
+
+    With ``tuned_steps``, ``factors`` (per-chain step-size factors) is an array and the carry holds each chain's
+    :class:`~tallmcmc.sampling.adaptation.DualAveraging` state: where the traced ``adapting`` is true (a warm-up),
+    each chain's factor is adapted by dual averaging towards the acceptance rate ``target`` as its own steps finish
+    (:mod:`tallmcmc.sampling.adaptation`, the same update as the lockstep warm-up) and ``factors`` is not read;
+    where it is false (the kept draws), ``factors`` tune the steps. So a warm-up and its kept draws run one
+    program, as the vmapped driver's do. Without ``tuned_steps``, ``factors`` is ``None``, the carry holds no
+    adaptation, and ``adapting`` and ``target`` are not read.
     """
     machine = machine_of(test)
-    adapting = adapt_target is not None
     on_proxy = adapts_on_proxy(proposal)
 
-    def current_factors(carry, factors):
-        return jnp.exp(carry.adaptation.log_factor) if adapting else factors
+    def current_factors(adaptation, factors, adapting):
+        return jnp.where(adapting, jnp.exp(adaptation.log_factor), factors) if tuned_steps else factors
 
-    def parts_for(data, factor, step):
+    def parts_for(data, factor, step, total):
         # the same kernel the vmapped driver builds for this chain and step
-        index = jnp.minimum(step, num_samples - 1)
+        index = jnp.minimum(step, total - 1)
         temperature = None if temperatures is None else temperatures[index]
         step_factor = None if step_factors is None else step_factors[index]
         if step_factor is not None:
@@ -196,16 +201,16 @@ def asynchronous_runner(
     def per_chain(function, factors):
         return jax.vmap(function, in_axes=(0, 0, 0, 0 if factors is not None else None))
 
-    def begin_all(data, keys, states, steps, factors):
+    def begin_all(data, keys, states, steps, factors, total):
         def one(key, state, step, factor):
-            return parts_for(data, factor, step).begin(key, state)
+            return parts_for(data, factor, step, total).begin(key, state)
 
         return per_chain(one, factors)(keys, states, steps, factors)
 
     def keys_at(chain_keys, steps, first_step):
         return jax.vmap(step_key)(chain_keys, steps + first_step)
 
-    def begin_chosen(data, chain_keys, states, steps, factors, chosen, flight, first_step):
+    def begin_chosen(data, chain_keys, states, steps, factors, chosen, flight, first_step, total):
         # One chain at a time, only the chosen ones: for a test whose ``start`` is a full pass, which
         # ``begin_all`` would make for every chain at every iteration where any chain finishes.
         order = jnp.nonzero(chosen, size=chosen.shape[0], fill_value=0)[0]
@@ -214,61 +219,65 @@ def asynchronous_runner(
             chain = order[i]
             here = jax.tree_util.tree_map(lambda leaf: leaf[chain], (chain_keys, states, steps, factors))
             key, state, step, factor = here
-            began = parts_for(data, factor, step).begin(step_key(key, step + first_step), state)
+            began = parts_for(data, factor, step, total).begin(step_key(key, step + first_step), state)
             return jax.tree_util.tree_map(lambda leaf, value: leaf.at[chain].set(value), flight, began)
 
         return lax.fori_loop(0, jnp.sum(chosen, dtype=jnp.int32), begin_one, flight)
 
-    def initialise(data, states, chain_keys, factors, first_step) -> AsyncCarry:
+    def initialise(data, states, chain_keys, factors, first_step, adapting) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
         steps = jnp.zeros((num_chains,), jnp.int32)
-        adaptation = DualAveraging.start(num_chains) if adapting else None
-        if adapting:
-            factors = jnp.exp(adaptation.log_factor)
-        flight = begin_all(data, keys_at(chain_keys, steps, first_step), states, steps, factors)
+        total = jnp.int32(rows)  # step 0's schedule entry whatever the run's length
+        adaptation = DualAveraging.start(num_chains) if tuned_steps else None
+        factors = current_factors(adaptation, factors, adapting)
+        flight = begin_all(data, keys_at(chain_keys, steps, first_step), states, steps, factors, total)
 
         def end_one(flight, state, step, factor):
-            return parts_for(data, factor, step).end(flight, state)
+            return parts_for(data, factor, step, total).end(flight, state)
 
         shapes = jax.eval_shape(lambda: per_chain(end_one, factors)(flight, states, steps, factors))
         buffers = jax.tree_util.tree_map(
-            lambda leaf: jnp.zeros((num_chains, num_samples) + leaf.shape[1:], leaf.dtype), shapes
+            lambda leaf: jnp.zeros((num_chains, rows) + leaf.shape[1:], leaf.dtype), shapes
         )
         new_state, info = buffers
         return AsyncCarry(states, flight, steps, new_state.position, info, jnp.zeros((), jnp.int32), adaptation)
 
-    def run(data, carry: AsyncCarry, chain_keys, factors, first_step, until, limit) -> AsyncCarry:
+    def run(
+        data, carry: AsyncCarry, chain_keys, factors, first_step, until, limit, total, adapting, target
+    ) -> AsyncCarry:
         num_chains = chain_keys.shape[0]
         chains = jnp.arange(num_chains)
 
         def advance_one(flight, state, step, factor):
-            return parts_for(data, factor, step).advance(flight, state)
+            return parts_for(data, factor, step, total).advance(flight, state)
 
         def end_one(flight, state, step, factor):
-            return parts_for(data, factor, step).end(flight, state)
+            return parts_for(data, factor, step, total).end(flight, state)
 
         def finish(carry: AsyncCarry, finished) -> AsyncCarry:
-            factors_now = current_factors(carry, factors)
+            factors_now = current_factors(carry.adaptation, factors, adapting)
             new_state, info = per_chain(end_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
-            rows = jnp.where(finished, carry.step, num_samples)  # out of range: dropped
+            at = jnp.where(finished, carry.step, rows)  # out of range: dropped
 
             def record(buffer, value):
-                return buffer.at[chains, rows].set(value, mode="drop")
+                return buffer.at[chains, at].set(value, mode="drop")
 
             positions = jax.tree_util.tree_map(record, carry.positions, new_state.position)
             infos = jax.tree_util.tree_map(record, carry.info, info)
             state = _select(finished, new_state, carry.state)
             adaptation = carry.adaptation
-            if adapting:
-                updated = adaptation_update(adaptation, carry.step, statistic(info, on_proxy), adapt_target)
-                adaptation = _select(finished, updated, adaptation)
+            if tuned_steps:
+                updated = adaptation_update(adaptation, carry.step, statistic(info, on_proxy), target)
+                adaptation = _select(finished & adapting, updated, adaptation)
             step = carry.step + finished.astype(jnp.int32)
-            factors_next = current_factors(carry._replace(adaptation=adaptation), factors)
-            starting = finished & (step < num_samples)
+            factors_next = current_factors(adaptation, factors, adapting)
+            starting = finished & (step < total)
             if machine.start_is_full_pass:
-                flight = begin_chosen(data, chain_keys, state, step, factors_next, starting, carry.flight, first_step)
+                flight = begin_chosen(
+                    data, chain_keys, state, step, factors_next, starting, carry.flight, first_step, total
+                )
             else:
-                following = begin_all(data, keys_at(chain_keys, step, first_step), state, step, factors_next)
+                following = begin_all(data, keys_at(chain_keys, step, first_step), state, step, factors_next, total)
                 flight = _select(starting, following, carry.flight, restart=True)
             return carry._replace(
                 state=state, flight=flight, step=step, positions=positions, info=infos, adaptation=adaptation
@@ -277,7 +286,7 @@ def asynchronous_runner(
         def body(carry: AsyncCarry) -> AsyncCarry:
             active = carry.step < limit  # a chain at the limit waits, its next step begun (not advanced)
             running = active & ~jax.vmap(machine.done)(carry.flight.test_state)
-            factors_now = current_factors(carry, factors)
+            factors_now = current_factors(carry.adaptation, factors, adapting)
             advanced = per_chain(advance_one, factors_now)(carry.flight, carry.state, carry.step, factors_now)
             # a machine that idles once done needs no mask (finished and parked chains are done)
             flight = advanced if machine.idle_when_done else _select(running, advanced, carry.flight)
@@ -305,7 +314,11 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
 
     With ``adapt_target``, each chain adapts its step-size factor as its
     steps finish (see :func:`asynchronous_runner`; ``call.factors`` must be
-    ``None``). The output's ``loop_iterations`` is the most any device made
+    ``None``). A warm-up that adapts and kept draws with step-size factors run one program (``tuned_steps``), and
+    the draws' buffers have ``call.rows`` rows (at least the call's steps; rounded up as
+    :func:`buffer_rows` does), so that a plan's warm-up and kept draws, and runs of other numbers of draws, share
+    it: compiled once in the process (kept on ``call.program``) and once across processes (kept on disk). The
+    output's ``loop_iterations`` is the most any device made
     (one chunk of data each); interrupted (Ctrl-C) after a return to the host,
     it holds the draws every chain has, with a warning.
     """
@@ -313,36 +326,62 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     chain_keys, factors, bar, description = call.chain_keys, call.factors, call.bar, call.description
     num_samples = call.num_steps
     ends = [int(end) for end in np.cumsum(call.lengths)]
-    temperatures, step_factors = call.schedule
     dtype, data, layout = call.dtype, call.data, call.layout
-    schedule = [None if values is None else jnp.asarray(values, dtype) for values in (temperatures, step_factors)]
-    initialise, run = asynchronous_runner(
-        model,
-        proposal,
-        test,
-        num_samples,
-        temperatures=schedule[0],
-        step_factors=schedule[1],
-        adapt_target=adapt_target,
-    )
-    if layout is not None:
-        initialise, run = _on_mesh(layout, initialise, run)
+    rows = call.rows if call.rows >= num_samples else buffer_rows(num_samples, states.position)
+    schedule = [None if values is None else _padded(values, rows, dtype) for values in call.schedule]
+    adapting = adapt_target is not None
+    tuned_steps = adapting or factors is not None
+    if adapting:
+        if factors is not None:
+            raise ValueError("an adaptive warm-up starts from no step-size factors (call.factors must be None)")
+        factors = to_device(np.ones(chain_keys.shape[0], np.float32))  # not read while adapting
     compile_seconds = sampling_seconds = 0.0
     if bar is not None:
         bar.set_description(f"compiling {test.name}")
     began = time.perf_counter()
     first_step = jnp.asarray(call.first_step, jnp.int32)
-    initialise = _compiled(initialise, layout, "initialise", data, states, chain_keys, factors, first_step)
-    carry = initialise(data, states, chain_keys, factors, first_step)
+    adapting_flag = to_device(adapting, bool)
+    target = to_device(0.0 if adapt_target is None else adapt_target, np.float32)
     zero = jnp.asarray(0, jnp.int32)
-    run = _compiled(run, layout, "run", data, carry, chain_keys, factors, first_step, zero, zero)
+    kept = _kept_programs(call) if all(values is None for values in schedule) else {}
+    shapes = tuple((np.shape(leaf), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves((data, states, factors)))
+    memo = ("asynchronous driver", rows, tuned_steps, jax.tree_util.tree_structure((data, states, factors)), shapes)
+    carry = None
+    if memo not in kept:
+        initialise, run = asynchronous_runner(
+            model, proposal, test, rows, temperatures=schedule[0], step_factors=schedule[1], tuned_steps=tuned_steps
+        )
+        if layout is not None:
+            initialise, run = _on_mesh(layout, initialise, run)
+        initialise = _compiled(
+            initialise, layout, "initialise", data, states, chain_keys, factors, first_step, adapting_flag
+        )
+        carry = initialise(data, states, chain_keys, factors, first_step, adapting_flag)
+        run = _compiled(
+            run, layout, "run", data, carry, chain_keys, factors, first_step, zero, zero, zero, adapting_flag, target
+        )
+        kept[memo] = (initialise, run)
+    initialise, run = kept[memo]
+    if carry is None:
+        carry = initialise(data, states, chain_keys, factors, first_step, adapting_flag)
     compile_seconds += time.perf_counter() - began
     if bar is not None:
         bar.set_description(description)
 
+    total = jnp.asarray(num_samples, jnp.int32)
+
     def advance(carry, until: int, limit: int):
         return run(
-            data, carry, chain_keys, factors, first_step, jnp.asarray(until, jnp.int32), jnp.asarray(limit, jnp.int32)
+            data,
+            carry,
+            chain_keys,
+            factors,
+            first_step,
+            jnp.asarray(until, jnp.int32),
+            jnp.asarray(limit, jnp.int32),
+            total,
+            adapting_flag,
+            target,
         )
 
     recorded, level = 0, True  # draws every chain has made; whether every chain has made exactly that many
@@ -384,7 +423,7 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
     finally:
         if bar is not None:
             bar.close()
-    adapted = None if adapt_target is None else jnp.exp(carry.adaptation.log_factor_bar)
+    adapted = jnp.exp(carry.adaptation.log_factor_bar) if adapting else None
     if layout is not None and adapted is not None:
         adapted = jnp.asarray(np.asarray(to_host(adapted))[0])  # one copy per data shard, all equal
     iterations = to_host(carry.iterations)
@@ -398,6 +437,34 @@ def run_asynchronous(call: DriverCall, adapt_target: float | None = None) -> Dri
         int(np.max(iterations)),
         adapted,
     )
+
+
+def _kept_programs(call: DriverCall) -> dict:
+    """Where this process keeps the driver's compiled programs for ``call``: ``call.program``'s table if it is the
+    program of ``call``'s model, proposal, test and layout (the very objects: the programs close over them), else a
+    table of this call's own. Not used with schedules, whose values the programs hold."""
+    program = call.program
+    if program is None or not program.is_for(call.held, call.proposal, call.test, call.layout):
+        return {}
+    return program.compiled
+
+
+def buffer_rows(steps: int, positions) -> int:
+    """The rows of the asynchronous driver's draws' buffers for runs of up to ``steps`` draws of chains at
+    ``positions`` (every leaf's leading axis the chains, or a copy per data shard then the chains on a mesh):
+    :func:`~tallmcmc.sampling.program.compiled_length` of ``steps``, the bytes a row adds counted as the vmapped
+    driver counts them (every chain's position and a dozen 4-byte step statistics)."""
+    leaves = jax.tree_util.tree_leaves(positions)
+    chains = int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 1
+    per_row = sum(int(np.prod(np.shape(leaf))) * np.dtype(np.result_type(leaf)).itemsize for leaf in leaves)
+    return compiled_length(steps, per_row + 12 * 4 * chains)
+
+
+def _padded(values, rows: int, dtype) -> jax.Array:
+    """A per-step schedule of ``rows`` values: ``values`` and its last value repeated (never read: a chain's step
+    reads the schedule at its index, which the run's own length bounds)."""
+    values = np.asarray(values, dtype)
+    return to_device(np.concatenate([values, np.repeat(values[-1:], rows - len(values))]))
 
 
 def _compiled(function: Callable, layout, what: str, *arguments) -> Callable:
@@ -445,8 +512,8 @@ def _on_mesh(layout, initialise_one, run_one):
     the loop's iteration count is kept per device.
     """
 
-    def initialise_here(data, states, chain_keys, factors, first_step):
-        carry = initialise_one(data, states, chain_keys, factors, first_step)
+    def initialise_here(data, states, chain_keys, factors, first_step, adapting):
+        carry = initialise_one(data, states, chain_keys, factors, first_step, adapting)
         return carry._replace(iterations=carry.iterations[None])
 
     def run_here(
@@ -463,18 +530,22 @@ def _on_mesh(layout, initialise_one, run_one):
         first_step,
         until,
         limit,
+        total,
+        adapting,
+        target,
     ):
         carry = AsyncCarry(state, flight, step, positions, info, iterations[0], adaptation)
-        carry = run_one(data, carry, chain_keys, factors, first_step, until, limit)
+        carry = run_one(data, carry, chain_keys, factors, first_step, until, limit, total, adapting, target)
         return carry._replace(iterations=carry.iterations[None])
 
     carry_kinds = AsyncCarry("state", "state", "state", "state", "state", "chains", "state")
-    initialise = layout.shard_map(initialise_here, ("data", "state", "chains", "chains", "replicated"), carry_kinds)
-    run_fields = layout.shard_map(
-        run_here, ("data", *carry_kinds, "chains", "chains", "replicated", "replicated", "replicated"), carry_kinds
+    initialise = layout.shard_map(
+        initialise_here, ("data", "state", "chains", "chains", "replicated", "replicated"), carry_kinds
     )
+    replicated = ("replicated",) * 6  # first_step, until, limit, total, adapting, target
+    run_fields = layout.shard_map(run_here, ("data", *carry_kinds, "chains", "chains", *replicated), carry_kinds)
 
-    def run(data, carry, chain_keys, factors, first_step, until, limit):
-        return run_fields(data, *carry, chain_keys, factors, first_step, until, limit)
+    def run(data, carry, chain_keys, factors, first_step, until, limit, total, adapting, target):
+        return run_fields(data, *carry, chain_keys, factors, first_step, until, limit, total, adapting, target)
 
     return initialise, run

@@ -77,7 +77,12 @@ class DriverCall(NamedTuple):
         The :class:`~tallmcmc.sampling.program.ChainProgram` of ``held``,
         ``proposal``, ``test`` and ``layout`` to run, with what it has
         compiled (a warm-up's); ``None`` (or a program of other objects: a
-        proposal whose covariance a warm-up adapted) builds one.
+        proposal whose covariance a warm-up adapted) builds one (the vmapped
+        driver) or keeps nothing in the process (the asynchronous one).
+    rows
+        The asynchronous driver's draws' buffers' rows (at least ``num_steps``;
+        a plan's warm-up and kept draws pass the same, so that they share a
+        program); 0: the call's own.
     """
 
     held: Model
@@ -97,6 +102,7 @@ class DriverCall(NamedTuple):
     level_at: Callable[[int], bool] | None = None
     on_level: Callable[..., None] | None = None
     program: ChainProgram | None = None
+    rows: int = 0
 
     @property
     def num_steps(self) -> int:

@@ -24,6 +24,7 @@ from tallmcmc.model import Model, Position, as_position, check_model
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.run_warnings import InexactProposalWarning
 from tallmcmc.sampling.adaptation import adapts_on_proxy
+from tallmcmc.sampling.asynchronous import buffer_rows
 from tallmcmc.sampling.drivers import DRIVERS, choose_driver
 from tallmcmc.sampling.memory import check_run_memory
 from tallmcmc.sampling.program import ChainProgram, chain_program
@@ -77,6 +78,13 @@ class RunPlan(NamedTuple):
     program: ChainProgram
     #: the proposal's log ratio is not its true one (SGHMC) and a real test uses it (``allow_inexact_proposal``)
     inexact_proposal: bool = False
+
+    @property
+    def asynchronous_rows(self) -> int:
+        """The asynchronous driver's draws' buffers' rows for this plan's warm-up and kept draws alike (the longer
+        of the two, rounded up by :func:`~tallmcmc.sampling.asynchronous.buffer_rows`), so that both run one
+        program."""
+        return buffer_rows(max(self.num_samples or 0, self.num_warmup), self.starts)
 
     @property
     def dtype(self):
@@ -208,8 +216,9 @@ def plan_run(
     )
     held = model if layout is None else model.with_shards(layout.shards)  # the model inside the mesh's shard_map
     program = chain_program(held, proposal, test, layout)
-    held_steps = max(num_samples or 0, num_warmup)
-    draws_on_device = num_chains * held_steps if driver == "asynchronous" else 0
+    # the asynchronous driver's draws' buffers (RunPlan.asynchronous_rows) stay on the device for the whole run
+    held_rows = buffer_rows(max(num_samples or 0, num_warmup), starts)
+    draws_on_device = num_chains * held_rows if driver == "asynchronous" else 0
     try:
         check_run_memory(data, program.initialise, starts, layout, draws_on_device)
     except DeviceMemoryError:

@@ -545,6 +545,7 @@ def _run_kept_draws(
         level_at,
         on_level,
         plan.program,
+        plan.asynchronous_rows if plan.driver == "asynchronous" else 0,
     )
     return run_asynchronous(call) if plan.driver == "asynchronous" else run_vmapped(call)
 

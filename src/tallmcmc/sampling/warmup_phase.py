@@ -263,6 +263,8 @@ def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, s
             jnp.float32,
             None,
             "",
+            program=plan.program if proposal is plan.proposal else None,  # the kept draws' program, in the process
+            rows=plan.asynchronous_rows,
         )
         output = run_asynchronous(call, adapt_target=plan.target if plan.adapt else None)
         positions = jax.tree_util.tree_map(lambda leaf: np.swapaxes(leaf, 0, 1), output.positions)
