@@ -95,15 +95,16 @@ def test_a_covariance_adapted_on_a_mesh_is_the_one_the_kept_draws_use():
         return tallmcmc.sample(
             model,
             tallmcmc.random_walk(0.03),
-            tallmcmc.minibatch_barker(50),
+            tallmcmc.exact_metropolis(),  # the test does not matter here; the exact one compiles least
             jnp.zeros(2),
-            num_samples=50,
+            num_samples=20,
             num_chains=2,
-            num_warmup=200,
+            num_warmup=40,
             adapt_covariance=True,
             progress=False,
             mesh=mesh,
             seed=1,
+            num_chunks=1,
         )
 
     plain, on_mesh = run(None), run(jax.make_mesh((1,), ("data",), devices=jax.devices()[:1]))

@@ -456,8 +456,13 @@ def buffer_rows(steps: int, positions) -> int:
     driver counts them (every chain's position and a dozen 4-byte step statistics)."""
     leaves = jax.tree_util.tree_leaves(positions)
     chains = int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 1
-    per_row = sum(int(np.prod(np.shape(leaf))) * np.dtype(np.result_type(leaf)).itemsize for leaf in leaves)
+    per_row = sum(int(np.prod(np.shape(leaf))) * _dtype(leaf).itemsize for leaf in leaves)
     return compiled_length(steps, per_row + 12 * 4 * chains)
+
+
+def _dtype(leaf) -> np.dtype:
+    """A leaf's dtype: an array's own (``np.result_type`` of a JAX array is deprecated), a Python number's NumPy one."""
+    return np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.result_type(leaf)
 
 
 def _padded(values, rows: int, dtype) -> jax.Array:
