@@ -45,7 +45,7 @@ from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling.adaptation import DualAveraging, adapts_on_proxy, statistic
 from tallmcmc.sampling.adaptation import update as adaptation_update
 from tallmcmc.sampling.drivers import DriverCall, DriverOutput
-from tallmcmc.sampling.program import compiled_length, tuned
+from tallmcmc.sampling.program import bytes_per_draw, compiled_length, tuned
 from tallmcmc.sharding import to_host
 
 
@@ -452,17 +452,9 @@ def _kept_programs(call: DriverCall) -> dict:
 def buffer_rows(steps: int, positions) -> int:
     """The rows of the asynchronous driver's draws' buffers for runs of up to ``steps`` draws of chains at
     ``positions`` (every leaf's leading axis the chains, or a copy per data shard then the chains on a mesh):
-    :func:`~tallmcmc.sampling.program.compiled_length` of ``steps``, the bytes a row adds counted as the vmapped
-    driver counts them (every chain's position and a dozen 4-byte step statistics)."""
-    leaves = jax.tree_util.tree_leaves(positions)
-    chains = int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 1
-    per_row = sum(int(np.prod(np.shape(leaf))) * _dtype(leaf).itemsize for leaf in leaves)
-    return compiled_length(steps, per_row + 12 * 4 * chains)
-
-
-def _dtype(leaf) -> np.dtype:
-    """A leaf's dtype: an array's own (``np.result_type`` of a JAX array is deprecated), a Python number's NumPy one."""
-    return np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.result_type(leaf)
+    :func:`~tallmcmc.sampling.program.compiled_length` of ``steps``, a row's bytes counted as the vmapped driver
+    counts them (:func:`~tallmcmc.sampling.program.bytes_per_draw`)."""
+    return compiled_length(steps, bytes_per_draw(positions))
 
 
 def _padded(values, rows: int, dtype) -> jax.Array:

@@ -49,12 +49,17 @@ def compiled_length(length: int, bytes_per_step: int = 0) -> int:
 
 
 def _bytes_per_step(arguments: tuple) -> int:
-    """The bytes one step adds to a tuned chunk's draws: every chain's position, and a 4-byte word per chain for each
-    of a dozen step statistics (an upper estimate; the exact fields depend on the test)."""
-    states = arguments[1]
-    positions = jax.tree_util.tree_leaves(states.position)
-    chains = positions[0].shape[0] if positions and positions[0].ndim else 1
-    return sum(int(np.prod(leaf.shape)) * leaf.dtype.itemsize for leaf in positions) + 12 * 4 * chains
+    """The bytes one step adds to a tuned chunk's draws (:func:`bytes_per_draw` of the states' positions)."""
+    return bytes_per_draw(arguments[1].position)
+
+
+def bytes_per_draw(positions) -> int:
+    """The bytes one draw of every chain at ``positions`` (each leaf's leading axis the chains) holds: the positions,
+    and a 4-byte word per chain for each of a dozen step statistics (an upper estimate; the exact fields depend on
+    the test)."""
+    leaves = jax.tree_util.tree_leaves(positions)
+    chains = int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 1
+    return sum(int(np.prod(np.shape(leaf))) * np.dtype(leaf.dtype).itemsize for leaf in leaves) + 12 * 4 * chains
 
 
 class TunedChunk(NamedTuple):
