@@ -423,12 +423,16 @@ class _Point(NamedTuple):
     ``rounding`` bounds the value's error from its terms' own rounding: the
     evaluation dtype's epsilon times Σᵢ|ℓᵢ|/K + |log p₀| (each term is a few
     operations in that dtype; the sums add nothing comparable).
+    ``likelihood_hessian`` is the likelihood's part of ``hessian`` where the
+    evaluator keeps it apart from the prior's (``fast_setup``'s subsample
+    levels), else ``None``.
     """
 
     value: float
     gradient: np.ndarray
     hessian: np.ndarray | None
     rounding: float
+    likelihood_hessian: np.ndarray | None = None
 
 
 class _FullData:
@@ -646,18 +650,22 @@ def _neumaier(total, compensation, term):
 # ------------------------------------------------------------------------------------------ trust-region Newton
 
 
-def _trust_region_newton(evaluate: _FullData, theta: np.ndarray, point: _Point, tolerance: float, max_steps: int):
+def _trust_region_newton(
+    evaluate: _FullData, theta: np.ndarray, point: _Point, tolerance: float, max_steps: int, measure=None
+):
     """Trust-region Newton iterations from ``theta`` (evaluated: ``point``) until the decrement is ≤ ``tolerance``.
 
-    Returns the last kept point, its evaluation, the number of trial points
-    (each one pass) and why it stopped.
+    ``measure``, a function of a :class:`_Point`, replaces the Newton decrement
+    in that test (``fast_setup``'s levels weigh each direction by the
+    subsample's noise in it). Returns the last kept point, its evaluation,
+    the number of trial points (each one pass) and why it stopped.
     """
     scaling = None
     radius = None
     steps = 0
     while True:
         gradient, hessian = point.gradient, point.hessian
-        if _newton_decrement(gradient, hessian) <= tolerance:
+        if (_newton_decrement(gradient, hessian) if measure is None else measure(point)) <= tolerance:
             return theta, point, steps, "converged: Newton decrement <= decrement_tolerance"
         if steps >= max_steps:
             return theta, point, steps, "reached max_iterations"

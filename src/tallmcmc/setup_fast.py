@@ -10,9 +10,12 @@ N ≥ max(200,000, 10,000·d)):
    subsample S of n rows, its likelihood scaled by N/n, on growing nested
    subsamples n₀, 4n₀, 16n₀, … (the first n rows of one fixed-seed
    permutation of the rows). Each level starts at the previous level's
-   mode and stops when its Newton decrement falls below a quarter of the
-   distance that separates a subsample mode from the full-data mode,
-   √(d(N/n − 1)) posterior sd. Every subsample row evaluated is counted.
+   mode and stops when its Newton step is below a quarter of the distance
+   that separates a subsample mode from the full-data mode, direction by
+   direction (√(d(N/n − 1)) posterior sd in all where the likelihood
+   dominates; a fraction of a sd along a hyperparameter the subsample's
+   error does not reach: :func:`_level_size`). Every subsample row
+   evaluated is counted.
    The phase stops when the error one full-data Newton step would leave,
    predicted as κ̂·χ²₀.₉₉(d_eff)·(N/n − 1) with κ̂ measured from the level's
    own first Newton step (the Newton error of a step of length D is κD²),
@@ -51,6 +54,7 @@ the mode's count. ``docs/setup.md`` has the derivation and the measurements.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import NamedTuple
@@ -475,14 +479,15 @@ class _Attempt:
                     start=theta,
                 )
             evaluate.level(rows)
-            sampling_error = math.sqrt(dimension * (num_data / rows - 1.0))
-            tolerance = _LEVEL_TOLERANCE * sampling_error
             max_steps = int((budget_points - self.spent) // rows) - 1
             evaluate.trace = []
             point = evaluate.full(theta)
             start_decrement = _newton_decrement(point.gradient, point.hessian)
-            theta, point, steps, stop = _trust_region_newton(evaluate, theta, point, tolerance, max_steps)
+            # settled: the Newton step a quarter of the subsample's own error, direction by direction
+            settled = functools.partial(_level_size, noise=num_data / rows - 1.0)
+            theta, point, steps, stop = _trust_region_newton(evaluate, theta, point, 1.0, max_steps, measure=settled)
             decrement = _newton_decrement(point.gradient, point.hessian)
+            size = settled(point)
             # κ̂ only from a level started at the previous level's mode, in the quadratic regime of its first step
             curvature = math.nan if previous is None else _first_step_constant(evaluate.trace, start_decrement)
             if previous is not None and math.isfinite(start_decrement):
@@ -496,11 +501,12 @@ class _Attempt:
                     f"the subsample curvature is not positive definite at the end of the level of {rows:,} rows "
                     f"({stop}): the subsample posterior has no mode to approach the full-data one from",
                 )
-            if not decrement <= tolerance:
+            if not size <= 1.0:
                 if stop == "reached max_iterations":
                     raise _Fallback(
                         f"the subsample phase did not settle within subsample_budget = {self.budget:g} passes (the "
-                        f"level of {rows:,} rows stopped at Newton decrement {decrement:.3g} > {tolerance:.3g})",
+                        f"level of {rows:,} rows stopped at Newton decrement {decrement:.3g}, {size:.3g} times its "
+                        "tolerance)",
                         start=theta,
                     )
                 raise _Fallback(f"the Newton iterations on the subsample of {rows:,} rows stopped: {stop}", start=theta)
@@ -628,6 +634,43 @@ def _first_step_constant(trace: list, start_decrement: float) -> float:
     if np.max(np.abs((after - newton) * scale)) > 1e-3 * start_decrement:
         return math.nan  # a damped step: not the Newton error
     return _newton_decrement(gradient_after, hessian_after) / start_decrement**2
+
+
+def _level_size(point: _Point, noise: float) -> float:
+    """A level's Newton step over its tolerance, each direction weighed by the subsample's own error in it.
+
+    A subsample of n rows puts its mode about N(0, (N/n − 1)·H⁻¹LH⁻¹) from the
+    full data's (``noise`` = N/n − 1; L, the likelihood's part of the Hessian
+    H, stands in for the gradients' covariance). In coordinates whitened by
+    H that covariance is (N/n − 1)·W, W = C⁻¹LC⁻ᵀ (H = CCᵀ), eigenvalues wⱼ
+    clipped at 0, eigenvectors qⱼ; with z = C⁻¹g the whitened Newton step
+    (‖z‖ the Newton decrement) and sⱼ = (N/n − 1)·wⱼ, the level has settled
+    when
+
+        Σⱼ (qⱼᵀz)²/(1 + sⱼ) ≤ ¼²·max(Σⱼ sⱼ/(1 + sⱼ), 1),
+
+    i.e. the step is a quarter of the subsample's error in the directions the
+    likelihood informs, and a quarter of a posterior sd or less (together) in
+    those it does not — a hyperparameter that the prior and the other sites
+    settle, whose level modes coincide. Where every wⱼ = 1 (the prior
+    negligible) this is exactly the Newton decrement ≤ ¼·√(d(N/n − 1)).
+    Returns the left side's square root over the right side's (≤ 1: settled);
+    ``inf`` where H is not positive definite or anything is not finite.
+    """
+    gradient, hessian, likelihood = point.gradient, point.hessian, point.likelihood_hessian
+    if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian)) and np.all(np.isfinite(likelihood))):
+        return math.inf
+    try:
+        factor = np.linalg.cholesky(hessian)
+    except np.linalg.LinAlgError:
+        return math.inf
+    whitened = scipy.linalg.solve_triangular(factor, gradient, lower=True)
+    half = scipy.linalg.solve_triangular(factor, likelihood, lower=True)
+    weights, directions = np.linalg.eigh(_symmetric(scipy.linalg.solve_triangular(factor, half.T, lower=True)))
+    spread = noise * np.maximum(weights, 0.0)
+    step = float(np.sum((directions.T @ whitened) ** 2 / (1.0 + spread)))
+    tolerance = _LEVEL_TOLERANCE**2 * max(float(np.sum(spread / (1.0 + spread))), 1.0)
+    return math.sqrt(step / tolerance)
 
 
 def _positive_definite(matrix: np.ndarray) -> bool:
@@ -776,4 +819,4 @@ class _Passes:
         rounding = self.eps * (scale * float(totals[2]) + abs(float(prior[0])))
         self.trace.append((theta.astype(np.float64), gradient, hessian))
         self.likelihood = (-totals[3], -_symmetric(totals[4]))  # the totals are of −ℓᵢ, untempered
-        return _Point(float(value), gradient, hessian, rounding)
+        return _Point(float(value), gradient, hessian, rounding, _symmetric(scale * totals[4]))
