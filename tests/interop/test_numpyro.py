@@ -668,6 +668,16 @@ def test_refuses_a_model_without_observed_or_latent_sites_or_that_cannot_run():
     assert "leading axis" in refused(logistic, X_SMALL, Y_SMALL[:5])  # y is not of length N
 
 
+def test_refuses_data_with_nan_naming_the_argument_and_row():
+    y = Y_SMALL.copy()
+    y[[7, 12]] = np.nan
+    message = refused(linear, X_SMALL, y)
+    assert "argument 'y' in 2 rows (first: row 7)" in message and "'X'" not in message
+    X = X_SMALL.copy()
+    X[3, 1] = np.inf
+    assert "argument 'X' in 1 row (first: row 3)" in refused(linear, X, Y_SMALL)
+
+
 def test_refuses_a_subsampling_plate_that_is_not_the_data_plate():
     def groups_subsampled(x, g, y):
         with numpyro.plate("groups", 10, subsample_size=5):

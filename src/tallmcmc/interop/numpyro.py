@@ -457,6 +457,12 @@ class _NumPyroModel:
             if checked == _NUM_CHECK_POINTS:
                 return
         if checked == 0:
+            found = _non_finite_rows(self.data)
+            if found:
+                raise ValueError(
+                    f"the data hold NaN or inf: {found}. Every datum's log-likelihood must be finite: drop or impute "
+                    "those rows before from_numpyro"
+                )
             raise ValueError(
                 f"NumPyro's own log density (-potential_energy) is not finite at any of {_MAX_CHECK_DRAWS} random "
                 f"unconstrained points in (-{_CHECK_RADIUS:g}, {_CHECK_RADIUS:g}), so the per-datum decomposition "
@@ -527,6 +533,19 @@ class _NumPyroModel:
                 f"{self._rows_checked()}; this model uses a NumPyro feature from_numpyro does not handle (e.g. scaled or masked sites "
                 "in nested plates). Write the model as a tallmcmc.Model by hand"
             )
+
+
+def _non_finite_rows(data: dict) -> str:
+    """Each floating data argument holding NaN or inf, with how many rows and the first (``""`` if none)."""
+    found = []
+    for name, value in data.items():
+        array = np.asarray(value)
+        if not np.issubdtype(array.dtype, np.inexact):
+            continue
+        bad = np.flatnonzero(~np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1))
+        if bad.size:
+            found.append(f"argument {name!r} in {bad.size:,} row{'s' if bad.size > 1 else ''} (first: row {bad[0]:,})")
+    return "; ".join(found)
 
 
 def _close(value: float, expected: float, tolerance: float) -> bool:
