@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 import scipy.optimize
+from jax.flatten_util import ravel_pytree
 from suite_xla import RUN_HEAVY
 
 import tallmcmc
@@ -239,6 +240,23 @@ def test_untempered_logistic_posterior_matches_the_exact_test():
         assert abs(runs["cv"][..., j].mean() - runs["exact"][..., j].mean()) < 4 * combined
         sd_se = [np.std(runs[k][..., j]) / np.sqrt(2 * ess(runs[k][..., j])) for k in runs]
         assert abs(runs["cv"][..., j].std() - runs["exact"][..., j].std()) < 4 * np.hypot(*sd_se)
+
+
+def test_without_batch_size_a_pass_takes_all_rows_unless_their_gradients_would_be_large(logistic, monkeypatch):
+    """``batch_size=None``: all N rows at once where N·d ≤ 2²⁷, else chunks of 2²⁷/d rows (the bound lowered here
+    to 5 × 3,000: chunks of 3,000 rows, the last of 2,000) — the same sums and the same count."""
+    from tallmcmc import control_variate as module
+
+    model, mode, whole = logistic
+    flat, unravel = ravel_pytree(mode)
+    assert module._SetupPasses(model, flat, unravel, None).size == model.num_data
+    monkeypatch.setattr(module, "_ROWS_TIMES_DIMENSION_AT_ONCE", 5 * 3000)
+    assert module._SetupPasses(model, flat, unravel, None).size == 3000
+    chunked = tallmcmc.taylor_control_variate(model, mode)
+    scale = np.abs(np.asarray(whole.hessian_sum)).max()
+    np.testing.assert_allclose(chunked.gradient_sum, whole.gradient_sum, rtol=0, atol=1e-5 * scale)
+    np.testing.assert_allclose(chunked.hessian_sum, whole.hessian_sum, rtol=1e-5, atol=1e-6 * scale)
+    assert chunked.data_used == whole.data_used == model.num_data
 
 
 # --------------------------------------------------------------------------- shared curvature (large d)

@@ -106,7 +106,8 @@ def posterior(
     """The exact posterior's means and sds, float64: ``{"log_tau": (mean, sd), "u": (means (G,), sds (G,))}``.
 
     By quadrature over log τ (the trapezoid rule on ``grid_points`` points over the range where the density exceeds
-    e⁻⁶⁰ of its peak); each u_g's moments are those of its Gaussian conditional, averaged over log τ.
+    e⁻⁶⁰ of its peak, in blocks of grid points so that memory stays small for many groups); each u_g's moments are
+    those of its Gaussian conditional, averaged over log τ.
     """
     counts = np.bincount(groups, minlength=num_groups).astype(np.float64)
     sums = np.bincount(groups, weights=np.asarray(response, np.float64), minlength=num_groups)
@@ -119,21 +120,26 @@ def posterior(
         marginal = -0.5 * (means[observed] ** 2 / variance + np.log(variance))
         return -0.5 * tau2[:, 0] / prior_scale**2 + log_tau + marginal.sum(axis=1)
 
+    step = max(1, 2**22 // max(1, num_groups))  # grid points at a time: (points, G) arrays stay within 32 MiB
     coarse = np.linspace(-30.0, 10.0, 40_001)
-    values = log_density(coarse)
+    values = np.concatenate([log_density(coarse[first : first + step]) for first in range(0, coarse.size, step)])
     inside = coarse[values >= values.max() - 60.0]
     grid = np.linspace(inside[0] - 0.01, inside[-1] + 0.01, grid_points)
-    log_weights = log_density(grid)
-    weights = np.exp(log_weights - log_weights.max())
-    weights /= np.trapezoid(weights, grid)
-
-    def expect(values):
-        return np.trapezoid(weights[:, None] * values.reshape(grid.size, -1), grid, axis=0)
-
-    log_tau_mean = float(expect(grid)[0])
-    log_tau_sd = math.sqrt(float(expect((grid - log_tau_mean) ** 2)[0]))
-    precision = counts[None, :] / noise**2 + np.exp(-2 * grid)[:, None]
-    conditional_mean = (counts * means)[None, :] / noise**2 / precision
-    u_mean = expect(conditional_mean)
-    u_sd = np.sqrt(expect(1.0 / precision + conditional_mean**2) - u_mean**2)
+    log_weights = np.concatenate([log_density(grid[first : first + step]) for first in range(0, grid.size, step)])
+    rule = np.full(grid.size, grid[1] - grid[0])  # the trapezoid rule's weights on the uniform grid
+    rule[[0, -1]] *= 0.5
+    weights = rule * np.exp(log_weights - log_weights.max())
+    weights /= weights.sum()
+    log_tau_mean = float(weights @ grid)
+    log_tau_sd = math.sqrt(float(weights @ (grid - log_tau_mean) ** 2))
+    first_moment = np.zeros(num_groups)
+    second_moment = np.zeros(num_groups)
+    for first in range(0, grid.size, step):  # E[u_g | τ] and E[u_g² | τ], averaged over log τ
+        part = grid[first : first + step]
+        precision = counts[None, :] / noise**2 + np.exp(-2 * part)[:, None]
+        mean = (counts * means)[None, :] / noise**2 / precision
+        first_moment += weights[first : first + step] @ mean
+        second_moment += weights[first : first + step] @ (1.0 / precision + mean**2)
+    u_mean = first_moment
+    u_sd = np.sqrt(second_moment - u_mean**2)
     return {"log_tau": (np.float64(log_tau_mean), np.float64(log_tau_sd)), "u": (u_mean, u_sd)}
