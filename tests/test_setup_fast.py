@@ -439,6 +439,19 @@ def test_a_point_too_far_for_the_control_variate_falls_back_to_find_mode():
     assert setup.full_passes == 2  # the attempt's two passes are in the count
 
 
+def test_a_row_that_is_not_finite_is_named_as_the_likely_cause(logistic):
+    """A NaN in a row the second level adds (not the first's, which the start check reads): the fallback's warning
+    says the log density is not finite there and why it may be, then find_mode's check names the datum."""
+    model = logistic[0]
+    row = int(np.random.default_rng(0).permutation(model.num_data)[5000])  # the levels' rows: this permutation's
+    covariates = np.array(model.data["covariates"])
+    covariates[row, 2] = np.nan
+    broken = logistic_regression.model(covariates, np.asarray(model.data["response"]))
+    with pytest.warns(RuntimeWarning, match="not finite on the subsample of 16,384 rows .*NaN or inf in the data"):
+        with pytest.raises(ValueError, match=f"first: datum {row}"):
+            fast_setup(broken)
+
+
 def test_bad_input_is_refused_naming_the_argument(logistic):
     model = logistic[0]
     with pytest.raises(ValueError, match="subsample_budget"):

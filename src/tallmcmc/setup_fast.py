@@ -496,6 +496,12 @@ class _Attempt:
                 effective_dimension = max(float(dimension), start_decrement**2 / nested)
             predicted = curvature * chi2.ppf(_QUANTILE, effective_dimension) * (num_data / rows - 1.0)
             self.levels.append(SetupLevel(rows, steps + 1, decrement, start_decrement, curvature, predicted))
+            if not (math.isfinite(point.value) and np.all(np.isfinite(point.gradient))):
+                raise _Fallback(
+                    f"the log density is not finite on the subsample of {rows:,} rows at the point the level started "
+                    "from, where the smaller subsample's was (NaN or inf in the data of the rows it added, or a "
+                    "log-likelihood that overflows there)"
+                )
             if not np.all(np.isfinite(point.hessian)) or not _positive_definite(point.hessian):
                 raise _Fallback(
                     f"the subsample curvature is not positive definite at the end of the level of {rows:,} rows "
