@@ -378,6 +378,24 @@ def test_the_laplace_approximation_fails_the_same_hierarchical_check(hierarchica
     assert not passed, report
 
 
+@pytest.mark.parametrize("temperature", [1.0, 1000.0])
+def test_a_tempered_target_settles_on_its_own_smaller_noise(temperature):
+    """At temperature K the subsample mode is (N/n − 1)/K, not N/n − 1, squared posterior sd from the full data's:
+    the phase must see that the levels' modes already agree (before: no κ̂ to measure between levels that close, no
+    prediction, "did not settle" and a fallback at 5.4–5.6 passes for the mixture of docs/setup.md). Conjugate
+    Gaussian mean, N = 300,000, d = 2: the mode is the exact posterior mean."""
+    from tallmcmc.examples import gaussian_mean
+
+    data = np.random.default_rng(11).normal([0.5, -1.0], 1.0, (300_000, 2)).astype(np.float32)
+    model = gaussian_mean.model(data, 10.0, temperature)
+    mean, variance = gaussian_mean.posterior(data, 10.0, temperature)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback
+        setup = fast_setup(model, jnp.zeros(2))
+    assert setup.fallback is None and setup.data_passes <= 3.0, setup.levels
+    assert np.all(np.abs(flat(setup.mode.position) - mean) / np.sqrt(variance) < 0.02)
+
+
 # ------------------------------------------------------------------------------------------ fallbacks
 
 

@@ -17,10 +17,11 @@ N ≥ max(200,000, 10,000·d)):
    error does not reach: :func:`_level_size`). Every subsample row
    evaluated is counted.
    The phase stops when the error one full-data Newton step would leave,
-   predicted as κ̂·χ²₀.₉₉(d_eff)·(N/n − 1) with κ̂ measured from the level's
-   own first Newton step (the Newton error of a step of length D is κD²),
-   is below ¾ of ``decrement_limit``; it fails when its budget runs out
-   first.
+   predicted as κ̂·χ²₀.₉₉(d_eff)·(N/n − 1)/K with κ̂ measured from the level's
+   own first Newton step (the Newton error of a step of length D is κD²;
+   K the temperature), or the predicted distance itself, the square root of
+   χ²₀.₉₉(d_eff)·(N/n − 1)/K (small only for a tempered target), is below
+   ¾ of ``decrement_limit``; it fails when its budget runs out first.
 2. **Pass 1** at the subsample iterate θ_s: gradient and Hessian of −log π on
    all N rows, one Newton step to θ₁.
 3. **Pass 2** at θ₁: the gradient and Hessian again, with their likelihood
@@ -135,10 +136,11 @@ class SetupLevel(NamedTuple):
         (``nan`` where the first step was not a full Newton step or the start
         too close to tell).
     predicted_error
-        κ̂·χ²₀.₉₉(d_eff)·(N/n − 1): the error, in posterior sd, predicted for
+        κ̂·χ²₀.₉₉(d_eff)·(N/n − 1)/K: the error, in posterior sd, predicted for
         one full-data Newton step from this level's mode, with the 99%
         quantile of its squared distance to the mode (d_eff the larger of d
-        and the nested levels' measured D²/(N/n' − N/n)); ``nan`` without κ̂.
+        and the nested levels' measured D²·K/(N/n' − N/n); K the
+        temperature); ``nan`` without κ̂.
     """
 
     rows: int
@@ -468,8 +470,9 @@ class _Attempt:
         self._count(self.first, subsample=True)  # the start check, on the first subsample
         evaluate = self.passes = _Passes(model, self.unravel, self.dtype, order, self.chunk, self)
         theta = self.flat.copy()
+        temperature = float(model.temperature)
         effective_dimension = float(dimension)
-        previous = None
+        previous = previous_step = None
         for rows in sizes:
             if self.spent + 2 * rows > budget_points:
                 raise _Fallback(
@@ -483,18 +486,25 @@ class _Attempt:
             evaluate.trace = []
             point = evaluate.full(theta)
             start_decrement = _newton_decrement(point.gradient, point.hessian)
+            # the subsample mode's squared distance from the full data's, per unit of d_eff, in posterior sd: N/n − 1
+            # for an untempered target, (N/n − 1)/K for a tempered one (its sd is √K times wider, its noise not)
+            spread = (num_data / rows - 1.0) / temperature
             # settled: the Newton step a quarter of the subsample's own error, direction by direction
-            settled = functools.partial(_level_size, noise=num_data / rows - 1.0)
+            settled = functools.partial(_level_size, noise=spread)
             theta, point, steps, stop = _trust_region_newton(evaluate, theta, point, 1.0, max_steps, measure=settled)
             decrement = _newton_decrement(point.gradient, point.hessian)
             size = settled(point)
             # κ̂ only from a level started at the previous level's mode, in the quadratic regime of its first step
             curvature = math.nan if previous is None else _first_step_constant(evaluate.trace, start_decrement)
             if previous is not None and math.isfinite(start_decrement):
-                # D² between nested subsample modes ≈ d_eff (N/n' − N/n): take d_eff no smaller than d
-                nested = num_data / previous - num_data / rows
-                effective_dimension = max(float(dimension), start_decrement**2 / nested)
-            predicted = curvature * chi2.ppf(_QUANTILE, effective_dimension) * (num_data / rows - 1.0)
+                # D² between nested subsample modes ≈ d_eff (N/n' − N/n)/K: take d_eff no smaller than d. D is
+                # measured mode to mode (each estimated by a Newton step from the point the levels share), not from
+                # the previous level's last point, whose own distance to its mode would count as noise
+                nested = (num_data / previous - num_data / rows) / temperature
+                between = _mode_to_mode(evaluate.trace[0], previous_step)
+                effective_dimension = max(float(dimension), between**2 / nested)
+            squared_distance = chi2.ppf(_QUANTILE, effective_dimension) * spread
+            predicted = curvature * squared_distance
             self.levels.append(SetupLevel(rows, steps + 1, decrement, start_decrement, curvature, predicted))
             if not (math.isfinite(point.value) and np.all(np.isfinite(point.gradient))):
                 raise _Fallback(
@@ -516,7 +526,13 @@ class _Attempt:
                         start=theta,
                     )
                 raise _Fallback(f"the Newton iterations on the subsample of {rows:,} rows stopped: {stop}", start=theta)
+            previous_step = _newton_step(point.gradient, point.hessian)
             if math.isfinite(predicted) and predicted <= _PREDICTION_MARGIN * self.limit:
+                return theta
+            # the mode itself predicted within the margin (a tempered target's small noise; never where K = 1 at the
+            # default limit, as χ²₀.₉₉(d)·(N/n − 1) > d > (¾·√d/4)² for n ≤ N/2): a full-data Newton step from there
+            # comes closer still
+            if math.sqrt(squared_distance) <= _PREDICTION_MARGIN * self.limit:
                 return theta
             previous = rows
         raise _Fallback(
@@ -645,13 +661,13 @@ def _first_step_constant(trace: list, start_decrement: float) -> float:
 def _level_size(point: _Point, noise: float) -> float:
     """A level's Newton step over its tolerance, each direction weighed by the subsample's own error in it.
 
-    A subsample of n rows puts its mode about N(0, (N/n − 1)·H⁻¹LH⁻¹) from the
-    full data's (``noise`` = N/n − 1; L, the likelihood's part of the Hessian
-    H, stands in for the gradients' covariance). In coordinates whitened by
-    H that covariance is (N/n − 1)·W, W = C⁻¹LC⁻ᵀ (H = CCᵀ), eigenvalues wⱼ
-    clipped at 0, eigenvectors qⱼ; with z = C⁻¹g the whitened Newton step
-    (‖z‖ the Newton decrement) and sⱼ = (N/n − 1)·wⱼ, the level has settled
-    when
+    A subsample of n rows puts its mode about N(0, (N/n − 1)/K·H⁻¹LH⁻¹) from
+    the full data's (``noise`` = (N/n − 1)/K, K the temperature; L, the
+    tempered likelihood's part of the Hessian H, stands in for the gradients'
+    covariance). In coordinates whitened by H that covariance is
+    ``noise``·W, W = C⁻¹LC⁻ᵀ (H = CCᵀ), eigenvalues wⱼ clipped at 0,
+    eigenvectors qⱼ; with z = C⁻¹g the whitened Newton step (‖z‖ the Newton
+    decrement) and sⱼ = ``noise``·wⱼ, the level has settled when
 
         Σⱼ (qⱼᵀz)²/(1 + sⱼ) ≤ ¼²·max(Σⱼ sⱼ/(1 + sⱼ), 1),
 
@@ -659,7 +675,8 @@ def _level_size(point: _Point, noise: float) -> float:
     likelihood informs, and a quarter of a posterior sd or less (together) in
     those it does not — a hyperparameter that the prior and the other sites
     settle, whose level modes coincide. Where every wⱼ = 1 (the prior
-    negligible) this is exactly the Newton decrement ≤ ¼·√(d(N/n − 1)).
+    negligible) and K = 1 this is exactly the Newton decrement
+    ≤ ¼·√(d(N/n − 1)).
     Returns the left side's square root over the right side's (≤ 1: settled);
     ``inf`` where H is not positive definite or anything is not finite.
     """
@@ -677,6 +694,30 @@ def _level_size(point: _Point, noise: float) -> float:
     step = float(np.sum((directions.T @ whitened) ** 2 / (1.0 + spread)))
     tolerance = _LEVEL_TOLERANCE**2 * max(float(np.sum(spread / (1.0 + spread))), 1.0)
     return math.sqrt(step / tolerance)
+
+
+def _newton_step(gradient: np.ndarray, hessian: np.ndarray) -> np.ndarray | None:
+    """H⁻¹g, or ``None`` where H is not positive definite or anything is not finite."""
+    if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian)) and _positive_definite(hessian)):
+        return None
+    return scipy.linalg.solve(hessian, gradient, assume_a="pos")
+
+
+def _mode_to_mode(start, previous_step) -> float:
+    """The distance, in this level's posterior sd, between the previous level's mode and this level's.
+
+    ``start`` is (θ, g, H) at this level's first point, the previous level's
+    last; ``previous_step`` the previous level's Newton step there. Each mode
+    is θ less its own Newton step, so the distance is ‖H^½(step − previous
+    step)‖; where the previous step is unknown, this level's Newton decrement
+    at θ (which then also counts the previous level's distance to its mode).
+    """
+    _, gradient, hessian = start
+    step = _newton_step(gradient, hessian)
+    if step is None:
+        return math.inf
+    offset = step if previous_step is None else step - previous_step
+    return math.sqrt(max(float(offset @ hessian @ offset), 0.0))
 
 
 def _positive_definite(matrix: np.ndarray) -> bool:
