@@ -776,16 +776,24 @@ def _subproblem(eigenvalues: np.ndarray, along: np.ndarray, radius: float) -> tu
     return -along / (eigenvalues + mu), mu
 
 
-def _newton_decrement(gradient: np.ndarray, hessian: np.ndarray) -> float:
-    """sqrt(gᵀH⁻¹g), or ``inf`` where H is not positive definite (or not finite)."""
+def _whitened_gradient(gradient: np.ndarray, hessian: np.ndarray):
+    """(C, C⁻¹g) with H = CCᵀ (C lower), or ``None`` where H is not positive definite or anything is not finite.
+
+    ‖C⁻¹g‖ is the Newton decrement: the Newton step's length in the metric of H.
+    """
     if not (np.all(np.isfinite(hessian)) and np.all(np.isfinite(gradient))):
-        return math.inf
+        return None
     try:
         factor = np.linalg.cholesky(hessian)
     except np.linalg.LinAlgError:
-        return math.inf
-    solved = scipy.linalg.solve_triangular(factor, gradient, lower=True)
-    return float(np.linalg.norm(solved))
+        return None
+    return factor, scipy.linalg.solve_triangular(factor, gradient, lower=True)
+
+
+def _newton_decrement(gradient: np.ndarray, hessian: np.ndarray) -> float:
+    """sqrt(gᵀH⁻¹g), or ``inf`` where H is not positive definite (or not finite)."""
+    whitened = _whitened_gradient(gradient, hessian)
+    return math.inf if whitened is None else float(np.linalg.norm(whitened[1]))
 
 
 # ------------------------------------------------------------------------------------------ Adam

@@ -79,6 +79,7 @@ from tallmcmc.mode import (
     _Point,
     _symmetric,
     _trust_region_newton,
+    _whitened_gradient,
     find_mode,
 )
 from tallmcmc.model import (
@@ -680,14 +681,11 @@ def _level_size(point: _Point, noise: float) -> float:
     Returns the left side's square root over the right side's (≤ 1: settled);
     ``inf`` where H is not positive definite or anything is not finite.
     """
-    gradient, hessian, likelihood = point.gradient, point.hessian, point.likelihood_hessian
-    if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian)) and np.all(np.isfinite(likelihood))):
+    likelihood = point.likelihood_hessian
+    found = _whitened_gradient(point.gradient, point.hessian)
+    if found is None or not np.all(np.isfinite(likelihood)):
         return math.inf
-    try:
-        factor = np.linalg.cholesky(hessian)
-    except np.linalg.LinAlgError:
-        return math.inf
-    whitened = scipy.linalg.solve_triangular(factor, gradient, lower=True)
+    factor, whitened = found
     half = scipy.linalg.solve_triangular(factor, likelihood, lower=True)
     weights, directions = np.linalg.eigh(_symmetric(scipy.linalg.solve_triangular(factor, half.T, lower=True)))
     spread = noise * np.maximum(weights, 0.0)
@@ -698,9 +696,11 @@ def _level_size(point: _Point, noise: float) -> float:
 
 def _newton_step(gradient: np.ndarray, hessian: np.ndarray) -> np.ndarray | None:
     """H⁻¹g, or ``None`` where H is not positive definite or anything is not finite."""
-    if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian)) and _positive_definite(hessian)):
+    found = _whitened_gradient(gradient, hessian)
+    if found is None:
         return None
-    return scipy.linalg.solve(hessian, gradient, assume_a="pos")
+    factor, whitened = found
+    return scipy.linalg.solve_triangular(factor.T, whitened, lower=False)
 
 
 def _mode_to_mode(start, previous_step) -> float:
