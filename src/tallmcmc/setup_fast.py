@@ -108,7 +108,8 @@ __all__ = [
 FIRST_SUBSAMPLE_PER_DIMENSION = 64
 #: Each level of the subsample phase holds this many times the previous level's rows.
 _GROWTH = 4
-#: A level stops when its decrement is below this fraction of √(d(N/n − 1)), the subsample mode's own error.
+#: A level stops when its Newton step is below this fraction of the subsample mode's own error, direction by
+#: direction (:func:`_level_size`; √(d(N/n − 1)) in all directions where the prior is negligible and K = 1).
 _LEVEL_TOLERANCE = 0.25
 #: Chunks of rows one compiled call adds up (a scan; chunks past a level's end are skipped).
 _CHUNKS_PER_CALL = 16
