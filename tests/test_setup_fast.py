@@ -448,6 +448,22 @@ def test_a_budget_too_small_to_settle_falls_back_to_find_mode(logistic):
     assert setup.levels and setup.levels[0].rows == 4096  # it got through the first level only
 
 
+def test_a_budget_spent_with_the_prediction_inside_the_limit_lets_pass_2_decide():
+    """Logistic regression, N = 200,000, d = 100: the next level does not fit the budget, and the last level's
+    prediction is inside decrement_limit but not its ¾ margin. Pass 2 measures λ₁ exactly, so the setup tries it
+    (before: a fallback to find_mode at 5.6 passes)."""
+    covariates, response = logistic_regression.simulate(200_000, 100, seed=0)
+    model = logistic_regression.model(covariates, response)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback
+        setup = fast_setup(model)
+    last = setup.levels[-1]
+    assert last.predicted_error > 0.75 * setup.decrement_limit  # the margin missed: the old rule fell back
+    assert last.predicted_error <= setup.decrement_limit
+    assert setup.fallback is None and setup.data_passes <= 3.0
+    assert setup.mode.newton_decrement <= setup.decrement_limit
+
+
 def test_a_point_too_far_for_the_control_variate_falls_back_to_find_mode():
     """The subsamples miss the rare rows, so the phase settles where they would not have it: pass 2 measures that."""
     model = rare_feature_model(flat_prior=False)

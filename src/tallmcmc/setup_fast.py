@@ -477,6 +477,11 @@ class _Attempt:
         previous = previous_step = None
         for rows in sizes:
             if self.spent + 2 * rows > budget_points:
+                last = self.levels[-1].predicted_error if self.levels else math.nan
+                if last <= self.limit:
+                    # the budget is spent with the prediction inside the limit but not its ¾ margin: pass 2 measures
+                    # λ₁ exactly and falls back if it is above the limit, so try it (2 passes) rather than find_mode
+                    return theta
                 raise _Fallback(
                     f"the subsample phase did not settle within subsample_budget = {self.budget:g} passes (it had "
                     f"spent {self.spent / num_data:.3g} and a level of {rows:,} rows needs two evaluations more); "
