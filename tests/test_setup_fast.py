@@ -274,13 +274,19 @@ def moments_within_4_mcse(result, mean, sd):
     return bool(np.all(np.abs(z_mean) <= 4) and np.all(np.abs(z_sd) <= 4) and np.all(rhat <= 1.01)), report
 
 
-def test_sample_tall_default_uses_the_fast_setup_and_reproduces_the_exact_posterior(tall_regression):
-    model, mean, sd = tall_regression
+def default_run_reproduces(model, mean, sd):
+    """``sample_tall(model)``'s defaults (1,000 draws a chain, seed 5), with no warning, within 4 MCSE of (mean, sd)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no fallback, no diagnosis problem
         result = tallmcmc.sample_tall(model, num_samples=1000, seed=5, progress=False)
     passed, report = moments_within_4_mcse(result, mean, sd)
     assert passed, report
+    return result
+
+
+def test_sample_tall_default_uses_the_fast_setup_and_reproduces_the_exact_posterior(tall_regression):
+    model, mean, sd = tall_regression
+    result = default_run_reproduces(model, mean, sd)
     diagnosis = result.diagnosis
     assert isinstance(diagnosis.mode, SetupMode) and diagnosis.decision == "minibatch"
     num_data = model.num_data
@@ -355,12 +361,7 @@ def test_a_hyperparameter_the_data_inform_only_through_the_groups_settles_in_at_
 def test_sample_tall_default_reproduces_a_hierarchical_posterior(hierarchical):
     """The default path on the random-intercepts model, against the exact posterior; the fast setup in ≤ 3 passes
     with the start check, no warning."""
-    model, mean, sd = hierarchical
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # no fallback, no diagnosis problem
-        result = tallmcmc.sample_tall(model, num_samples=1000, seed=5, progress=False)
-    passed, report = moments_within_4_mcse(result, mean, sd)
-    assert passed, report
+    result = default_run_reproduces(*hierarchical)
     assert isinstance(result.diagnosis.mode, SetupMode)
     assert sum(result.diagnosis.setup_passes.values()) <= 3.0, result.diagnosis.setup_passes
 
