@@ -74,6 +74,10 @@ class Proposal(NamedTuple):
     #: ``state_problem(final_states) -> str | None``: what the chains' final proposal states (on the host, leading
     #: axis chain) say went wrong, for :func:`tallmcmc.sample` to warn about; ``None`` for a proposal without one.
     state_problem: Callable[[Any], str | None] | None = None
+    #: The largest step-size factor that still changes the move (a Hamiltonian move's step stops growing at its
+    #: integration time); warm-up's adaptation stops there, so a move that is accurate at every step cannot drive
+    #: the factor without bound. ``None``: no limit.
+    max_step_factor: float | None = None
 
 
 def tunable(
@@ -87,6 +91,7 @@ def tunable(
     init_state: Callable[[Position], Any] | None = None,
     exact_ratio: bool = True,
     state_problem: Callable[[Any], str | None] | None = None,
+    max_step_factor: float | None = None,
 ) -> Proposal:
     """A :class:`Proposal` whose step size warm-up can adapt.
 
@@ -107,6 +112,7 @@ def tunable(
             init_state=init_state,
             exact_ratio=exact_ratio,
             state_problem=state_problem,
+            max_step_factor=max_step_factor,
         ),
         metropolis_target=metropolis_target,
         with_covariance=with_covariance,
@@ -114,4 +120,5 @@ def tunable(
         init_state=init_state,
         exact_ratio=exact_ratio,
         state_problem=state_problem,
+        max_step_factor=max_step_factor,
     )

@@ -60,16 +60,21 @@ def statistic(info, on_proxy: bool) -> jax.Array:
     return info.proxy_acceptance if on_proxy else info.accepted
 
 
-def update(state: DualAveraging, step: jax.Array, accepted: jax.Array, target: float) -> DualAveraging:
+def update(
+    state: DualAveraging, step: jax.Array, accepted: jax.Array, target: float, largest: float | None = None
+) -> DualAveraging:
     """The state after step ``step`` (0-based, per chain or shared) whose acceptance statistic is ``accepted``.
 
     ``accepted`` is the acceptance indicator (bool) or an acceptance probability (see :func:`statistic`).
+    ``largest``: the factor is held at most this (``Proposal.max_step_factor``; ``None``: no limit).
     """
     dtype = state.log_factor.dtype
     count = step.astype(dtype) + 1.0
     weight = 1.0 / (count + T0)
     h_bar = (1.0 - weight) * state.h_bar + weight * (target - accepted.astype(dtype))
     log_factor = MU - jnp.sqrt(count) / GAMMA * h_bar
+    if largest is not None:  # a factor beyond it no longer changes the move: hold it there
+        log_factor = jnp.minimum(log_factor, jnp.asarray(np.log(largest), dtype))
     eta = count ** (-KAPPA)
     log_factor_bar = eta * log_factor + (1.0 - eta) * state.log_factor_bar
     return DualAveraging(log_factor, log_factor_bar, h_bar)

@@ -267,7 +267,9 @@ def asynchronous_runner(
             state = _select(finished, new_state, carry.state)
             adaptation = carry.adaptation
             if tuned_steps:
-                updated = adaptation_update(adaptation, carry.step, statistic(info, on_proxy), target)
+                updated = adaptation_update(
+                    adaptation, carry.step, statistic(info, on_proxy), target, proposal.max_step_factor
+                )
                 adaptation = _select(finished & adapting, updated, adaptation)
             step = carry.step + finished.astype(jnp.int32)
             factors_next = current_factors(adaptation, factors, adapting)

@@ -288,7 +288,9 @@ def chain_program(held: Model, proposal: Proposal, test: AcceptanceTest, layout=
                     return states, adaptation, (states.position, info)
                 factor = jnp.where(adapting, jnp.exp(adaptation.log_factor), factors)
                 states, info = jax.vmap(kernel_step)(keys, states, factor)
-                updated = adaptation_update(adaptation, step_index, statistic(info, on_proxy), target)
+                updated = adaptation_update(
+                    adaptation, step_index, statistic(info, on_proxy), target, proposal.max_step_factor
+                )
                 kept = jax.tree_util.tree_map(lambda new, old: jnp.where(adapting, new, old), updated, adaptation)
                 return states, kept, (states.position, info)
 
