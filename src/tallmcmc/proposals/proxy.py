@@ -105,6 +105,8 @@ MAX_TUNED_STEPS = 1000
 #: proxy's misfit alone; the Langevin move at MALA's optimal 0.574 (Roberts & Rosenthal 1998).
 HAMILTONIAN_PROXY_TARGET = 0.9
 LANGEVIN_PROXY_TARGET = 0.574
+#: :func:`proxy_hamiltonian`'s integrators.
+INTEGRATORS = ("leapfrog", "split")
 
 
 def proxy_langevin(control_variate: ControlVariate, step_size: float, *, preconditioner: Any = None) -> Proposal:
@@ -203,8 +205,9 @@ def proxy_hamiltonian(
     *,
     preconditioner: Any = None,
     step_size_jitter: float = 0.0,
+    integrator: str = "leapfrog",
 ) -> Proposal:
-    """Hamiltonian (leapfrog) proposal on the proxy posterior (data-free, exact ratio).
+    """Hamiltonian proposal on the proxy posterior (data-free, exact ratio).
 
     Parameters
     ----------
@@ -227,6 +230,19 @@ def proxy_hamiltonian(
         independently of the state (so the chain stays exact), which spreads
         the integration time ε·L over ±j of itself and keeps a trajectory
         from resonating with a period of the target. 0 (default): no jitter.
+    integrator
+        ``"leapfrog"`` (default): ``num_steps`` leapfrog steps on −log π̃.
+        ``"split"``: split Hamiltonian Monte Carlo (Shahbaba, Lan, Johnson &
+        Neal 2014): −log π̃ is split into the Gaussian
+        ½(θ − c)ᵀM⁻¹(θ − c) around the control variate's centre c, whose
+        flow is solved exactly (a rotation in whitened coordinates), and the
+        rest, whose gradient kicks the momentum half a step before and after
+        each rotation. Exact at any step where the proxy posterior is that
+        Gaussian (M the Laplace covariance, a flat or Gaussian prior), so
+        near the mode of a tall-data posterior a step as long as the whole
+        integration time is accurate, where leapfrog needs more steps as d
+        grows (``docs/warmup.md``, "The split integrator"). A step costs
+        three (d × d) products, a leapfrog step five.
 
     Returns
     -------
@@ -250,6 +266,11 @@ def proxy_hamiltonian(
     _warn_if_first_order(control_variate, "proxy_hamiltonian")
     step = positive_finite(step_size, "step_size", "the leapfrog step")
     steps = integer_at_least(num_steps, "num_steps")
+    if integrator not in INTEGRATORS:
+        raise ValueError(
+            f"integrator must be one of {', '.join(repr(name) for name in INTEGRATORS)} (how the trajectory on the "
+            f"proxy is integrated); got {integrator!r}"
+        )
     jitter = float(step_size_jitter)
     if not 0.0 <= jitter < 1.0:
         raise ValueError(
@@ -270,6 +291,15 @@ def proxy_hamiltonian(
         )
     metric = factor @ factor.T
     inverse_factor_transposed = np.linalg.solve(factor, np.eye(factor.shape[0])).T  # L⁻ᵀ: p = L⁻ᵀ ξ ~ N(0, M⁻¹)
+    if integrator == "split":
+        return tunable(
+            _split_hamiltonian(control_variate, factor, inverse_factor_transposed.T, step, steps, jitter),
+            "proxy_hamiltonian",
+            setup=_setup_of(control_variate, preconditioner),
+            metropolis_target=0.65,
+            proxy_target=HAMILTONIAN_PROXY_TARGET,
+            max_step_factor=float(steps),
+        )
 
     def make(multiplier):
         def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
@@ -278,11 +308,7 @@ def proxy_hamiltonian(
             gradient = jax.grad(log_density)
             dtype = flat.dtype
             m = jnp.asarray(metric, dtype)
-            if multiplier is None:
-                epsilon, num = jnp.asarray(step, dtype), steps
-            else:  # the integration time ε·L stays; L follows the tuned step
-                epsilon = jnp.minimum(jnp.asarray(step, dtype) * multiplier, jnp.asarray(integration_time, dtype))
-                num = jnp.clip(jnp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(jnp.int32)
+            epsilon, num = _tuned_step(step, steps, multiplier, dtype)  # tuned: the integration time ε·L stays
             momentum_key = rng_key
             if jitter:
                 momentum_key, jitter_key = jax.random.split(rng_key)
@@ -314,7 +340,87 @@ def proxy_hamiltonian(
         setup=_setup_of(control_variate, preconditioner),
         metropolis_target=0.65,
         proxy_target=HAMILTONIAN_PROXY_TARGET,
+        max_step_factor=float(steps),
     )
+
+
+def _tuned_step(step: float, steps: int, multiplier, dtype) -> tuple[jax.Array, Any]:
+    """The step and number of steps: as given, or (tuned) the step times ``multiplier``, at most the integration
+    time ε·L, with L following so that the time stays (at most :data:`MAX_TUNED_STEPS` steps)."""
+    if multiplier is None:
+        return jnp.asarray(step, dtype), steps
+    integration_time = step * steps
+    epsilon = jnp.minimum(jnp.asarray(step, dtype) * multiplier, jnp.asarray(integration_time, dtype))
+    return epsilon, jnp.clip(jnp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(jnp.int32)
+
+
+def _proxy_value_and_gradient(control_variate: ControlVariate, model: Model, unravel):
+    """θ ↦ (log π̃(θ), ∇log π̃(θ)) on flat θ with one product by the proxy's curvature A (symmetric: ∇½uᵀAu = Au)."""
+    center_flat, _ = ravel_pytree(control_variate.center)
+
+    def value_and_gradient(flat):
+        dtype = flat.dtype
+        u = flat - center_flat.astype(dtype)
+        gradient_sum = control_variate.gradient_sum.astype(dtype)
+        prior, prior_gradient = jax.value_and_grad(lambda theta: model.log_prior(unravel(theta)))(flat)
+        if control_variate.order == 2:
+            curved = control_variate.hessian_times(u)
+            value = jnp.dot(gradient_sum, u) + 0.5 * jnp.dot(u, curved)
+            gradient = gradient_sum + curved
+        else:
+            value, gradient = jnp.dot(gradient_sum, u), gradient_sum
+        return prior + value / control_variate.temperature, prior_gradient + gradient / control_variate.temperature
+
+    return value_and_gradient
+
+
+def _split_hamiltonian(
+    control_variate: ControlVariate, factor: np.ndarray, inverse_factor: np.ndarray, step: float, steps: int, jitter
+):
+    """``make(multiplier)`` of the split integrator (:func:`proxy_hamiltonian`'s ``integrator="split"``).
+
+    In whitened coordinates z = L⁻¹(θ − c), w = Lᵀp (M = L Lᵀ) the Gaussian part's Hamiltonian is ½|z|² + ½|w|²,
+    whose flow for a time ε is the rotation (z, w) ↦ (z cos ε + w sin ε, w cos ε − z sin ε); the rest of −log π̃,
+    U₁(θ) = −log π̃(θ) − ½(θ − c)ᵀM⁻¹(θ − c), kicks w by −ε/2·Lᵀ∇U₁ = ε/2·(Lᵀ∇log π̃(θ) + z). Kick, rotate, kick is
+    symmetric and each part preserves volume, so the map is reversible under w ↦ −w and volume-preserving; the
+    kinetic energy is ½|w|², and w ~ N(0, I) is p ~ N(0, M⁻¹). A step's closing kick is the next step's opening one
+    (carried), so a trajectory of L steps evaluates the proxy gradient L + 1 times.
+    """
+
+    def make(multiplier):
+        def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
+            flat, unravel = ravel_pytree(position)
+            dtype = flat.dtype
+            value_and_gradient = _proxy_value_and_gradient(control_variate, model, unravel)
+            center = ravel_pytree(control_variate.center)[0].astype(dtype)
+            lower, lower_inverse = jnp.asarray(factor, dtype), jnp.asarray(inverse_factor, dtype)
+            epsilon, num = _tuned_step(step, steps, multiplier, dtype)
+            momentum_key = rng_key
+            if jitter:
+                momentum_key, jitter_key = jax.random.split(rng_key)
+                epsilon = epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter)
+            momentum = jax.random.normal(momentum_key, flat.shape, dtype)  # w = Lᵀp
+            whitened = lower_inverse @ (flat - center)
+            value, gradient = value_and_gradient(flat)
+            cosine, sine = jnp.cos(epsilon), jnp.sin(epsilon)
+
+            def split_step(_, carry):
+                z, w, kick, _ = carry
+                w = w + 0.5 * epsilon * kick
+                z, w = cosine * z + sine * w, cosine * w - sine * z
+                new_value, new_gradient = value_and_gradient(center + lower @ z)
+                kick = lower.T @ new_gradient + z
+                return z, w + 0.5 * epsilon * kick, kick, new_value
+
+            kick = lower.T @ gradient + whitened
+            z, final_momentum, _, moved_value = jax.lax.fori_loop(0, num, split_step, (whitened, momentum, kick, value))
+            ratio = 0.5 * (momentum @ momentum - final_momentum @ final_momentum)
+            proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
+            return Proposed(unravel(center + lower @ z), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+
+        return propose
+
+    return make
 
 
 def _setup_of(control_variate: ControlVariate, preconditioner: Any) -> tuple:
