@@ -176,11 +176,14 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     assert passed, report
     diagnosis = result.diagnosis
     assert diagnosis.decision == decision and diagnosis.warmup_settled, str(diagnosis)
-    # the mixture's sticky tails are what the diagnosis reports (the sd's ESS 0.42 of the bulk ESS here), and nothing
-    # else; the regression's posterior is close to Gaussian, and nothing is reported
+    # the mixture's sticky tails are the only thing the diagnosis may report (the sd's ESS 0.42 of the bulk ESS here
+    # with the leapfrog move, 0.50 with the split one, at the limit), and it reports them exactly when the sd's ESS is
+    # below the limit; the regression's posterior is close to Gaussian, and nothing is reported
     expected = ["sd mixed far slower than its mean"] if name == "mixture" else []
     assert [p for p in diagnosis.problems if not any(e in p for e in expected)] == [], str(diagnosis)
-    assert len(diagnosis.problems) == len(expected), str(diagnosis)
+    slow_sd = diagnosis.ess_sd_ratio_min < tallmcmc.automatic.SD_ESS_RATIO_LIMIT
+    assert len(diagnosis.problems) == int(slow_sd), str(diagnosis)
+    assert name == "mixture" or not slow_sd, str(diagnosis)
     choice = diagnosis.choice
     assert diagnosis.r_hat_max <= 1.01 and choice.use.fraction < 0.25
     # by data points alone the minibatch test wins on both; the price of a residual decides
@@ -563,13 +566,20 @@ def test_sample_tall_keeps_the_penalty_test_where_its_bound_is_small(tall_regres
 
 
 def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_regression, monkeypatch):
-    """Deliberately wrong: the penalty test's Δ* without the prior and proposal terms (the proxy-HMC correction)."""
-    from tallmcmc.acceptance import penalty as penalty_module
+    """Deliberately wrong: the proxy-HMC move's kinetic-energy ratio left out of Δ (the proposal taken as symmetric).
 
-    estimated = penalty_module.estimated_log_ratio
-    monkeypatch.setattr(
-        penalty_module, "estimated_log_ratio", lambda state, num_data, offset: estimated(state, num_data, 0.0 * offset)
-    )
+    (Leaving out the whole data-free part of Δ — prior, exact proxy sum and proposal ratio — is not wrong here: with
+    the split integrator the move follows the Gaussian proxy posterior exactly, so the three cancel, ``docs/warmup.md``.)
+    """
+    real = tallmcmc.automatic.proxy_hamiltonian
+
+    def symmetric(proposal):
+        def propose(*arguments):
+            return proposal.propose(*arguments)._replace(log_proposal_ratio=jnp.zeros(()))
+
+        return proposal._replace(propose=propose, tune=lambda factor: symmetric(proposal.tune(factor)))
+
+    monkeypatch.setattr(tallmcmc.automatic, "proxy_hamiltonian", lambda *a, **k: symmetric(real(*a, **k)))
     model, mean, sd = tall_regression
     result = tallmcmc.sample_tall(model, num_samples=2000, seed=5, progress=False)
     passed, report = reproduces(result, mean, sd)

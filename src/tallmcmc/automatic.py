@@ -14,13 +14,15 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    built by ``fast_setup`` from its second pass when that ran).
 3. **The proposal**: proxy HMC with the Laplace covariance as its inverse mass,
    integration time ε·L = π/2 (a quarter period of the proxy dynamics: nearly
-   independent proposals) with the step jittered by ±50%, so the trajectory
-   never reaches half a period (3π/4 at most).
+   independent proposals) with the step jittered by ±20%, so the trajectory
+   never reaches half a period (0.6π at most), integrated by the split
+   integrator: the proxy's Gaussian part exactly, the rest by kicks
+   (``integrator="split"``; ``docs/warmup.md``, "The split integrator").
 4. **Warm-up with the minibatch test, measured** (:func:`tallmcmc.warmup`):
    ``num_warmup`` steps of the minibatch test on the residuals (the
    Metropolis-type penalty test, :func:`tallmcmc.minibatch_penalty`, unless
    ``minibatch_test="barker"``: ``docs/penalty.md``),
-   adapting the leapfrog step on the proxy's own acceptance (data-free;
+   adapting the proxy-HMC step on the proxy's own acceptance (data-free;
    :mod:`tallmcmc.sampling.adaptation`), chains started from Laplace draws,
    each checked on a fixed subsample of :data:`START_CHECK_ROWS` rows
    (the setup's full passes already evaluated every row near the mode;
@@ -112,8 +114,11 @@ __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", 
 
 #: The integration time of the proxy-HMC move: a quarter period of the Laplace-preconditioned proxy dynamics.
 INTEGRATION_TIME = math.pi / 2
-#: The leapfrog steps it starts with (warm-up then adapts the step, keeping ε·L).
+#: The steps it starts with (warm-up then adapts the step, keeping ε·L, and may go down to one).
 NUM_LEAPFROG_STEPS = 3
+#: How its trajectory is integrated: the Gaussian part of the proxy exactly, the rest by kicks
+#: (:func:`tallmcmc.proxy_hamiltonian`'s ``integrator="split"``; ``docs/warmup.md``, "The split integrator").
+INTEGRATOR = "split"
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2
 #: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
@@ -855,6 +860,7 @@ def _warmup_pieces(
         NUM_LEAPFROG_STEPS,
         preconditioner=covariance,
         step_size_jitter=STEP_SIZE_JITTER,
+        integrator=INTEGRATOR,
     )
     first_minibatch = min(batch_size, control_variate.num_data)
     warmup_test = (minibatch_barker if minibatch_test == "barker" else minibatch_penalty)(
