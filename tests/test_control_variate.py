@@ -428,3 +428,31 @@ def test_shared_curvature_away_from_a_mode_warns(curvature):
         tallmcmc.taylor_control_variate(
             model, jnp.zeros(3), curvature=curvature, rank=1 if curvature == "low_rank" else None
         )
+
+
+@pytest.mark.parametrize("temperature", [1.0, 25.0])
+def test_the_control_variate_from_find_modes_last_pass_equals_one_from_a_pass_of_its_own(temperature):
+    """``sample_tall`` builds its control variate from find_mode's final pass (no pass): the same sums, untempered."""
+    from tallmcmc.control_variate import control_variate_at_mode
+
+    covariates, response = logistic_regression.simulate(20_000, 4, seed=7)
+    model = logistic_regression.model(covariates, response).with_temperature(temperature)
+    mode = tallmcmc.find_mode(model, jnp.zeros(4))
+    reused = control_variate_at_mode(model, mode)
+    own = tallmcmc.taylor_control_variate(model, mode.position)
+    assert reused.data_used == 0 and own.data_used == model.num_data and reused.name == own.name
+    scale = float(np.abs(np.asarray(own.hessian_sum)).max())
+    np.testing.assert_allclose(reused.hessian_sum, own.hessian_sum, rtol=0, atol=1e-5 * scale)
+    np.testing.assert_allclose(reused.gradient_sum, own.gradient_sum, rtol=0, atol=1e-5 * scale)
+    assert reused.temperature == own.temperature == temperature
+    # tempered or not, the sums are the likelihood's own: G + prior gradient·K vanishes at the mode
+    prior_gradient = jax.grad(model.log_prior)(mode.position)
+    np.testing.assert_allclose(
+        np.asarray(reused.gradient_sum) / temperature + np.asarray(prior_gradient), 0.0, atol=1e-3 * scale / temperature
+    )
+    # and a proposal and test built on it accept the same moves as on the other
+    position = mode.position + 0.01
+    proposed = position - 0.02
+    np.testing.assert_allclose(
+        reused.proxy_log_ratio(position, proposed), own.proxy_log_ratio(position, proposed), rtol=1e-4, atol=1e-4
+    )

@@ -199,11 +199,12 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
             diagnosis.reason
         )
     # every one-off pass is counted, the mode's included (it reaches the run through its Laplace covariance),
-    # the starts checked once (the kept draws continue from the warm-up's states)
+    # the starts checked once (the kept draws continue from the warm-up's states); the control variate's sums are
+    # the likelihood's part of find_mode's last pass, at the mode: counted there, none of its own
     assert result.setup_data_used == {
         "start check": 4 * model.num_data,
         "find_mode": diagnosis.mode.data_used,
-        "taylor control variate (order 2)": model.num_data,
+        "taylor control variate (order 2)": 0,
     }
     assert diagnosis.setup_passes == pytest.approx({k: v / model.num_data for k, v in result.setup_data_used.items()})
     # the kept draws follow the warm-up (tallmcmc.warmup, then sample): its steps are counted

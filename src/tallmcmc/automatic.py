@@ -10,8 +10,11 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    :func:`tallmcmc.find_mode` (``setup="exact"``); if the Hessian there is not
    positive definite there is no Laplace approximation, and the path falls
    back to the exact test with a covariance-adapted random walk.
-2. **The control variate** (:func:`tallmcmc.taylor_control_variate`, one pass;
-   built by ``fast_setup`` from its second pass when that ran).
+2. **The control variate** (second order, per-datum curvature): from the sums
+   of the setup's last pass — ``fast_setup``'s second, or ``find_mode``'s
+   final pass at the mode (:func:`tallmcmc.control_variate.control_variate_at_mode`,
+   no pass of its own); with ``mode=`` given,
+   :func:`tallmcmc.taylor_control_variate` (one pass).
 3. **The proposal**: proxy HMC with the Laplace covariance as its inverse mass,
    integration time ε·L = π/2 (a quarter period of the proxy dynamics: nearly
    independent proposals) with the step jittered by ±20%, so the trajectory
@@ -85,7 +88,7 @@ from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.penalty import minibatch_penalty
 from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation, tuna
-from tallmcmc.control_variate import ControlVariate, taylor_control_variate
+from tallmcmc.control_variate import ControlVariate, control_variate_at_mode, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.mode import DEFAULT_CHUNK_ROWS, find_mode
 from tallmcmc.model import (
@@ -477,7 +480,7 @@ def sample_tall(
         and two full passes, at most three passes in all; it falls back to
         ``find_mode`` with a warning naming why where it cannot be used);
         ``"exact"`` by :func:`tallmcmc.find_mode` to its Newton-decrement
-        tolerance, then :func:`tallmcmc.taylor_control_variate` (one pass);
+        tolerance, the control variate from its final pass's sums;
         ``"auto"`` (default): ``"fast"`` when N ≥ :data:`FAST_SETUP_MIN_ROWS`,
         N ≥ :data:`FAST_SETUP_ROWS_PER_DIMENSION`·d, d ≤
         :data:`FAST_SETUP_MAX_DIMENSION` and the data are on one device,
@@ -628,6 +631,10 @@ def sample_tall(
     elif mode is None:
         say("sample_tall: finding the mode ...", flush=True)
         mode = find_mode(model, start)
+        if (
+            mode.likelihood_sums is not None
+        ):  # its last pass, at the mode, already summed what the control variate needs
+            control_variate = control_variate_at_mode(model, mode)
     if not bool(getattr(mode, "converged", True)):
         decrement = getattr(mode, "newton_decrement", float("nan"))
         problems.append(

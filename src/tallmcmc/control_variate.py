@@ -435,12 +435,67 @@ def taylor_control_variate(
         # S = D^{-1/2}(−H̄)D^{-1/2} not positive definite (a Ritz value or Rayleigh quotient ≤ 0): H̄ is not
         # negative semi-definite; in H̄'s units about −min(μ, E)·max(D)
         largest = float(max(diagonal.max(), -min(values.min(), across.min()) * scale))
-    curvature_parts = [
-        part
-        for part in (hessian_sum, hessian_diagonal, hessian_basis, hessian_eigenvalues, hessian_scale)
-        if part is not None
-    ]
-    if not np.all(np.isfinite(gradient_sum)) or not all(np.all(np.isfinite(part)) for part in curvature_parts):
+    return _assembled(
+        model,
+        center,
+        flat_center.dtype,
+        order,
+        curvature,
+        gradient_sum,
+        largest,
+        scale if order == 2 else 1.0,
+        passes.count * num_data,
+        hessian_sum=hessian_sum,
+        hessian_diagonal=hessian_diagonal,
+        hessian_basis=hessian_basis,
+        hessian_eigenvalues=hessian_eigenvalues,
+        hessian_scale=hessian_scale,
+    )
+
+
+def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
+    """The second-order, per-datum control variate at ``mode.position`` from ``mode``'s own final pass (no pass).
+
+    :func:`tallmcmc.find_mode` ends with a full-data pass that computes the likelihood's gradient and Hessian sums
+    at the position it returns (``ModeResult.likelihood_sums``): exactly what :func:`taylor_control_variate` would
+    compute there with a pass of its own. For a mode just found on ``model`` itself (``sample_tall`` uses it so);
+    the sums of a mode found on other data would give a proxy sum that is not the sum of the per-datum proxies, so
+    a wrong Δ. Its ``data_used`` is 0: the pass is counted in the mode's.
+    """
+    gradient_sum, hessian_sum = mode.likelihood_sums
+    flat_center, _ = ravel_pytree(mode.position)
+    hessian_sum = 0.5 * (hessian_sum + hessian_sum.T)
+    largest = float(np.linalg.eigvalsh(hessian_sum).max()) if np.all(np.isfinite(hessian_sum)) else -np.inf
+    scale = float(np.abs(hessian_sum).max())
+    return _assembled(
+        model,
+        mode.position,
+        flat_center.dtype,
+        2,
+        "per_datum",
+        gradient_sum,
+        largest,
+        scale,
+        0,
+        hessian_sum=hessian_sum,
+    )
+
+
+def _assembled(
+    model: Model,
+    center: Position,
+    dtype,
+    order: int,
+    curvature: str,
+    gradient_sum: np.ndarray,
+    largest: float,
+    scale: float,
+    data_used: int,
+    **curvature_parts: np.ndarray | None,
+) -> ControlVariate:
+    """The :class:`ControlVariate` of the sums, after refusing non-finite ones and warning where H̄ is not ≤ 0."""
+    parts = [part for part in curvature_parts.values() if part is not None]
+    if not np.all(np.isfinite(gradient_sum)) or not all(np.all(np.isfinite(part)) for part in parts):
         raise ValueError("the gradient or Hessian sum at center is not finite; pick a center inside the support")
     if order == 2 and largest > 1e-6 * max(1.0, scale):
         warnings.warn(
@@ -448,9 +503,8 @@ def taylor_control_variate(
             f"eigenvalue or diagonal entry {largest:.3g}): center is probably not near a mode, the residuals may be "
             "large and a proxy proposal built on it may be improper. Use tallmcmc.find_mode(model, start).position",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    dtype = flat_center.dtype
 
     def stored(array):  # a host array is cast on the host and transferred (jnp.asarray would compile a program)
         if array is None:
@@ -460,17 +514,13 @@ def taylor_control_variate(
     return ControlVariate(
         center=center,
         gradient_sum=stored(gradient_sum),
-        hessian_sum=stored(hessian_sum),
         order=order,
-        num_data=num_data,
+        num_data=model.num_data,
         temperature=float(model.temperature),
-        data_used=passes.count * num_data,
+        data_used=data_used,
         log_likelihood=model.log_likelihood,
         curvature=curvature,
-        hessian_diagonal=stored(hessian_diagonal),
-        hessian_basis=stored(hessian_basis),
-        hessian_eigenvalues=stored(hessian_eigenvalues),
-        hessian_scale=stored(hessian_scale),
+        **{name: stored(part) for name, part in curvature_parts.items()},
     )
 
 

@@ -131,6 +131,12 @@ class ModeResult(NamedTuple):
         The method that ran (``"auto"`` resolved).
     message
         Why the iterations stopped.
+    likelihood_sums
+        (Σᵢ∇log p(xᵢ|θ), Σᵢ∇²log p(xᵢ|θ)) at ``position``, untempered,
+        float64, flat: the likelihood's part of the final pass, which
+        :func:`tallmcmc.taylor_control_variate` reuses when given the mode
+        itself as its centre (no pass of its own). ``None`` where no final
+        pass kept them.
     """
 
     position: Position
@@ -145,6 +151,7 @@ class ModeResult(NamedTuple):
     passes_by_kind: dict | None = None
     method: str = ""
     message: str = ""
+    likelihood_sums: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def name(self) -> str:
@@ -411,6 +418,7 @@ def find_mode(
         passes_by_kind=passes,
         method=method,
         message=message,
+        likelihood_sums=point.likelihood_sums,
     )
 
 
@@ -425,7 +433,9 @@ class _Point(NamedTuple):
     operations in that dtype; the sums add nothing comparable).
     ``likelihood_hessian`` is the likelihood's part of ``hessian`` where the
     evaluator keeps it apart from the prior's (``fast_setup``'s subsample
-    levels), else ``None``.
+    levels), else ``None``. ``likelihood_sums``: (Σᵢ∇ℓᵢ, Σᵢ∇²ℓᵢ),
+    untempered, where a full-data pass with the Hessian computed them
+    (:func:`find_mode`'s), else ``None``.
     """
 
     value: float
@@ -433,6 +443,7 @@ class _Point(NamedTuple):
     hessian: np.ndarray | None
     rounding: float
     likelihood_hessian: np.ndarray | None = None
+    likelihood_sums: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class _FullData:
@@ -448,6 +459,7 @@ class _FullData:
         self.eps = float(np.finfo(dtype).eps)
         self.passes = {"value_and_gradient": 0, "value_gradient_hessian": 0}
         self._data = model.data
+        self.temperature = model.temperature
         self._value_and_gradient, self._full_pass, self.num_chunks = _full_data_functions(
             model, unravel, batch_size, rows, jax.ShapeDtypeStruct((size,), dtype)
         )
@@ -489,7 +501,10 @@ class _FullData:
         rounding = self.eps * (float(totals[2]) + abs(float(prior[0])))
         if not hessian:
             return value, gradient, rounding
-        return value, gradient, _symmetric(totals[4] + np.asarray(prior[2], np.float64)), rounding
+        hessian_total = _symmetric(totals[4] + np.asarray(prior[2], np.float64))
+        temperature = float(self.temperature)  # the totals are of −ℓᵢ/K
+        sums = (-temperature * totals[3], -temperature * _symmetric(totals[4]))
+        return value, gradient, hessian_total, rounding, None, sums
 
 
 def _full_data_functions(model: Model, unravel, batch_size: int | None, rows, theta: jax.ShapeDtypeStruct):
