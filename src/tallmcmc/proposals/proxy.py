@@ -41,6 +41,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import integer_at_least, positive_finite
@@ -287,8 +288,7 @@ def proxy_hamiltonian(
             UserWarning,
             stacklevel=2,
         )
-    metric = factor @ factor.T
-    inverse_factor_transposed = np.linalg.solve(factor, np.eye(factor.shape[0])).T  # L⁻ᵀ: p = L⁻ᵀ ξ ~ N(0, M⁻¹)
+    inverse_factor_transposed = scipy.linalg.solve_triangular(factor, np.eye(factor.shape[0]), lower=True).T  # L⁻ᵀ
     if integrator == "split":
         return tunable(
             _split_hamiltonian(control_variate, factor, inverse_factor_transposed.T, step, steps, jitter),
@@ -298,6 +298,8 @@ def proxy_hamiltonian(
             proxy_target=HAMILTONIAN_PROXY_TARGET,
             max_step_factor=float(steps),
         )
+
+    metric = factor @ factor.T  # M; p = L⁻ᵀ ξ ~ N(0, M⁻¹)
 
     def make(multiplier):
         def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
