@@ -231,8 +231,8 @@ def proxy_hamiltonian(
         ``"leapfrog"`` (default): ``num_steps`` leapfrog steps on −log π̃.
         ``"split"``: split Hamiltonian Monte Carlo (Shahbaba, Lan, Johnson &
         Neal 2014): −log π̃ is split into the Gaussian
-        ½(θ − c)ᵀM⁻¹(θ − c) around the control variate's centre c, whose
-        flow is solved exactly (a rotation in whitened coordinates), and the
+        ½(θ − θ*)ᵀM⁻¹(θ − θ*) around θ* = c + M∇log π̃(c), a Newton step
+        from the control variate's centre c, whose flow is solved exactly (a rotation in whitened coordinates), and the
         rest, whose gradient kicks the momentum half a step before and after
         each rotation. Exact at any step where the proxy posterior is that
         Gaussian (M the Laplace covariance, a flat or Gaussian prior), so
@@ -381,12 +381,17 @@ def _split_hamiltonian(
 ):
     """``make(multiplier)`` of the split integrator (:func:`proxy_hamiltonian`'s ``integrator="split"``).
 
-    In whitened coordinates z = L⁻¹(θ − c), w = Lᵀp (M = L Lᵀ) the Gaussian part's Hamiltonian is ½|z|² + ½|w|²,
+    The Gaussian part is centred at θ* = c + M∇log π̃(c), a Newton step from the control variate's centre c on π̃
+    (its mode where π̃ is Gaussian with precision M⁻¹): centred at c itself, the rest U₁ would keep a linear term
+    −∇log π̃(c)·(θ − c), which kick-rotate-kick integrates only to O(ε³) (the flows do not commute), and a control
+    variate centred off the mode (``fast_setup``'s, ~0.2 sd) made one step's proxy acceptance 0.92 at d = 50.
+    In whitened coordinates z = L⁻¹(θ − θ*), w = Lᵀp (M = L Lᵀ) the Gaussian part's Hamiltonian is ½|z|² + ½|w|²,
     whose flow for a time ε is the rotation (z, w) ↦ (z cos ε + w sin ε, w cos ε − z sin ε); the rest of −log π̃,
-    U₁(θ) = −log π̃(θ) − ½(θ − c)ᵀM⁻¹(θ − c), kicks w by −ε/2·Lᵀ∇U₁ = ε/2·(Lᵀ∇log π̃(θ) + z). Kick, rotate, kick is
-    symmetric and each part preserves volume, so the map is reversible under w ↦ −w and volume-preserving; the
-    kinetic energy is ½|w|², and w ~ N(0, I) is p ~ N(0, M⁻¹). A step's closing kick is the next step's opening one
-    (carried), so a trajectory of L steps evaluates the proxy gradient L + 1 times.
+    U₁(θ) = −log π̃(θ) − ½(θ − θ*)ᵀM⁻¹(θ − θ*), kicks w by −ε/2·Lᵀ∇U₁ = ε/2·(Lᵀ∇log π̃(θ) + z). Kick, rotate,
+    kick is symmetric and each part preserves volume, so the map is reversible under w ↦ −w and volume-preserving;
+    the kinetic energy is ½|w|², and w ~ N(0, I) is p ~ N(0, M⁻¹). A step's closing kick is the next step's opening
+    one (carried), so a trajectory of L steps evaluates the proxy gradient L + 1 times. With θ − c = L(z + a),
+    a = Lᵀ∇log π̃(c), θ* costs one product per proposal.
     """
 
     def make(multiplier):
@@ -402,7 +407,14 @@ def _split_hamiltonian(
                 momentum_key, jitter_key = jax.random.split(rng_key)
                 epsilon = epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter)
             momentum = jax.random.normal(momentum_key, flat.shape, dtype)  # w = Lᵀp
-            whitened = lower_inverse @ (flat - center)
+            prior_gradient = jax.grad(lambda theta: model.log_prior(unravel(theta)))(center)
+            gradient_sum = control_variate.gradient_sum.astype(dtype) / control_variate.temperature
+            anchor = lower.T @ (prior_gradient + gradient_sum)  # a = Lᵀ∇log π̃(c): θ* = c + L a
+
+            def position_of(z):
+                return center + lower @ (z + anchor)
+
+            whitened = lower_inverse @ (flat - center) - anchor
             value, gradient = value_and_gradient(flat)
             cosine, sine = jnp.cos(epsilon), jnp.sin(epsilon)
 
@@ -410,7 +422,7 @@ def _split_hamiltonian(
                 z, w, kick, _ = carry
                 w = w + 0.5 * epsilon * kick
                 z, w = cosine * z + sine * w, cosine * w - sine * z
-                new_value, new_gradient = value_and_gradient(center + lower @ z)
+                new_value, new_gradient = value_and_gradient(position_of(z))
                 kick = lower.T @ new_gradient + z
                 return z, w + 0.5 * epsilon * kick, kick, new_value
 
@@ -418,7 +430,7 @@ def _split_hamiltonian(
             z, final_momentum, _, moved_value = jax.lax.fori_loop(0, num, split_step, (whitened, momentum, kick, value))
             ratio = 0.5 * (momentum @ momentum - final_momentum @ final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            return Proposed(unravel(center + lower @ z), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+            return Proposed(unravel(position_of(z)), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
 
         return propose
 
