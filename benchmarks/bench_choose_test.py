@@ -91,11 +91,8 @@ def measure(num_data: int, dimension: int, args) -> dict:
     model = logistic_regression.model(*logistic_regression.simulate(num_data, dimension, seed=0))
     start = jnp.zeros(dimension)
     wall = time.perf_counter()
-    if automatic._fast_setup_pays("auto", model, start):
-        built = tallmcmc.fast_setup(model, start)
-        mode, control_variate = built.mode, built.control_variate
-    else:
-        mode = tallmcmc.find_mode(model, start)
+    mode, control_variate = automatic.default_setup(model, start)
+    if control_variate is None:
         control_variate = tallmcmc.taylor_control_variate(model, mode.position)
     setup_seconds = time.perf_counter() - wall
     covariance = np.asarray(tallmcmc.laplace_covariance(mode), np.float64)

@@ -73,11 +73,8 @@ def target(name: str, num_data: int):
 def setup(model, start):
     """The mode and control variate ``sample_tall(setup="auto")`` would build, and the seconds it took."""
     began = time.perf_counter()
-    if automatic._fast_setup_pays("auto", model, start):
-        built = tallmcmc.fast_setup(model, start)
-        mode, control_variate = built.mode, built.control_variate
-    else:
-        mode = tallmcmc.find_mode(model, start)
+    mode, control_variate = automatic.default_setup(model, start)
+    if control_variate is None:
         control_variate = tallmcmc.taylor_control_variate(model, mode.position)
     return mode, control_variate, time.perf_counter() - began
 

@@ -585,3 +585,17 @@ def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_r
     result = tallmcmc.sample_tall(model, num_samples=2000, seed=5, progress=False)
     passed, report = reproduces(result, mean, sd)
     assert not passed, report
+
+
+def test_a_control_variate_given_without_a_mode_is_the_one_used(regression):
+    """``control_variate=`` alone: the mode is searched for, and the control variate built from its last pass does
+    not replace the one given (a first-order one here, which the path would never build itself)."""
+    model, mean, sd, _ = regression
+    start = STARTS["regression"]
+    mode = tallmcmc.find_mode(model, start)
+    given = tallmcmc.taylor_control_variate(model, mode.position, order=1)
+    with pytest.warns(UserWarning, match="first order"):
+        result = tallmcmc.sample_tall(
+            model, start, control_variate=given, num_samples=20, num_warmup=20, num_chains=2, progress=False
+        )
+    assert result.diagnosis.control_variate is given

@@ -621,20 +621,9 @@ def sample_tall(
             ),
             _ahead_signature(model, start, batch_size, minibatch_test, num_chains, num_warmup),
         )
-    if mode is None and control_variate is None and _fast_setup_pays(setup, model, start):
-        say(
-            "sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
-            flush=True,
-        )
-        built = fast_setup(model, start)
-        mode, control_variate = built.mode, built.control_variate
-    elif mode is None:
-        say("sample_tall: finding the mode ...", flush=True)
-        mode = find_mode(model, start)
-        if (
-            mode.likelihood_sums is not None
-        ):  # its last pass, at the mode, already summed what the control variate needs
-            control_variate = control_variate_at_mode(model, mode)
+    if mode is None:
+        mode, built = default_setup(model, start, setup if control_variate is None else "exact", say)
+        control_variate = built if control_variate is None else control_variate
     if not bool(getattr(mode, "converged", True)):
         decrement = getattr(mode, "newton_decrement", float("nan"))
         problems.append(
@@ -804,6 +793,26 @@ def sample_tall(
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
+
+
+def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None):
+    """The mode and control variate ``sample_tall(model, start, setup=setup)`` builds (``benchmarks/`` share it).
+
+    ``fast_setup`` where :func:`_fast_setup_pays`, else ``find_mode`` and the control variate from its final pass
+    (:func:`tallmcmc.control_variate.control_variate_at_mode`; ``None`` where the pass kept no sums, and the caller
+    builds one). ``say`` prints the phase.
+    """
+    if _fast_setup_pays(setup, model, start):
+        say(
+            "sample_tall: fast setup (subsample Newton, then two passes for the mode and the control variate) ...",
+            flush=True,
+        )
+        built = fast_setup(model, start)
+        return built.mode, built.control_variate
+    say("sample_tall: finding the mode ...", flush=True)
+    mode = find_mode(model, start)
+    # its last pass, at the mode, already summed what the control variate needs
+    return mode, None if mode.likelihood_sums is None else control_variate_at_mode(model, mode)
 
 
 def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:
