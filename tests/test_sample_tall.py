@@ -355,6 +355,21 @@ def test_a_mode_without_a_laplace_approximation_falls_back_to_an_adapted_random_
     assert result.adapted_covariance is not None and result.setup_data_used["find_mode"] == mode.data_used
 
 
+def test_a_mode_found_without_a_laplace_approximation_builds_no_control_variate(regression, monkeypatch):
+    """The mode found by ``sample_tall`` itself is a saddle whose last pass's sums are not finite: the path falls back
+    to the random walk and builds no control variate from them (which would raise, or warn about their curvature)."""
+    model = regression[0]
+    mode = tallmcmc.find_mode(model, STARTS["regression"])
+    saddle = mode._replace(hessian=-np.eye(10), likelihood_sums=(np.full(10, np.nan), np.full((10, 10), np.nan)))
+    monkeypatch.setattr(tallmcmc.automatic, "find_mode", lambda *arguments, **options: saddle)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.filterwarnings("ignore", message=".*r̂.*")  # a short random-walk run may not have mixed
+        warnings.filterwarnings("ignore", message=".*sd mixed.*")
+        result = tallmcmc.sample_tall(model, setup="exact", num_samples=200, num_warmup=200, progress=False)
+    assert result.diagnosis.decision == "random walk" and result.diagnosis.control_variate is None
+
+
 def test_bad_input_is_refused_naming_the_argument(regression):
     model = regression[0]
     without_shape = tallmcmc.Model(model.log_likelihood, model.log_prior, model.data)

@@ -621,6 +621,7 @@ def sample_tall(
             ),
             _ahead_signature(model, start, batch_size, minibatch_test, num_chains, num_warmup),
         )
+    found_here = mode is None  # a mode found here on this model: its last pass's sums may build the control variate
     if mode is None:
         mode, built = default_setup(model, start, setup if control_variate is None else "exact", say)
         control_variate = built if control_variate is None else control_variate
@@ -660,7 +661,9 @@ def sample_tall(
         proposal = None
         kept_proposal, kept_test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
     else:
-        if control_variate is None:
+        if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:
+            control_variate = control_variate_at_mode(model, mode)  # find_mode's last pass summed what it needs
+        elif control_variate is None:
             say("sample_tall: building the control variate (one pass) ...", flush=True)
             control_variate = taylor_control_variate(model, mode.position)
         proposal, warmup_test, starts = _warmup_pieces(
@@ -796,11 +799,13 @@ def sample_tall(
 
 
 def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None):
-    """The mode and control variate ``sample_tall(model, start, setup=setup)`` builds (``benchmarks/`` share it).
+    """The mode and, from ``fast_setup``, the control variate ``sample_tall(model, start, setup=setup)`` builds first
+    (``benchmarks/`` share it).
 
-    ``fast_setup`` where :func:`_fast_setup_pays`, else ``find_mode`` and the control variate from its final pass
-    (:func:`tallmcmc.control_variate.control_variate_at_mode`; ``None`` where the pass kept no sums, and the caller
-    builds one). ``say`` prints the phase.
+    ``fast_setup`` where :func:`_fast_setup_pays`, else ``find_mode`` and ``None``: ``sample_tall`` builds that
+    control variate from the mode's final pass (:func:`tallmcmc.control_variate.control_variate_at_mode`) once the
+    Hessian there has proved positive definite (else there is no Laplace approximation and no control variate).
+    ``say`` prints the phase.
     """
     if _fast_setup_pays(setup, model, start):
         say(
@@ -810,9 +815,7 @@ def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda
         built = fast_setup(model, start)
         return built.mode, built.control_variate
     say("sample_tall: finding the mode ...", flush=True)
-    mode = find_mode(model, start)
-    # its last pass, at the mode, already summed what the control variate needs
-    return mode, None if mode.likelihood_sums is None else control_variate_at_mode(model, mode)
+    return find_mode(model, start), None
 
 
 def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:
