@@ -422,9 +422,7 @@ def taylor_control_variate(
     elif curvature in ("per_datum", "shared"):
         gradient_sum, hessian_sum = passes.gradient_and_hessian(hessian=True)
         hessian_sum = 0.5 * (hessian_sum + hessian_sum.T)
-        if np.all(np.isfinite(hessian_sum)):
-            largest = float(np.linalg.eigvalsh(hessian_sum).max())
-        scale = float(np.abs(hessian_sum).max())
+        largest, scale = _extent(hessian_sum)
     elif curvature == "diagonal":
         gradient_sum, hessian_diagonal, _ = passes.gradient_diagonal_and_products(None)
         largest = float(hessian_diagonal.max())
@@ -465,11 +463,9 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
     the sums of a mode found on other data would give a proxy sum that is not the sum of the per-datum proxies, so
     a wrong Δ. Its ``data_used`` is 0: the pass is counted in the mode's.
     """
-    gradient_sum, hessian_sum = mode.likelihood_sums
+    gradient_sum, hessian_sum = mode.likelihood_sums  # symmetric already (find_mode symmetrises its sums)
     flat_center, _ = ravel_pytree(mode.position)
-    hessian_sum = 0.5 * (hessian_sum + hessian_sum.T)
-    largest = float(np.linalg.eigvalsh(hessian_sum).max()) if np.all(np.isfinite(hessian_sum)) else -np.inf
-    scale = float(np.abs(hessian_sum).max())
+    largest, scale = _extent(hessian_sum)
     return _assembled(
         model,
         mode.position,
@@ -482,6 +478,12 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
         0,
         hessian_sum=hessian_sum,
     )
+
+
+def _extent(hessian_sum: np.ndarray) -> tuple[float, float]:
+    """(H̄'s largest eigenvalue, ``-inf`` where H̄ is not finite; max |H̄ᵢⱼ|) for the check that H̄ is ≤ 0."""
+    largest = float(np.linalg.eigvalsh(hessian_sum).max()) if np.all(np.isfinite(hessian_sum)) else -np.inf
+    return largest, float(np.abs(hessian_sum).max())
 
 
 def _assembled(

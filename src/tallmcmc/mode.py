@@ -133,10 +133,10 @@ class ModeResult(NamedTuple):
         Why the iterations stopped.
     likelihood_sums
         (Σᵢ∇log p(xᵢ|θ), Σᵢ∇²log p(xᵢ|θ)) at ``position``, untempered,
-        float64, flat: the likelihood's part of the final pass, which
-        :func:`tallmcmc.taylor_control_variate` reuses when given the mode
-        itself as its centre (no pass of its own). ``None`` where no final
-        pass kept them.
+        float64, flat: the likelihood's part of the final pass, from which
+        ``sample_tall`` builds its control variate without a pass of its own
+        (:func:`tallmcmc.control_variate.control_variate_at_mode`). ``None``
+        where no final pass kept them.
     """
 
     position: Position

@@ -232,8 +232,9 @@ def proxy_hamiltonian(
         ``"split"``: split Hamiltonian Monte Carlo (Shahbaba, Lan, Johnson &
         Neal 2014): −log π̃ is split into the Gaussian
         ½(θ − θ*)ᵀM⁻¹(θ − θ*) around θ* = c + M∇log π̃(c), a Newton step
-        from the control variate's centre c, whose flow is solved exactly (a rotation in whitened coordinates), and the
-        rest, whose gradient kicks the momentum half a step before and after
+        from the control variate's centre c, whose flow is solved exactly
+        (a rotation in whitened coordinates), and the rest, whose gradient
+        kicks the momentum half a step before and after
         each rotation. Exact at any step where the proxy posterior is that
         Gaussian (M the Laplace covariance, a flat or Gaussian prior), so
         near the mode of a tall-data posterior a step as long as the whole
@@ -288,18 +289,23 @@ def proxy_hamiltonian(
             UserWarning,
             stacklevel=2,
         )
-    inverse_factor_transposed = scipy.linalg.solve_triangular(factor, np.eye(factor.shape[0]), lower=True).T  # L⁻ᵀ
-    if integrator == "split":
-        return tunable(
-            _split_hamiltonian(control_variate, factor, inverse_factor_transposed.T, step, steps, jitter),
-            "proxy_hamiltonian",
-            setup=_setup_of(control_variate, preconditioner),
-            metropolis_target=0.65,
-            proxy_target=HAMILTONIAN_PROXY_TARGET,
-            max_step_factor=float(steps),
-        )
+    inverse_factor = scipy.linalg.solve_triangular(factor, np.eye(factor.shape[0]), lower=True)  # L⁻¹
+    integrate = _split_hamiltonian if integrator == "split" else _leapfrog
+    return tunable(
+        integrate(control_variate, factor, inverse_factor, step, steps, jitter),
+        "proxy_hamiltonian",
+        setup=_setup_of(control_variate, preconditioner),
+        metropolis_target=0.65,
+        proxy_target=HAMILTONIAN_PROXY_TARGET,
+        max_step_factor=float(steps),
+    )
 
-    metric = factor @ factor.T  # M; p = L⁻ᵀ ξ ~ N(0, M⁻¹)
+
+def _leapfrog(
+    control_variate: ControlVariate, factor: np.ndarray, inverse_factor: np.ndarray, step: float, steps: int, jitter
+):
+    """``make(multiplier)`` of the leapfrog integrator: momentum p = L⁻ᵀξ ~ N(0, M⁻¹), kinetic energy ½pᵀMp."""
+    metric = factor @ factor.T  # M
 
     def make(multiplier):
         def propose(rng_key: jax.Array, position: Position, model: Model) -> Proposed:
@@ -307,14 +313,8 @@ def proxy_hamiltonian(
             value_and_gradient = _proxy_value_and_gradient(control_variate, model, unravel)
             dtype = flat.dtype
             m = jnp.asarray(metric, dtype)
-            epsilon, num = _tuned_step(step, steps, multiplier, dtype)  # tuned: the integration time ε·L stays
-            momentum_key = rng_key
-            if jitter:
-                momentum_key, jitter_key = jax.random.split(rng_key)
-                epsilon = epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter)
-            momentum = jnp.asarray(inverse_factor_transposed, dtype) @ jax.random.normal(
-                momentum_key, flat.shape, dtype
-            )
+            momentum_key, epsilon, num = _trajectory(rng_key, step, steps, multiplier, jitter, dtype)
+            momentum = jnp.asarray(inverse_factor.T, dtype) @ jax.random.normal(momentum_key, flat.shape, dtype)
 
             def kinetic(p):
                 return 0.5 * p @ (m @ p)
@@ -336,24 +336,26 @@ def proxy_hamiltonian(
 
         return propose
 
-    return tunable(
-        make,
-        "proxy_hamiltonian",
-        setup=_setup_of(control_variate, preconditioner),
-        metropolis_target=0.65,
-        proxy_target=HAMILTONIAN_PROXY_TARGET,
-        max_step_factor=float(steps),
-    )
+    return make
 
 
-def _tuned_step(step: float, steps: int, multiplier, dtype) -> tuple[jax.Array, Any]:
-    """The step and number of steps: as given, or (tuned) the step times ``multiplier``, at most the integration
-    time ε·L, with L following so that the time stays (at most :data:`MAX_TUNED_STEPS` steps)."""
+def _trajectory(rng_key: jax.Array, step: float, steps: int, multiplier, jitter: float, dtype) -> tuple:
+    """(the momentum's key, the step, the number of steps) of one trajectory.
+
+    The step as given, or (tuned) the step times ``multiplier``, at most the integration time ε·L, with L following
+    so that the time stays (at most :data:`MAX_TUNED_STEPS` steps); then, with ``jitter`` j, times U(1 − j, 1 + j)
+    drawn from a key split off ``rng_key``.
+    """
     if multiplier is None:
-        return jnp.asarray(step, dtype), steps
-    integration_time = step * steps
-    epsilon = jnp.minimum(jnp.asarray(step, dtype) * multiplier, jnp.asarray(integration_time, dtype))
-    return epsilon, jnp.clip(jnp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(jnp.int32)
+        epsilon, num = jnp.asarray(step, dtype), steps
+    else:
+        integration_time = step * steps
+        epsilon = jnp.minimum(jnp.asarray(step, dtype) * multiplier, jnp.asarray(integration_time, dtype))
+        num = jnp.clip(jnp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(jnp.int32)
+    if not jitter:
+        return rng_key, epsilon, num
+    momentum_key, jitter_key = jax.random.split(rng_key)
+    return momentum_key, epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter), num
 
 
 def _proxy_value_and_gradient(control_variate: ControlVariate, model: Model, unravel):
@@ -401,11 +403,7 @@ def _split_hamiltonian(
             value_and_gradient = _proxy_value_and_gradient(control_variate, model, unravel)
             center = ravel_pytree(control_variate.center)[0].astype(dtype)
             lower, lower_inverse = jnp.asarray(factor, dtype), jnp.asarray(inverse_factor, dtype)
-            epsilon, num = _tuned_step(step, steps, multiplier, dtype)
-            momentum_key = rng_key
-            if jitter:
-                momentum_key, jitter_key = jax.random.split(rng_key)
-                epsilon = epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter)
+            momentum_key, epsilon, num = _trajectory(rng_key, step, steps, multiplier, jitter, dtype)
             momentum = jax.random.normal(momentum_key, flat.shape, dtype)  # w = Lᵀp
             prior_gradient = jax.grad(lambda theta: model.log_prior(unravel(theta)))(center)
             gradient_sum = control_variate.gradient_sum.astype(dtype) / control_variate.temperature
