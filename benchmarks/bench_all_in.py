@@ -44,9 +44,11 @@ the N = 10⁷ rows and the chain scaling on a lent GPU in one call.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -259,6 +261,7 @@ def main() -> None:
 
         record("sample_tall (first run)", OURS, draws=args.draws, options="")
         cache = tempfile.mkdtemp(prefix="tallmcmc-cache-")
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)  # the cache of this run only
         run_process(OURS, n, d, cache, draws=args.draws, options="")  # fills the cache
         record("sample_tall (second run, cache)", OURS, cache, draws=args.draws, options="")
         if args.with_bound:

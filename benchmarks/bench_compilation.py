@@ -40,9 +40,11 @@ times, each on a cache folder of its own. Same machine, same run; load printed.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,6 +182,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for tree, source in trees:
                 folder = tempfile.mkdtemp(prefix="tallmcmc-cache-")
+                atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the cache of this run only
                 for label, environment in (
                     ("off", {"TALLMCMC_COMPILATION_CACHE": "0"}),
                     ("cold", {"TALLMCMC_COMPILATION_CACHE": folder}),
