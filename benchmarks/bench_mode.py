@@ -27,6 +27,16 @@ closed-form gradients and Hessians, Newton's method to machine precision.
     python benchmarks/bench_mode.py --only regression-26
     python benchmarks/bench_mode.py --dimensions 25 50 100 200 400 --dimension-rows 100000 --repeats 3
     python benchmarks/bench_mode.py --sums                # accuracy and cost of the full-data sums
+    python benchmarks/bench_mode.py --handover --repeats 3  # L-BFGS-B with and without the hand-over to Newton
+
+``--handover``: ``method="L-BFGS-B"`` with the hand-over to the Newton
+iterations where it crawls (``mode.HANDOVER_NATS``, ``mode.CRAWL_RATIO``) and
+without it (``HANDOVER_NATS = -inf``: SciPy's own stop), from the origin, on
+a NumPyro logistic GLMM (5 slopes, a half-normal scale, 200 random
+intercepts: d = 206), ``logistic_regression.simulate(N, 300)`` and
+``random_intercepts.simulate(N, 299)`` (N = ``--dimension-rows``); with the
+gains (nats) of SciPy's iterations from the first below 0.1 nats, and the
+distance between the two results in the Hessian's metric (posterior sd).
 """
 
 from __future__ import annotations
@@ -270,6 +280,99 @@ def dimensions(sizes, num_data) -> None:
             print(row(run(problem, method, tallmcmc.find_mode, method=method)), flush=True)
 
 
+def glmm(num_data: int, groups: int = 200, slopes: int = 5, seed: int = 11):
+    """A user's NumPyro logistic GLMM: slopes, a half-normal scale and ``groups`` random intercepts."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    rng = np.random.default_rng(seed)
+    covariates = rng.standard_normal((num_data, slopes)).astype(np.float32)
+    group = rng.integers(0, groups, num_data).astype(np.int32)
+    logits = covariates @ rng.normal(0, 0.5, slopes) + rng.normal(0, 0.8, groups)[group]
+    response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
+
+    def model(covariates, group, y=None):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([slopes]))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        u = numpyro.sample("u", dist.Normal(0, tau).expand([groups]))
+        with numpyro.plate("data", covariates.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=covariates @ beta + u[group]), obs=y)
+
+    start = {"beta": jnp.zeros(slopes), "tau": jnp.zeros(()), "u": jnp.zeros(groups)}
+    return tallmcmc.from_numpyro(model, covariates, group, y=response), start
+
+
+def handover(num_data: int) -> None:
+    """L-BFGS-B with and without the hand-over to the Newton iterations where it crawls."""
+    import scipy.optimize
+
+    from tallmcmc.examples import random_intercepts
+
+    covariates, response = logistic_regression.simulate(num_data, 300)
+    labels, outcome = random_intercepts.simulate(num_data, 299, seed=3)
+    problems = {
+        f"NumPyro GLMM, 200 groups (d = 206), N = {num_data:,}": glmm(num_data),
+        f"logistic d = 300, N = {num_data:,}": (logistic_regression.model(covariates, response), jnp.zeros(300)),
+        f"random intercepts, 299 groups (d = 300), N = {num_data:,}": (
+            random_intercepts.model(labels, outcome, 299),
+            {"log_tau": jnp.zeros(()), "u": jnp.zeros(299)},
+        ),
+    }
+    minimize, gains = scipy.optimize.minimize, []
+
+    def recording(*arguments, callback=None, **options):  # SciPy's iterations' gains, then find_mode's own callback
+        values: list[float] = []
+
+        def record(intermediate_result):
+            values.append(float(intermediate_result.fun))
+            if callback is not None:
+                callback(intermediate_result)
+
+        try:
+            return minimize(*arguments, callback=record, **options)
+        finally:
+            gains[:] = list(-np.diff(values))
+
+    scipy.optimize.minimize = recording
+    handover_nats = mode_module.HANDOVER_NATS
+    print(
+        "| problem | hand-over | passes (gradient + Hessian) | run s | compile s | λ reported | "
+        "gains from the first < 0.1 nats |\n|---|---|---|---:|---:|---:|---|"
+    )
+    try:
+        for name, (model, start) in problems.items():
+            results = {}
+            for label, nats in (("yes", handover_nats), ("no", -np.inf)):
+                mode_module.HANDOVER_NATS = nats
+                best = None
+                for _ in range(REPEATS[0]):
+                    COMPILE_CLOCK.reset()
+                    began = time.perf_counter()
+                    result = tallmcmc.find_mode(model, start, method="L-BFGS-B")
+                    wall = time.perf_counter() - began
+                    if best is None or wall - COMPILE_CLOCK.seconds < best[0]:
+                        best = (wall - COMPILE_CLOCK.seconds, COMPILE_CLOCK.seconds)
+                scale = model.num_data / model.temperature
+                small = [gain * scale for gain in gains]
+                small = small[next((k for k, gain in enumerate(small) if gain < 0.1), len(small)) :]
+                kinds = result.passes_by_kind
+                print(
+                    f"| {name} | {label} | {result.data_passes:.0f} ({kinds['value_and_gradient']:.0f} + "
+                    f"{kinds['value_gradient_hessian']:.0f}) | {best[0]:.2f} | {best[1]:.2f} | "
+                    f"{result.newton_decrement:.1e} | {', '.join(f'{gain:.2g}' for gain in small)} |",
+                    flush=True,
+                )
+                results[label] = result
+            error = np.asarray(
+                ravel_pytree(results["yes"].position)[0] - ravel_pytree(results["no"].position)[0], np.float64
+            )
+            distance = np.sqrt(error @ np.asarray(results["no"].hessian, np.float64) @ error)
+            print(f"|  | distance between the two (sd) | {distance:.2g} | | | | |", flush=True)
+    finally:
+        scipy.optimize.minimize = minimize
+        mode_module.HANDOVER_NATS = handover_nats
+
+
 def sums() -> None:
     """The full-data sums: error against the exact (float64) sum of the float32 per-datum terms, and cost.
 
@@ -363,6 +466,7 @@ def main() -> None:
     parser.add_argument("--dimensions", nargs="+", type=int, help="logistic regressions of these d: newton vs L-BFGS-B")
     parser.add_argument("--dimension-rows", type=int, default=100_000)
     parser.add_argument("--sums", action="store_true", help="accuracy and cost of the full-data sums")
+    parser.add_argument("--handover", action="store_true", help="L-BFGS-B with and without the hand-over to Newton")
     parser.add_argument("--repeats", type=int, default=1, help="runs per method; the fastest is reported")
     args = parser.parse_args()
     REPEATS[0] = args.repeats
@@ -375,6 +479,9 @@ def main() -> None:
         return
     if args.dimensions:
         dimensions(args.dimensions, args.dimension_rows)
+        return
+    if args.handover:
+        handover(args.dimension_rows)
         return
     problems = {
         "regression": lambda: regression(False),

@@ -63,7 +63,9 @@ from tallmcmc.sharding import row_sharding
 
 __all__ = [
     "DECREMENT_TOLERANCE",
+    "CRAWL_RATIO",
     "DEFAULT_CHUNK_ROWS",
+    "HANDOVER_NATS",
     "METHODS",
     "NEWTON_MAX_DIMENSION",
     "ModeResult",
@@ -79,6 +81,13 @@ _SCIPY_METHODS = ("L-BFGS-B", "BFGS", "trust-exact")
 _USES_HESSIAN = ("trust-exact",)
 #: ``method="auto"`` runs ``"newton"`` up to this many coordinates, ``"L-BFGS-B"`` above (``docs/mode.md``).
 NEWTON_MAX_DIMENSION = 200
+#: ``"L-BFGS-B"`` and ``"BFGS"`` hand over to the Newton iterations after an iteration that lowers −log π by less
+#: than this many nats (near the mode −log π lies about λ²/2 above its minimum: λ of order one) ...
+HANDOVER_NATS = 0.1
+#: ... and by at least this fraction of the iteration before: they crawl there instead of converging superlinearly
+#: (each gain a small fraction of the last), and the Newton iterations, with the exact Hessian, finish in a pass or
+#: two (``docs/mode.md``, "Handing over").
+CRAWL_RATIO = 0.5
 #: Default ``decrement_tolerance``, in posterior standard deviations (``docs/mode.md``).
 DECREMENT_TOLERANCE = 1e-2
 #: Rows per chunk of the full-data sums when ``batch_size`` is not given.
@@ -198,7 +207,10 @@ def find_mode(
     no longer changes the position in its floating dtype.
 
     The SciPy methods minimise −log π/(N/K) (their own stopping rule uses
-    ``tolerance``), their float64 iterates cast to the start's floating
+    ``tolerance``; ``"L-BFGS-B"`` and ``"BFGS"`` also stop where they crawl:
+    after an iteration that lowers −log π by less than :data:`HANDOVER_NATS`,
+    0.1 nats, and by at least :data:`CRAWL_RATIO` of the iteration before),
+    their float64 iterates cast to the start's floating
     dtype before JAX evaluates them; the Newton iterations above then
     continue from their result, with the iterations left of
     ``max_iterations``, until the decrement criterion holds. Values and
@@ -228,8 +240,9 @@ def find_mode(
         Cap on the iterations: the SciPy optimiser's plus the Newton ones.
     tolerance
         The SciPy methods' own gradient tolerance (SciPy's ``gtol``) on the
-        max-norm of ∇(−log π)/(N/K); it only decides when SciPy hands over
-        to the Newton iterations (unused by ``"newton"``).
+        max-norm of ∇(−log π)/(N/K); it decides when SciPy hands over to
+        the Newton iterations (unused by ``"newton"``), as does, for
+        ``"L-BFGS-B"`` and ``"BFGS"``, a crawl near the mode (above).
     adam_steps
         Minibatch Adam steps before the optimiser (0, the default: none).
         Each step draws ``adam_batch_size`` points without replacement and
@@ -351,6 +364,16 @@ def find_mode(
         def hessian(point: np.ndarray) -> np.ndarray:
             return evaluate.full(point).hessian / scale
 
+        values: list[float] = []  # −log π after each iteration
+        handed_over: list[float] = []  # the gain of the iteration that handed over
+
+        def hand_over(intermediate_result) -> None:  # SciPy's callback after each iteration
+            values.append(float(intermediate_result.fun) * scale)
+            gains = -np.diff(values[-3:])
+            if len(gains) == 2 and gains[1] < HANDOVER_NATS and gains[1] >= CRAWL_RATIO * gains[0]:
+                handed_over.append(float(gains[1]))
+                raise StopIteration
+
         fit = minimize(
             objective,
             np.asarray(theta, np.float64),
@@ -358,9 +381,16 @@ def find_mode(
             hess=hessian if method in _USES_HESSIAN else None,
             method=method,
             options={"maxiter": max_iterations, "gtol": tolerance},
+            callback=None if method in _USES_HESSIAN else hand_over,
         )
         theta = evaluate.cast(fit.x)
         scipy_iterations, scipy_message = int(fit.nit), f"{method}: {fit.message}; "
+        if handed_over:
+            scipy_message = (
+                f"{method}: handed over to the Newton iterations after an iteration that lowered −log π by "
+                f"{handed_over[0]:.3g} nats, below {HANDOVER_NATS:g} and at least {CRAWL_RATIO:g}× the iteration "
+                "before's (a crawl); "
+            )
     point = evaluate.full(theta)
     theta, point, newton_iterations, stop = _trust_region_newton(
         evaluate, theta, point, decrement_tolerance, max_iterations - scipy_iterations
