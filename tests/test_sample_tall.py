@@ -9,6 +9,7 @@ issue 22: steered by the Barker test's acceptance, with the number of leapfrog s
 grows towards half an oscillation of the proxy and the proposals mirror the current point through the mode.
 """
 
+import dataclasses
 import json
 import pathlib
 import warnings
@@ -20,6 +21,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
+import tallmcmc.testing
 from tallmcmc.automatic import choose_test
 from tallmcmc.examples import linear_regression, normal_mixture
 from tallmcmc.interop import arviz as arviz_bridge
@@ -614,3 +616,96 @@ def test_a_control_variate_given_without_a_mode_is_the_one_used(regression):
             model, start, control_variate=given, num_samples=20, num_warmup=20, num_chains=2, progress=False
         )
     assert result.diagnosis.control_variate is given
+
+
+def laplace_location(num_data=2000, seed=8):
+    """x_i = θ + b·Laplace noise, b known: the likelihood Σ|x_i − θ|/b is not smooth, its Hessian zero almost everywhere.
+
+    With a N(0, 10²) prior the Hessian of −log π is the prior's 0.01, so the Newton decrement at the best point is
+    |Σ sign(θ − x_i)|/b · 10 ≥ 10/b: find_mode cannot converge, and the Laplace approximation N(θ̂, 100) is
+    hundreds of posterior sds wide. Returns the model and the posterior's mean and sd by quadrature (float64).
+    """
+    scale = 0.6
+    data = (0.5 + np.random.default_rng(seed).laplace(scale=scale, size=num_data)).astype(np.float32)
+
+    def log_likelihood(theta, datum):
+        return -jnp.abs(datum - theta[0]) / scale
+
+    model = tallmcmc.Model(log_likelihood, lambda theta: -0.5 * jnp.sum(theta**2) / 100.0, data, position_shape=(1,))
+    grid = np.linspace(0.3, 0.7, 20001)
+    log_density = -np.abs(data.astype(np.float64)[:, None] - grid).sum(0) / scale - 0.5 * grid**2 / 100.0
+    weights = np.exp(log_density - log_density.max())
+    weights /= weights.sum()
+    mean = float(np.sum(weights * grid))
+    return model, mean, float(np.sqrt(np.sum(weights * (grid - mean) ** 2)))
+
+
+def test_a_laplace_approximation_that_does_not_fit_gives_way_to_the_random_walk(monkeypatch):
+    """A likelihood that is not smooth (the audit's Laplace regression: chains frozen at their starts, 0% accepted).
+
+    Here find_mode stops at the median with a decrement below 1 in the prior's metric, so the Laplace approximation
+    (sd 10 against the posterior's 0.013) is built; warm-up measures that its proposals are rejected, and the path
+    takes the adapted random walk. The path as it was (``LOW_ACCEPTANCE = 0``, ``MODE_OFF_LIMIT = inf``: the Laplace
+    proposal kept whatever warm-up measured) fails the same check.
+    """
+    model, mean, sd = laplace_location()
+    start = jnp.array([2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # find_mode's own non-convergence warning is expected
+        result = tallmcmc.sample_tall(model, start, num_samples=2000, seed=0, progress=False)
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "random walk" and "accepted almost nothing" in diagnosis.reason, str(diagnosis)
+    assert diagnosis.setup_passes["warm-up with the proxy proposal (rejected)"] > 0  # counted, not hidden
+    check = tallmcmc.testing.check_posterior_moments(np.asarray(result.positions), [mean], [sd**2])
+    assert check.passed, str(check)
+
+    monkeypatch.setattr(tallmcmc.automatic, "MODE_OFF_LIMIT", np.inf)
+    monkeypatch.setattr(tallmcmc.automatic, "LOW_ACCEPTANCE", 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        frozen = tallmcmc.sample_tall(model, start, num_samples=2000, seed=0, progress=False)
+    assert frozen.diagnosis.decision == "exact"
+    assert not tallmcmc.testing.check_posterior_moments(np.asarray(frozen.positions), [mean], [sd**2]).passed
+
+
+def test_a_mode_search_that_ended_far_off_gives_no_laplace_approximation(regression):
+    """A mode result that did not converge, 50 sd away: no control variate or proxy on it, the random walk instead."""
+    model = regression[0]
+    mode = tallmcmc.find_mode(model, STARTS["regression"])
+    far = mode._replace(converged=False, newton_decrement=50.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = tallmcmc.sample_tall(model, mode=far, num_samples=200, num_warmup=200, progress=False)
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "random walk" and "ended 50 posterior sd from the mode" in diagnosis.reason
+    assert any("no Laplace approximation is used" in problem for problem in diagnosis.problems)
+
+
+def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression):
+    """A Cholesky factor's unit corner is constant in every draw: its r̂ is NaN, and max() of a list starting with NaN
+    is NaN, which silenced the r̂ warning of chains that disagree elsewhere (the audit's LKJCholesky model)."""
+    model = regression[0]
+    result = tallmcmc.sample_tall(model, num_samples=300, seed=0, progress=False)
+    draws = np.asarray(jax.vmap(jax.vmap(lambda position: ravel_pytree(position)[0]))(result.positions))
+    apart = draws + np.arange(4)[:, None, None] * 10 * draws.std(axis=(0, 1))  # chains far apart on every coordinate
+    constant = np.concatenate([np.ones(draws.shape[:2] + (1,)), apart], axis=-1)  # a constant coordinate first
+    diagnosis = tallmcmc.automatic._diagnose(
+        dataclasses.replace(result, positions={"L": constant[..., :1], "beta": constant[..., 1:]}),
+        *(getattr(result.diagnosis, name) for name in ("decision", "reason", "mode", "control_variate", "choice")),
+        None,
+        [],
+        200,
+    )
+    assert diagnosis.r_hat_max > 1.5 and np.isfinite(diagnosis.ess_bulk_min)
+    assert any("on beta[" in problem and "more coordinates" in problem for problem in diagnosis.problems)
+    # chains that accepted nothing: said, and the r̂ advice no longer says "run longer"
+    stuck = dataclasses.replace(result, info={**result.info, "accepted": np.zeros_like(result.info["accepted"])})
+    said = tallmcmc.automatic._diagnose(
+        stuck,
+        *(getattr(result.diagnosis, name) for name in ("decision", "reason", "mode", "control_variate")),
+        result.diagnosis.choice,
+        None,
+        [],
+        200,
+    ).problems
+    assert any("accepted 0% of their proposals" in problem and "will not fix it" in problem for problem in said)

@@ -130,6 +130,21 @@ SETTLED_TOLERANCE = 0.15
 SETTLED_FACTOR_RATIO = 3.0
 #: The diagnosis warns about r̂ above this (Vehtari et al. 2021).
 RHAT_LIMIT = 1.01
+#: The diagnosis reports a problem where the kept steps accepted less than this fraction of their proposals: the
+#: proposal, built on the Laplace approximation at the mode, does not describe the posterior (``docs/sample_tall.md``,
+#: "When the posterior is far from its Laplace approximation").
+LOW_ACCEPTANCE = 0.05
+#: What to do about a posterior far from its Laplace approximation (the diagnosis says it where warm-up measured it).
+FAR_FROM_LAPLACE = (
+    "A posterior far from Gaussian around its mode (a curved ridge, as between a hierarchical scale and non-centred "
+    "group effects, or a likelihood that is not smooth) needs either a parametrisation in which it is closer to "
+    "Gaussian (for groups with many rows each, the centred one) or full-data gradients: NUTS, or "
+    "minibatch_hamiltonian(ε, L, N, minibatch='trajectory') under exact_metropolis() (docs/sample_tall.md, 'When the "
+    "posterior is far from its Laplace approximation')"
+)
+#: A mode search that did not converge and ended more than this many posterior sd (its Newton decrement) from the
+#: mode gives no Laplace approximation: the path takes the random walk, as for a Hessian that is not positive definite.
+MODE_OFF_LIMIT = 1.0
 #: The diagnosis reports a problem where a coordinate's ESS for its sd is below this fraction of its bulk ESS. With
 #: the proxy-HMC move at a quarter period, ESS(sd) ≈ ESS(mean) on a Gaussian posterior (``docs/warmup.md``'s rotation
 #: model); measured 0.73-0.97 (min over coordinates) on the regression examples from N = 2,000 to 10⁶ at 4 × 500 and
@@ -183,6 +198,7 @@ _CAUSES = {
     "tail weight": "the residuals are heavy-tailed",
     "small N": "N is small against the first minibatch",
     "residual cost": "a residual costs more than the plain points it saves",
+    "rejected": "the proposals were almost never accepted",
 }
 
 
@@ -271,7 +287,7 @@ class TestChoice:
         """TunaMH's measured figures, in words."""
         return (
             f"TunaMH measured {self.tuna_points:,.1f} points per step at acceptance "
-            f"{100 * self.tuna_acceptance:.2g}%: ≈ {self.tuna_cost:,.0f} plain points per effective draw"
+            f"{100 * self.tuna_acceptance:.3g}%: ≈ {self.tuna_cost:,.0f} plain points per effective draw"
         )
 
     def describe(self, num_data: int) -> str:
@@ -282,11 +298,11 @@ class TestChoice:
             self.minibatch_points if np.isfinite(self.minibatch_points) else self.minibatch_cost / self.residual_cost
         )
         return (
-            f"in warm-up the minibatch test used {100 * self.use.fraction:.2g}% of N = {num_data:,} per step "
-            f"({spread}, {kurtosis}) and accepted {100 * self.minibatch_acceptance:.2g}%: ≈ {points:,.0f} residuals per "
+            f"in warm-up the minibatch test used {100 * self.use.fraction:.3g}% of N = {num_data:,} per step "
+            f"({spread}, {kurtosis}) and accepted {100 * self.minibatch_acceptance:.3g}%: ≈ {points:,.0f} residuals per "
             f"effective draw at ≈ {self.residual_cost:.3g} plain points each, ≈ {self.minibatch_cost:,.0f} plain "
             f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (N plain points per "
-            f"step, estimated acceptance {100 * self.metropolis_acceptance:.2g}%)"
+            f"step, estimated acceptance {100 * self.metropolis_acceptance:.3g}%)"
         )
 
 
@@ -337,6 +353,8 @@ def choose_test(
     cause = use.cause or "spread"
     if use.fraction <= MOST_OF_THE_DATA and minibatch_points < exact_cost <= minibatch_cost:
         cause = "residual cost"  # fewer points, but not at their price
+    if max(accepted, metropolis) < LOW_ACCEPTANCE:
+        cause = "rejected"  # a sequential test that rejects everything reads all of N: that is not N's fault
     keep = minibatch_cost < exact_cost and use.fraction <= MOST_OF_THE_DATA
     return TestChoice(
         keep,
@@ -427,11 +445,11 @@ class TallDiagnosis:
 
     def __str__(self) -> str:
         lines = [f"decision: {self.decision} — {self.reason}"]
-        setup = ", ".join(f"{name} {passes:.3g}" for name, passes in self.setup_passes.items())
-        lines.append(f"setup passes over N: {sum(self.setup_passes.values()):.3g} ({setup})")
+        setup = ", ".join(f"{name} {_passes(passes)}" for name, passes in self.setup_passes.items())
+        lines.append(f"setup passes over N: {_passes(sum(self.setup_passes.values()))} ({setup})")
         lines.append(
-            f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {self.warmup_passes:.3g} passes, "
-            f"kept draws {self.sampling_passes:.3g} passes"
+            f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {_passes(self.warmup_passes)} "
+            f"passes, kept draws {_passes(self.sampling_passes)} passes"
         )
         if np.isfinite(self.error_bound_median):
             lines.append(
@@ -446,6 +464,11 @@ class TallDiagnosis:
             lines.append(f"warm-up settled: {'yes' if self.warmup_settled else 'NO'}")
         lines.extend(f"problem: {problem}" for problem in self.problems)
         return "\n".join(lines)
+
+
+def _passes(passes: float) -> str:
+    """A count of passes over the data in words: three significant figures, 8,000 rather than 8e+03."""
+    return f"{passes:,.0f}" if abs(passes) >= 1000 else f"{passes:.3g}"
 
 
 def sample_tall(
@@ -625,27 +648,27 @@ def sample_tall(
     if mode is None:
         mode, built = default_setup(model, start, setup if control_variate is None else "exact", say)
         control_variate = built if control_variate is None else control_variate
+    off = float(getattr(mode, "newton_decrement", 0.0)) if not bool(getattr(mode, "converged", True)) else 0.0
     if not bool(getattr(mode, "converged", True)):
-        decrement = getattr(mode, "newton_decrement", float("nan"))
         problems.append(
-            f"the mode search did not converge (Newton decrement {decrement:.3g} posterior sd, max |∇log π| = "
-            f"{mode.gradient_norm:.3g}); the control variate and the Laplace proposal are centred off the mode"
+            f"the mode search did not converge (Newton decrement {off:.3g} posterior sd, max |∇log π| = "
+            f"{mode.gradient_norm:.3g}); "
+            + (
+                "so no Laplace approximation is used: exact Metropolis with an adapted random walk"
+                if off > MODE_OFF_LIMIT
+                else "the control variate and the Laplace proposal are centred off the mode"
+            )
         )
     try:
-        covariance = laplace_covariance(mode)
+        covariance = laplace_covariance(mode) if not off > MODE_OFF_LIMIT else None
     except ValueError:
         covariance = None
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
     options = dict(num_chains=num_chains, progress=progress, **sample_options)
 
-    if covariance is None:
-        decision, choice = "random walk", None
-        reason = (
-            "the Hessian of −log π at the mode is not positive definite, so there is no Laplace approximation to "
-            "build a control variate or a proxy proposal on; exact Metropolis with a random walk whose covariance "
-            "warm-up adapts"
-        )
-        say(f"sample_tall: {reason}", flush=True)
+    def random_walk_run(reason: str) -> SamplingResult:
+        """Exact Metropolis with a random walk whose covariance warm-up adapts, from the mode."""
+        say(f"sample_tall: random walk — {reason}", flush=True)
         result = sample(
             model,
             random_walk(0.1 / math.sqrt(dimension)),
@@ -658,6 +681,21 @@ def sample_tall(
             **options,
         )
         result.setup_data_used.setdefault(mode.name, int(mode.data_used))
+        return result
+
+    if covariance is None:
+        decision, choice = "random walk", None
+        why = (
+            f"the mode search ended {off:.3g} posterior sd from the mode (more than {MODE_OFF_LIMIT:g}: a "
+            "likelihood that is not smooth, e.g. |x − θ| terms, or a flat direction)"
+            if off > MODE_OFF_LIMIT
+            else "the Hessian of −log π at the mode is not positive definite"
+        )
+        reason = (
+            f"{why}, so there is no Laplace approximation to build a control variate or a proxy proposal on; exact "
+            "Metropolis with a random walk whose covariance warm-up adapts"
+        )
+        result = random_walk_run(reason)
         proposal = None
         kept_proposal, kept_test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
     else:
@@ -695,7 +733,9 @@ def sample_tall(
             error = float(np.mean(window["error_bound"]))
             if error > PENALTY_ERROR_LIMIT:  # Δ* too far from normal to trust the penalty: the Barker test smooths it
                 minibatch = minibatch_barker(first_minibatch, control_variate=control_variate)
-                window = {**window, "accepted": 1.0 / (1.0 + np.exp(-np.asarray(window["statistic"], np.float64)))}
+                with np.errstate(over="ignore"):  # Δ* of −1000 and below: acceptance 0, as it should be
+                    barker = 1.0 / (1.0 + np.exp(-np.asarray(window["statistic"], np.float64)))
+                window = {**window, "accepted": barker}
                 minibatch_note = (
                     f"; the minibatch test is the Barker test (its acceptance predicted from the window's Δ*): the "
                     f"penalty test's mean CLT error bound in warm-up was {error:.2g} > {PENALTY_ERROR_LIMIT}"
@@ -710,7 +750,28 @@ def sample_tall(
             residual_cost=residual_cost,
         )
         measured = choice.describe(model.num_data) + minibatch_note
-        if choice.minibatch:
+        if choice.cause == "rejected" and bound is None:
+            # the Laplace approximation does not describe the posterior: its proposals would leave the chains where
+            # they are whatever the test (docs/sample_tall.md, "When the posterior is far from its Laplace
+            # approximation"); the random walk adapts to the posterior instead
+            decision, proposal = "random walk", None
+            reason = (
+                f"warm-up with the Laplace approximation's proxy proposal accepted almost nothing ({measured}), so "
+                "the posterior is far from that approximation; exact Metropolis with a random walk whose covariance "
+                "warm-up adapts"
+            )
+            problems.append(
+                f"warm-up's proxy proposals, built on the Laplace approximation at the mode, were accepted "
+                f"{100 * max(choice.minibatch_acceptance, choice.metropolis_acceptance):.3g}% of the time, so the "
+                f"path fell back to an adapted random walk, exact but slow in d = {dimension}. " + FAR_FROM_LAPLACE
+            )
+            result = random_walk_run(reason)
+            result.setup_data_used.update(warmed.setup_data_used)
+            result.setup_data_used["warm-up with the proxy proposal (rejected)"] = int(
+                np.sum(to_host(warmed.info["data_used"]))
+            )
+            kept_proposal, kept_test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
+        elif choice.minibatch:
             decision, reason = "minibatch", f"the control variate pays: {measured}"
         else:
             reason = (
@@ -722,72 +783,75 @@ def sample_tall(
                 )
             )
             decision = "exact"
-        factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
-        tuned = proposal.tune(to_device(factor, np.float32))
-        pilot = None
-        if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
-            say(
-                f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
-                flush=True,
-            )
-            tuna_test = tuna(chi, bound, control_variate=control_variate)
-            violated = None
-            try:
-                pilot = sample(
+        if decision != "random walk":  # the Laplace approximation fits: tune, measure TunaMH, keep draws
+            factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
+            tuned = proposal.tune(to_device(factor, np.float32))
+            pilot = None
+            if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
+                say(
+                    f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
+                    flush=True,
+                )
+                tuna_test = tuna(chi, bound, control_variate=control_variate)
+                violated = None
+                try:
+                    pilot = sample(
+                        model,
+                        tuned,
+                        tuna_test,
+                        initial_positions=_positions(warmed),
+                        num_samples=min(TUNA_PILOT_STEPS, num_samples),
+                        seed=seed,
+                        check_starts=False,
+                        # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
+                        **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
+                    )
+                except TunaBoundViolation as error:  # the bound failed in the pilot: TunaMH is not exact here; go on
+                    pilot, violated = error.result, error.summary
+                    problems.append(
+                        f"TunaMH was not used: {violated} in its {TUNA_PILOT_STEPS}-step pilot, so the bound does not "
+                        "hold (in float32 at large N, rounding of the residuals can exceed a tight bound: "
+                        "docs/tuna.md, 'Bounds and float32')"
+                    )
+                else:
+                    choice = choice.with_tuna(pilot.info)
+                if violated is None and choice.tuna_cost < (
+                    choice.minibatch_cost if choice.minibatch else choice.exact_cost
+                ):
+                    decision = "tuna"
+                    reason = f"TunaMH on the residuals costs the least per effective draw: {choice.describe_tuna()}; {measured}"
+                else:  # the decision above stands
+                    reason += (
+                        f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
+                    )
+            say(f"sample_tall: {decision} — {reason}", flush=True)
+            if decision == "minibatch" and minibatch is warmup_test:
+                # the warm-up continues exactly: each chain's step and the tail guard's pool
+                result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
+                kept_proposal, kept_test = proposal, minibatch
+            elif decision == "tuna":  # the pilot's draws are the first kept draws
+                more = num_samples - int(pilot.info["accepted"].shape[1])
+                kept = (
+                    pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **options)
+                )
+                result = _joined(warmed, kept)
+                kept_proposal, kept_test = tuned, tuna_test
+            else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
+                kept_test = minibatch if decision == "minibatch" else exact_metropolis()
+                kept = sample(
                     model,
                     tuned,
-                    tuna_test,
+                    kept_test,
                     initial_positions=_positions(warmed),
-                    num_samples=min(TUNA_PILOT_STEPS, num_samples),
+                    num_samples=num_samples,
                     seed=seed,
                     check_starts=False,
-                    # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
-                    **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
+                    **options,
                 )
-            except TunaBoundViolation as error:  # the bound failed in the pilot: TunaMH is not exact here; go on
-                pilot, violated = error.result, error.summary
-                problems.append(
-                    f"TunaMH was not used: {violated} in its {TUNA_PILOT_STEPS}-step pilot, so the bound does not "
-                    "hold (in float32 at large N, rounding of the residuals can exceed a tight bound: "
-                    "docs/tuna.md, 'Bounds and float32')"
-                )
-            else:
-                choice = choice.with_tuna(pilot.info)
-            if violated is None and choice.tuna_cost < (
-                choice.minibatch_cost if choice.minibatch else choice.exact_cost
-            ):
-                decision = "tuna"
-                reason = (
-                    f"TunaMH on the residuals costs the least per effective draw: {choice.describe_tuna()}; {measured}"
-                )
-            else:  # the decision above stands
-                reason += f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
-        say(f"sample_tall: {decision} — {reason}", flush=True)
-        if decision == "minibatch" and minibatch is warmup_test:
-            # the warm-up continues exactly: each chain's step and the tail guard's pool
-            result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
-            kept_proposal, kept_test = proposal, minibatch
-        elif decision == "tuna":  # the pilot's draws are the first kept draws
-            more = num_samples - int(pilot.info["accepted"].shape[1])
-            kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **options)
-            result = _joined(warmed, kept)
-            kept_proposal, kept_test = tuned, tuna_test
-        else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
-            kept_test = minibatch if decision == "minibatch" else exact_metropolis()
-            kept = sample(
-                model,
-                tuned,
-                kept_test,
-                initial_positions=_positions(warmed),
-                num_samples=num_samples,
-                seed=seed,
-                check_starts=False,
-                **options,
-            )
-            result = _joined(warmed, kept)
-            kept_proposal = tuned
-        if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
-            result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
+                result = _joined(warmed, kept)
+                kept_proposal = tuned
+            if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
+                result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
@@ -1072,21 +1136,43 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
     else:
         median = vacuous = float("nan")
     flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    rhat = arviz_bridge.rhat(flat).tolist() if result.num_chains > 1 else []
-    ess = arviz_bridge.ess(flat).tolist()
-    sd_ratios = np.ravel(arviz_bridge.ess(flat, method="sd")) / np.ravel(ess)
+    # a coordinate that never moves in any chain (a Cholesky factor's unit corner) has no r̂ and no ESS of its sd:
+    # left out, so that its NaN cannot hide another coordinate's r̂ (max() of a list starting with NaN is NaN)
+    varies = np.ptp(flat.reshape(-1, flat.shape[-1]), axis=0) > 0
+    names = np.array(_coordinate_names(result.positions))[varies]
+    moving = flat[..., varies]
+    with warnings.catch_warnings():  # ArviZ divides by a chain's zero variance for chains that never moved
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rhat = np.ravel(arviz_bridge.rhat(moving)) if result.num_chains > 1 and moving.size else np.array([])
+        ess = np.ravel(arviz_bridge.ess(moving)) if moving.size else np.array([float(flat.shape[0] * flat.shape[1])])
+        sd_ratios = np.ravel(arviz_bridge.ess(moving, method="sd")) / ess if moving.size else np.array([np.nan])
+    rhat = np.where(np.isnan(rhat), np.inf, rhat)  # a coordinate that moves without an r̂: chains stuck apart
     settled = None if proposal is None else _warmup_settled(result, proposal, num_warmup)
     problems = list(problems)
-    rhat_max = max(rhat) if rhat else float("nan")
-    if rhat and rhat_max > RHAT_LIMIT:
+    acceptance = float(np.mean(info["accepted"]))
+    rhat_max = float(np.max(rhat)) if rhat.size else float("nan")
+    if rhat.size and rhat_max > RHAT_LIMIT:
         problems.append(
-            f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on some coordinate: the chains disagree; run longer (num_samples, "
-            "num_warmup) before trusting the draws"
+            f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on {names[int(np.argmax(rhat))]}"
+            f"{f' and {int(np.sum(rhat > RHAT_LIMIT)) - 1} more coordinates' if np.sum(rhat > RHAT_LIMIT) > 1 else ''}"
+            ": the chains disagree; "
+            + (
+                "run longer (num_samples, num_warmup) before trusting the draws"
+                if acceptance >= LOW_ACCEPTANCE
+                else "do not trust the draws (the acceptance rate says why)"
+            )
+        )
+    if acceptance < LOW_ACCEPTANCE:
+        problems.append(
+            f"the kept steps accepted {100 * acceptance:.3g}% of their proposals: the proposal"
+            + (" (a random walk)" if decision == "random walk" else ", built on the Laplace approximation at the mode,")
+            + " does not fit this posterior, so the chains barely move and a longer run will not fix it. "
+            + FAR_FROM_LAPLACE
         )
     worst = int(np.nanargmin(sd_ratios)) if np.isfinite(sd_ratios).any() else None
     if worst is not None and sd_ratios[worst] < SD_ESS_RATIO_LIMIT:
         problems.append(
-            f"coordinate {worst}'s sd mixed far slower than its mean (ESS of the sd {sd_ratios[worst]:.2f} of the "
+            f"{names[worst]}'s sd mixed far slower than its mean (ESS of the sd {sd_ratios[worst]:.2f} of the "
             f"bulk ESS {ess[worst]:.0f}; about 1 on a Gaussian posterior): the chains rarely reach the posterior's "
             "tails, which are heavier than the Laplace approximation the proposal follows, and stay there long when "
             "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; compare a much longer "
@@ -1117,11 +1203,30 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
         error_bound_median=median,
         vacuous_fraction=vacuous,
         r_hat_max=rhat_max,
-        ess_bulk_min=min(ess),
+        ess_bulk_min=float(np.min(ess)),
         warmup_settled=settled,
         problems=problems,
         ess_sd_ratio_min=float(np.nanmin(sd_ratios)) if worst is not None else float("nan"),
     )
+
+
+def _coordinate_names(positions) -> list[str]:
+    """Names of the flattened coordinates of ``positions`` (leading axes chain, draw), in ``ravel_pytree``'s order.
+
+    ``"tau"``, ``"u[3]"``, ``"L[1, 0]"`` for a dict, ``"theta_1[0]"`` for a tuple (ArviZ's names,
+    :func:`tallmcmc.interop.arviz.named_variables`), ``"coordinate 34"`` for a single array.
+    """
+    leaves = jax.tree_util.tree_flatten_with_path(positions)[0]
+    names = []
+    for path, leaf in leaves:
+        shape = np.shape(leaf)[2:]
+        label = ".".join(str(key.key) if hasattr(key, "key") else f"theta_{getattr(key, 'idx', key)}" for key in path)
+        for index in np.ndindex(*shape) if shape else [()]:
+            if not label:
+                names.append(f"coordinate {len(names)}")
+            else:
+                names.append(label + (f"[{', '.join(map(str, index))}]" if index else ""))
+    return names
 
 
 def _warmup_settled(result: SamplingResult, proposal: Proposal, num_warmup: int) -> bool | None:

@@ -678,6 +678,19 @@ def test_refuses_data_with_nan_naming_the_argument_and_row():
     assert "argument 'X' in 1 row (first: row 3)" in refused(linear, X, Y_SMALL)
 
 
+def test_refuses_pandas_and_lists_of_data_naming_the_argument_and_the_fix():
+    """The audit: a list, a Series or a DataFrame gave a trace error or advice about arguments it did not name."""
+    pandas = pytest.importorskip("pandas")
+    series = refused(linear, X_SMALL, pandas.Series(Y_SMALL))
+    assert "argument 'y' is a pandas Series" in series and "y.to_numpy()" in series
+    frame = refused(linear, pandas.DataFrame(X_SMALL), Y_SMALL)
+    assert "argument 'X' is a pandas DataFrame" in frame and "X[columns].to_numpy(np.float32)" in frame
+    listed = refused(linear, X_SMALL, Y_SMALL.tolist())
+    assert f"argument 'y' is a list of N = {len(Y_SMALL)} numbers" in listed and "np.asarray(y)" in listed
+    short = refused(linear, X_SMALL, Y_SMALL[:-1])
+    assert f"other array arguments (leading length not N, passed whole): y ({len(Y_SMALL) - 1},)" in short
+
+
 def test_refuses_a_subsampling_plate_that_is_not_the_data_plate():
     def groups_subsampled(x, g, y):
         with numpyro.plate("groups", 10, subsample_size=5):

@@ -172,6 +172,7 @@ class _NumPyroModel:
     def __init__(self, model: Callable, args: tuple, kwargs: dict, plate: str | None) -> None:
         self.model = model
         self.signature, arguments = _bind(model, args, kwargs)
+        _refuse_pandas(arguments)
         # NumPy arrays become JAX arrays, as when numpyro.infer.MCMC passes them through jit: the model may
         # index them with traced values (the plate's indices); transferred, not converted by a compiled program
         # (``tallmcmc._device``)
@@ -180,6 +181,7 @@ class _NumPyroModel:
         )
         prototype = self._prototype_trace()
         self.plate, self.num_data = _data_plate(prototype, plate)
+        _refuse_lists_of_data(arguments, self.num_data)
         self.latent_names = _latent_sites(prototype, self.plate)
         self.origin = _unconstrained_origin(prototype, self.latent_names)
         # the sample sites on all N rows (traced abstractly: nothing read), for the check on a subsample of rows
@@ -187,6 +189,7 @@ class _NumPyroModel:
 
         leaves_with_paths, self.treedef = jax.tree_util.tree_flatten_with_path(self.arguments)
         self.leaves = [leaf for _, leaf in leaves_with_paths]
+        self.leaf_names = [_leaf_name(path) for path, _ in leaves_with_paths]
         self.data_slots: dict[int, str] = {}
         for slot, (path, leaf) in enumerate(leaves_with_paths):
             if isinstance(leaf, (np.ndarray, jax.Array)) and np.ndim(leaf) >= 1 and np.shape(leaf)[0] == self.num_data:
@@ -443,11 +446,17 @@ class _NumPyroModel:
                 values = values_at(point, self.data, on_device)
             except Exception as error:
                 data_names = ", ".join(f"{name} {tuple(value.shape)}" for name, value in self.data.items())
+                others = ", ".join(
+                    f"{name} {tuple(np.shape(leaf))}"
+                    for slot, (name, leaf) in enumerate(zip(self.leaf_names, self.leaves, strict=True))
+                    if slot not in self.data_slots and np.ndim(leaf) >= 1
+                )
                 raise ValueError(
                     f"the model could not be evaluated on {self._rows_checked()} and one datum at a time "
                     f"({type(error).__name__}: {error}). The data plate {self.plate!r} has N = {self.num_data}; the "
-                    f"data found (arguments of leading length N): {data_names}. Give every array that holds the "
-                    "data its N rows on the leading axis"
+                    f"data found (arguments of leading length N): {data_names or 'none'}"
+                    + (f"; other array arguments (leading length not N, passed whole): {others}" if others else "")
+                    + ". Give every array that holds the data its N rows on the leading axis"
                 ) from error
             reference, whole, prior, sums, magnitudes, factor = jax.tree_util.tree_map(float, values)
             if not np.isfinite(reference):
@@ -569,6 +578,48 @@ def _bind(model: Callable, args: tuple, kwargs: dict):
             "included, as to numpyro.infer.MCMC.run"
         ) from error
     return signature, dict(bound.arguments)
+
+
+def _refuse_pandas(arguments: dict) -> None:
+    """A pandas Series or DataFrame among the arguments: refused, naming it (NumPyro does not read them either)."""
+    for name, value in _named_arguments(arguments):
+        if type(value).__module__.split(".")[0] == "pandas":
+            fix = (
+                f"{name}[columns].to_numpy(np.float32), the numeric columns the model reads"
+                if hasattr(value, "columns")
+                else f"{name}.to_numpy()"
+            )
+            raise ValueError(
+                f"argument {name!r} is a pandas {type(value).__name__}: pass its values as an array, {fix} "
+                "(from_numpyro reads NumPy and JAX arrays, one datum per row on the leading axis)"
+            )
+
+
+def _refuse_lists_of_data(arguments: dict, num_data: int) -> None:
+    """A list or tuple of N numbers: data the model cannot index as arrays; refused, naming it."""
+    for name, value in _named_arguments(arguments):
+        if isinstance(value, (list, tuple)) and len(value) == num_data and num_data > 1:
+            try:
+                array = np.asarray(value)
+            except ValueError:
+                continue
+            if array.dtype.kind in "biuf":
+                raise ValueError(
+                    f"argument {name!r} is a {type(value).__name__} of N = {num_data} numbers (the data plate's "
+                    f"size): pass it as an array, np.asarray({name}) (from_numpyro finds the data as the array "
+                    "arguments whose leading length is N)"
+                )
+
+
+def _named_arguments(arguments: dict):
+    """(name, value) of the model's arguments, with ``*args`` and ``**kwargs`` entries named by position and key."""
+    for name, value in arguments.items():
+        if name == "args" and isinstance(value, tuple):
+            yield from ((f"args[{index}]", item) for index, item in enumerate(value))
+        elif name == "kwargs" and isinstance(value, dict):
+            yield from value.items()
+        else:
+            yield name, value
 
 
 def _leaf_name(path) -> str:
