@@ -8,8 +8,9 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    (subsample Newton, then two full passes that also give the control
    variate: at most three passes in all), otherwise from
    :func:`tallmcmc.find_mode` (``setup="exact"``); if the Hessian there is not
-   positive definite there is no Laplace approximation, and the path falls
-   back to the exact test with a covariance-adapted random walk.
+   positive definite, or the search ended more than :data:`MODE_OFF_LIMIT`
+   posterior sd from the mode, there is no Laplace approximation, and the path
+   falls back to the exact test with a covariance-adapted random walk.
 2. **The control variate** (second order, per-datum curvature): from the sums
    of the setup's last pass — ``fast_setup``'s second, or ``find_mode``'s
    final pass at the mode (:func:`tallmcmc.control_variate.control_variate_at_mode`,
@@ -55,7 +56,11 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    TunaMH (exact and Metropolis-type, and often fewer residuals per step than
    the minibatch test's first minibatch) runs a short measured pilot, and
    whichever of it and the test chosen above costs less per effective draw
-   is kept.
+   is kept. Where warm-up's proxy proposals were almost never accepted (both
+   acceptances below :data:`LOW_ACCEPTANCE`), the Laplace approximation does
+   not describe the posterior: the path runs the covariance-adapted random
+   walk instead, and warns (``docs/sample_tall.md``, "When the posterior is
+   far from its Laplace approximation").
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
@@ -379,7 +384,8 @@ class TallDiagnosis:
         ``"minibatch"`` (the minibatch test on control-variate residuals),
         ``"exact"`` (exact Metropolis with the proxy proposal), ``"tuna"``
         (TunaMH on the residuals) or ``"random walk"`` (no Laplace
-        approximation: exact Metropolis with a covariance-adapted random walk).
+        approximation, or one whose proposals warm-up measured to be rejected:
+        exact Metropolis with a covariance-adapted random walk).
     reason
         Why, in words, with the numbers.
     mode, control_variate
