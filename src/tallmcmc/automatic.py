@@ -143,9 +143,9 @@ LOW_ACCEPTANCE = 0.05
 FAR_FROM_LAPLACE = (
     "A posterior far from Gaussian around its mode (a curved ridge, as between a hierarchical scale and non-centred "
     "group effects, or a likelihood that is not smooth) needs either a parametrisation in which it is closer to "
-    "Gaussian (for groups with many rows each, the centred one) or full-data gradients: NUTS, or "
-    "minibatch_hamiltonian(ε, L, N, minibatch='trajectory') under exact_metropolis() (docs/sample_tall.md, 'When the "
-    "posterior is far from its Laplace approximation')"
+    "Gaussian (for groups with many rows each, the centred one) or a sampler that adapts to its shape with "
+    "full-data gradients, such as NumPyro's NUTS (docs/sample_tall.md, 'When the posterior is far from its Laplace "
+    "approximation')"
 )
 #: A mode search that did not converge and ended more than this many posterior sd (its Newton decrement) from the
 #: mode gives no Laplace approximation: the path takes the random walk, as for a Hessian that is not positive definite.
