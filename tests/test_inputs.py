@@ -369,3 +369,21 @@ def test_the_start_checks_per_datum_program_is_compiled_once_per_log_likelihood(
         tallmcmc.check_model(model, jnp.float32(0.0))
     tallmcmc.check_model(model.with_temperature(2.0), jnp.float32(0.5))  # another model, the same function
     assert model_module._per_datum_values._cache_size() - before == 1
+
+
+def test_a_non_finite_datum_names_the_data_array_that_holds_it():
+    """The audit: NaN in a covariate reached sample_tall as "datum 4567, value nan", the array unnamed."""
+    from tallmcmc.model import check_model
+
+    covariates = np.ones((50, 2), np.float32)
+    covariates[7, 1] = np.nan
+    data = {"X": covariates, "y": np.zeros(50, np.float32)}
+
+    def log_likelihood(theta, datum):
+        return -0.5 * (datum["y"] - datum["X"] @ theta) ** 2
+
+    model = tallmcmc.Model(log_likelihood, lambda theta: -0.5 * jnp.sum(theta**2), data, position_shape=(2,))
+    with pytest.raises(ValueError, match=r"datum 7, value nan\); that datum's data hold NaN or inf in \['X'\]"):
+        check_model(model, jnp.zeros(2))
+    with pytest.raises(ValueError, match=r"in \['X'\]"):
+        tallmcmc.find_mode(model, jnp.zeros(2))

@@ -458,6 +458,21 @@ def check_position_shape(model: Model, position: Position, name: str = "initial_
         raise ValueError(f"{name} must have the structure and shapes {expected} for this model; got {got_tree}")
 
 
+def non_finite_data_at(data: Data, row: int) -> str:
+    """The data arrays whose row ``row`` holds NaN or inf, by name (``"'X', 'y'"``, ``"the data"``); ``""`` if none.
+
+    Reads that one row of each floating array this process holds; for the
+    messages of :func:`check_model` and ``sample_tall``'s start check.
+    """
+    found = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(data)[0]:
+        if not np.issubdtype(leaf.dtype, np.inexact) or not getattr(leaf, "is_fully_addressable", True):
+            continue
+        if not np.all(np.isfinite(np.asarray(leaf[row]))):
+            found.append(jax.tree_util.keystr(path) if path else "the data")
+    return ", ".join(found)
+
+
 def check_model(
     model: Model, position: Position, name: str = "initial_position", *, evaluate_data=None, datum_shape=None, data=None
 ) -> tuple[float, float]:
@@ -552,9 +567,12 @@ def check_model(
         first_bad, first_value = (bad[0], values[bad[0]]) if bad.size else (0, 0.0)
         total = values.sum()
     if count:
+        held = non_finite_data_at(model.data, int(first_bad)) if evaluate_data is None else ""
         raise ValueError(
             f"log_likelihood is not finite at {name} for {int(count)} of {model.num_data} data points "
-            f"(first: datum {int(first_bad)}, value {first_value}). Fix the data (NaN/inf rows?) or the "
-            "log-likelihood (use log-space formulas such as jax.nn.log_sigmoid / logsumexp)"
+            f"(first: datum {int(first_bad)}, value {first_value})"
+            + (f"; that datum's data hold NaN or inf in {held}. Drop or impute such rows" if held else "")
+            + ". Fix the data (NaN/inf rows?) or the log-likelihood (use log-space formulas such as "
+            "jax.nn.log_sigmoid / logsumexp)"
         )
     return float(log_prior), float(total)
