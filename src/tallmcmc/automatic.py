@@ -56,11 +56,12 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    TunaMH (exact and Metropolis-type, and often fewer residuals per step than
    the minibatch test's first minibatch) runs a short measured pilot, and
    whichever of it and the test chosen above costs less per effective draw
-   is kept. Where warm-up's proxy proposals were almost never accepted (both
-   acceptances below :data:`LOW_ACCEPTANCE`), the Laplace approximation does
-   not describe the posterior: the path runs the covariance-adapted random
-   walk instead, and warns (``docs/sample_tall.md``, "When the posterior is
-   far from its Laplace approximation").
+   is kept. Where that choice still costs more per effective draw than a
+   covariance-adapted random walk would at best (N·d/:data:`RANDOM_WALK_EFFICIENCY`
+   plain points: proposals so often rejected that the Laplace approximation
+   does not describe the posterior), the path runs that random walk instead,
+   and warns (``docs/sample_tall.md``, "When the posterior is far from its
+   Laplace approximation").
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
@@ -139,6 +140,11 @@ RHAT_LIMIT = 1.01
 #: proposal, built on the Laplace approximation at the mode, does not describe the posterior (``docs/sample_tall.md``,
 #: "When the posterior is far from its Laplace approximation").
 LOW_ACCEPTANCE = 0.05
+#: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
+#: optimal scale on a Gaussian target). Where the Laplace approximation's proposal costs more per effective draw than
+#: such a walk would (N·d/0.3 plain points), the path takes the walk (docs/sample_tall.md, "When the posterior is far
+#: from its Laplace approximation").
+RANDOM_WALK_EFFICIENCY = 0.3
 #: What to do about a posterior far from its Laplace approximation (the diagnosis says it where warm-up measured it).
 FAR_FROM_LAPLACE = (
     "A posterior far from Gaussian around its mode (a curved ridge, as between a hierarchical scale and non-centred "
@@ -756,15 +762,17 @@ def sample_tall(
             residual_cost=residual_cost,
         )
         measured = choice.describe(model.num_data) + minibatch_note
-        if choice.cause == "rejected" and bound is None:
-            # the Laplace approximation does not describe the posterior: its proposals would leave the chains where
-            # they are whatever the test (docs/sample_tall.md, "When the posterior is far from its Laplace
-            # approximation"); the random walk adapts to the posterior instead
+        walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
+        if bound is None and (choice.minibatch_cost if choice.minibatch else choice.exact_cost) > walk_cost:
+            # the Laplace approximation does not describe the posterior: its proposals are rejected so often that
+            # even a random walk, which adapts to the posterior, costs less per effective draw (docs/sample_tall.md,
+            # "When the posterior is far from its Laplace approximation")
             decision, proposal = "random walk", None
             reason = (
-                f"warm-up with the Laplace approximation's proxy proposal accepted almost nothing ({measured}), so "
-                "the posterior is far from that approximation; exact Metropolis with a random walk whose covariance "
-                "warm-up adapts"
+                f"warm-up with the Laplace approximation's proxy proposal accepted too little ({measured}), against "
+                f"≈ {walk_cost:,.0f} plain points per effective draw for an adapted random walk (N·d/"
+                f"{RANDOM_WALK_EFFICIENCY:g} at best), so the posterior is far from that approximation; exact "
+                "Metropolis with a random walk whose covariance warm-up adapts"
             )
             problems.append(
                 f"warm-up's proxy proposals, built on the Laplace approximation at the mode, were accepted "
