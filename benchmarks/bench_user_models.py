@@ -1,0 +1,206 @@
+"""Users' own NumPyro models: ``sample_tall`` with its defaults against NumPyro's NUTS on the same data.
+
+The models of the 2026-11-29 audit that say the most about the default path
+(``docs/sample_tall.md``, "When the posterior is far from its Laplace
+approximation"), written as a user would:
+
+* ``poisson``: Poisson regression, log link, 5 features and an exposure offset;
+* ``student``: Student-t regression with unknown degrees of freedom and scale, 4 coefficients;
+* ``lkj``: a bivariate normal with an ``LKJCholesky`` correlation (its Cholesky factor's unit corner never moves:
+  the diagnosis's r̂ once read NaN there and fell silent);
+* ``laplace``: ``dist.Laplace`` observations, a likelihood that is not smooth (the Laplace approximation is the
+  prior's: the chains were frozen before the random-walk fallback);
+* ``centred`` and ``noncentred``: a hierarchical logistic regression, 30 groups of ~1,700 rows, with group effects
+  ``Normal(mu, tau)`` or ``mu + tau * z`` (the non-centred one lies on a curved ridge that no proposal built on the
+  Laplace approximation follows: expected to fail, and to say so).
+
+Per model: ``sample_tall(model, seed=0)`` (4 × 2,000 draws, 200 warm-up, the defaults) and NumPyro NUTS (2 × 1,000
+draws after 1,000 warm-up, sequential), both timed with compilation; then over every coordinate on the constrained
+scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio; the decision, the data per kept step, and the
+warnings ``sample_tall`` gave (their first words).
+
+    python benchmarks/bench_user_models.py                       # all six, N = 50,000 (lkj: 10,000), ~8 min
+    python benchmarks/bench_user_models.py --only laplace noncentred
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import arviz as az
+import jax
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from _timing import cpu_probe_ms
+from numpyro.infer import MCMC, NUTS
+
+import tallmcmc
+
+
+def poisson(n: int, rng):
+    X = rng.normal(size=(n, 5)).astype(np.float32)
+    exposure = rng.uniform(0.5, 3.0, n).astype(np.float32)
+    y = rng.poisson(exposure * np.exp(1.5 + X @ np.array([0.4, -0.3, 0.2, 0.1, -0.2]))).astype(np.float32)
+
+    def model(X, exposure, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([5]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Poisson(jax.numpy.exp(a + X @ beta + jax.numpy.log(exposure))), obs=y)
+
+    return model, (X, exposure), {"y": y}
+
+
+def student(n: int, rng):
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = (X @ np.array([1.0, -0.5, 0.3, 0.0]) + 0.7 * rng.standard_t(3, n)).astype(np.float32)
+
+    def model(X, y=None):
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([4]).to_event(1))
+        nu = numpyro.sample("nu", dist.Gamma(2.0, 0.1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.StudentT(nu, X @ beta, sigma), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def lkj(n: int, rng):
+    n = min(n, 10_000)
+    covariance = np.array([[1.5**2, 0.6 * 1.5 * 0.5], [0.6 * 1.5 * 0.5, 0.5**2]])
+    Y = rng.multivariate_normal([1.0, -1.0], covariance, n).astype(np.float32)
+
+    def model(Y):
+        L = numpyro.sample("L", dist.LKJCholesky(2, 2.0))
+        mu = numpyro.sample("mu", dist.Normal(0, 5).expand([2]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(3.0).expand([2]).to_event(1))
+        with numpyro.plate("data", Y.shape[0]):
+            numpyro.sample("Y", dist.MultivariateNormal(mu, scale_tril=sigma[:, None] * L), obs=Y)
+
+    return model, (Y,), {}
+
+
+def laplace(n: int, rng):
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (0.5 + X @ np.array([1.0, -0.5, 0.3]) + rng.laplace(scale=0.6, size=n)).astype(np.float32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([3]).to_event(1))
+        b = numpyro.sample("b", dist.HalfNormal(2.0))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Laplace(a + X @ beta, b), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def hierarchical(n: int, rng, centred: bool, groups: int = 30):
+    group = rng.integers(0, groups, n).astype(np.int32)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    effects = rng.normal(0, 0.8, groups) - 0.5
+    y = (rng.random(n) < 1 / (1 + np.exp(-(effects[group] + X @ np.array([0.7, -0.4, 0.2]))))).astype(np.int32)
+
+    def model(X, group, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0, 2))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([3]).to_event(1))
+        with numpyro.plate("groups", groups):
+            if centred:
+                a = numpyro.sample("a", dist.Normal(mu, tau))
+            else:
+                a = mu + tau * numpyro.sample("z", dist.Normal(0, 1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=a[group] + X @ beta), obs=y)
+
+    return model, (X, group), {"y": y}
+
+
+MODELS = {
+    "poisson": poisson,
+    "student": student,
+    "lkj": lkj,
+    "laplace": laplace,
+    "centred": lambda n, rng: hierarchical(n, rng, centred=True),
+    "noncentred": lambda n, rng: hierarchical(n, rng, centred=False),
+}
+
+
+def coordinates(draws: dict) -> dict[str, np.ndarray]:
+    """(chain, draw) arrays by coordinate name, e.g. ``beta[1]``."""
+    out = {}
+    for name, value in draws.items():
+        value = np.asarray(value, np.float64)
+        for index in np.ndindex(*value.shape[2:]):
+            out[name + (str(list(index)) if index else "")] = value[(slice(None), slice(None), *index)]
+    return out
+
+
+def _scalar(value) -> float:
+    """ArviZ's one-variable answer as a float (a 0-d array, or a one-element one, by version)."""
+    return float(np.ravel(np.asarray(value))[0])
+
+
+def compare(ours: dict, theirs: dict) -> tuple[float, float, float, float, str]:
+    """max |z| of the means, the sd ratios' range, the smallest bulk ESS of ours, and the worst coordinate."""
+    worst, rows = "", []
+    for name, x in coordinates(ours).items():
+        if name not in (reference := coordinates(theirs)) or x.std() == 0:
+            continue
+        y = reference[name]
+        z = (x.mean() - y.mean()) / np.hypot(_scalar(az.mcse(x)), _scalar(az.mcse(y)))
+        rows.append((abs(z), x.std() / y.std(), _scalar(az.ess(x)), name))
+    worst = max(rows)[3]
+    return max(r[0] for r in rows), min(r[1] for r in rows), max(r[1] for r in rows), min(r[2] for r in rows), worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=tuple(MODELS), default=list(MODELS))
+    parser.add_argument("--num-data", type=int, default=50_000)
+    args = parser.parse_args()
+    print(
+        "| model | N | decision | data per kept step | max \\|z\\| (worst) | sd ratio | bulk ESS min | "
+        "sample_tall s | NUTS s | sample_tall's warnings |\n|---|---:|---|---:|---|---|---:|---:|---:|---|",
+        flush=True,
+    )
+    for name in args.only:
+        model_fn, positional, keywords = MODELS[name](args.num_data, np.random.default_rng(5))
+        model = tallmcmc.from_numpyro(model_fn, *positional, **keywords)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            began = time.perf_counter()
+            result = tallmcmc.sample_tall(model, seed=0, progress=False)
+            ours_seconds = time.perf_counter() - began
+        said = "; ".join(
+            " ".join(str(warning.message).split()[:7]) + " …"
+            for warning in caught
+            if "sample_tall" in str(warning.message)
+        )
+        began = time.perf_counter()
+        mcmc = MCMC(
+            NUTS(model_fn),
+            num_warmup=1000,
+            num_samples=1000,
+            num_chains=2,
+            chain_method="sequential",
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.key(1), *positional, **keywords)
+        nuts_seconds = time.perf_counter() - began
+        theirs = {key: value for key, value in mcmc.get_samples(group_by_chain=True).items() if key in result.positions}
+        z, low, high, ess, worst = compare(result.positions, theirs)
+        diagnosis = result.diagnosis
+        print(
+            f"| {name} | {model.num_data:,} | {diagnosis.decision} | {100 * diagnosis.data_fraction:.3g}% | "
+            f"{z:.2f} ({worst}) | {low:.3f}–{high:.3f} | {ess:,.0f} | {ours_seconds:.1f} | {nuts_seconds:.1f} | "
+            f"{said or 'none'} |",
+            flush=True,
+        )
+    print(f"\nCPU probe {cpu_probe_ms():.1f} ms; JAX {jax.__version__}")
+
+
+if __name__ == "__main__":
+    main()
