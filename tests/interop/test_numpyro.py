@@ -678,6 +678,31 @@ def test_refuses_data_with_nan_naming_the_argument_and_row():
     assert "argument 'X' in 1 row (first: row 3)" in refused(linear, X, Y_SMALL)
 
 
+def test_deterministic_sites_outside_the_data_plate_are_reported_with_the_draws():
+    """As NumPyro's MCMC reports them (the audit: they were dropped); one per datum, or one that reads the data
+    outside the plate (its value would be the first datum's), is not, the second with a warning."""
+    groups, g = 5, np.arange(40) % 5
+    y = np.linspace(-1.0, 1.0, 40)
+
+    def noncentred(g, y):
+        mu = numpyro.sample("mu", dist.Normal(0, 1))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        with numpyro.plate("groups", groups):
+            z = numpyro.sample("z", dist.Normal(0, 1))
+        effect = numpyro.deterministic("effect", mu + tau * z)
+        numpyro.deterministic("ybar", y.mean())
+        with numpyro.plate("data", g.shape[0]):
+            numpyro.deterministic("mean", effect[g])
+            numpyro.sample("y", dist.Normal(effect[g], 1.0), obs=y)
+
+    with pytest.warns(UserWarning, match="deterministic site 'ybar' depends on the datum"):
+        model = tallmcmc.from_numpyro(noncentred, g, y)
+    position = {"mu": jnp.array(0.3), "tau": jnp.array(-0.5), "z": jnp.linspace(-1.0, 1.0, groups)}
+    constrained = model.constrain(position)
+    assert set(constrained) == {"mu", "tau", "z", "effect"}
+    np.testing.assert_allclose(constrained["effect"], 0.3 + np.exp(-0.5) * np.linspace(-1.0, 1.0, groups), atol=1e-6)
+
+
 def test_refuses_pandas_and_lists_of_data_naming_the_argument_and_the_fix():
     """The audit: a list, a Series or a DataFrame gave a trace error or advice about arguments it did not name."""
     pandas = pytest.importorskip("pandas")

@@ -124,9 +124,10 @@ def from_numpyro(
         reached through the plate's indices; ``position_shape``: the position
         at the unconstrained origin, a dict from latent site name to zeros
         (a valid start: ``model.position_shape``); ``constrain``: maps a
-        position to a dict from latent site name to its constrained value, so
-        that :func:`tallmcmc.sample` reports the draws by site on the model's
-        own scale.
+        position to a dict from latent site name to its constrained value,
+        and from each deterministic site outside the data plate to its value,
+        so that :func:`tallmcmc.sample` reports the draws by site on the
+        model's own scale.
 
     Raises
     ------
@@ -154,6 +155,7 @@ def from_numpyro(
         kwargs = {**kwargs, **model_kwargs}
     built = _NumPyroModel(model, args, kwargs, plate)
     built.check_decomposition()
+    built.check_deterministic_sites()
     # jit: a model traced op by op (check_model's first evaluation, a user's call) would dispatch
     # every NumPyro operation on its own; under an outer jit these inline
     return Model(
@@ -183,6 +185,13 @@ class _NumPyroModel:
         self.plate, self.num_data = _data_plate(prototype, plate)
         _refuse_lists_of_data(arguments, self.num_data)
         self.latent_names = _latent_sites(prototype, self.plate)
+        # reported with the draws, as NumPyro's MCMC does, where they do not depend on the datum (checked below)
+        self.deterministic_names = [
+            name
+            for name, site in prototype.items()
+            if site["type"] == "deterministic"
+            and not any(frame.name == self.plate for frame in site["cond_indep_stack"])
+        ]
         self.origin = _unconstrained_origin(prototype, self.latent_names)
         # the sample sites on all N rows (traced abstractly: nothing read), for the check on a subsample of rows
         self.full_data_sites = frozenset(name for name, site in prototype.items() if site["type"] == "sample")
@@ -343,9 +352,32 @@ class _NumPyroModel:
         return sum(self.prior_terms(position).values(), jnp.zeros(()))
 
     def constrain(self, position: dict) -> dict[str, jax.Array]:
-        """The latent sites' values on their supports, by site name."""
+        """The latent sites' values on their supports and the deterministic sites outside the data plate, by name."""
         trace, _ = self._datum_run(position, self.first_datum)
-        return {name: trace[name]["value"] for name in self.latent_names}
+        return {name: trace[name]["value"] for name in self.latent_names + self.deterministic_names}
+
+    def check_deterministic_sites(self) -> None:
+        """Drop, with a warning, a deterministic site outside the data plate whose value depends on the datum.
+
+        ``constrain`` runs the model on the first datum; a site that reads the
+        data outside the plate (``y.mean()``) would report that datum's value.
+        Compared at the unconstrained origin between the first and the last datum.
+        """
+        if not self.deterministic_names:
+            return
+        last = {name: value[-1] for name, value in self.data.items()}
+        first_run, last_run = (self._datum_run(self.origin, datum)[0] for datum in (self.first_datum, last))
+        for name in list(self.deterministic_names):
+            first, other = np.asarray(first_run[name]["value"]), np.asarray(last_run[name]["value"])
+            if first.shape != other.shape or not np.allclose(first, other, rtol=1e-5, atol=1e-6, equal_nan=True):
+                self.deterministic_names.remove(name)
+                warnings.warn(
+                    f"from_numpyro: deterministic site {name!r} depends on the datum the model runs on (it reads the "
+                    f"data outside the data plate {self.plate!r}), so it is not reported with the draws; compute it "
+                    "from the draws and the data",
+                    UserWarning,
+                    stacklevel=3,
+                )
 
     # -- the check ---------------------------------------------------------------------
 
