@@ -1,5 +1,7 @@
 """Taylor control variates: exact bookkeeping, decisions at the Barker rate, and clear refusals."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -456,3 +458,25 @@ def test_the_control_variate_from_find_modes_last_pass_equals_one_from_a_pass_of
     np.testing.assert_allclose(
         reused.proxy_log_ratio(position, proposed), own.proxy_log_ratio(position, proposed), rtol=1e-4, atol=1e-4
     )
+
+
+def test_at_a_mode_the_prior_outweighs_no_curvature_warning_and_at_a_saddle_one():
+    """At a true mode H̄ may curve upwards where the prior outweighs it (a hierarchical scale against its group
+    effects); ``control_variate_at_mode`` warned "center is probably not near a mode … use find_mode" inside
+    ``sample_tall``, which had just used find_mode. Here ℓᵢ(θ) = 0.75θ² − (xᵢ − θ)²/2, so H̄ = +50 at N = 100, under
+    a N(0, 0.1²) prior: the posterior's Hessian 50 is positive definite."""
+    from tallmcmc.control_variate import control_variate_at_mode
+
+    data = np.linspace(-1.0, 1.0, 100).astype(np.float32)
+
+    def log_likelihood(theta, datum):
+        return 0.75 * theta[0] ** 2 - 0.5 * (datum - theta[0]) ** 2
+
+    model = tallmcmc.Model(log_likelihood, lambda theta: -50.0 * jnp.sum(theta**2), data, position_shape=(1,))
+    mode = tallmcmc.find_mode(model, jnp.array([0.3]))
+    assert mode.converged and float(np.asarray(mode.likelihood_sums[1])[0, 0]) > 49
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        control_variate_at_mode(model, mode)
+    with pytest.warns(RuntimeWarning, match="not negative semi-definite"):  # a saddle: no such excuse
+        control_variate_at_mode(model, mode._replace(hessian=-np.eye(1)))

@@ -466,6 +466,11 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
     gradient_sum, hessian_sum = mode.likelihood_sums  # symmetric already (find_mode symmetrises its sums)
     flat_center, _ = ravel_pytree(mode.position)
     largest, scale = _extent(hessian_sum)
+    try:  # at a mode whose posterior Hessian is positive definite, H̄ may have positive curvature the prior outweighs
+        np.linalg.cholesky(np.asarray(mode.hessian, np.float64))
+        largest = min(largest, 0.0)  # (a hierarchical scale against its group effects): no warning, nothing wrong
+    except (np.linalg.LinAlgError, TypeError, ValueError):
+        pass
     return _assembled(
         model,
         mode.position,
