@@ -461,8 +461,9 @@ def check_position_shape(model: Model, position: Position, name: str = "initial_
 def non_finite_data_at(data: Data, row: int) -> str:
     """The data arrays whose row ``row`` holds NaN or inf, by name (``"'X', 'y'"``, ``"the data"``); ``""`` if none.
 
-    Reads that one row of each floating array this process holds; for the
-    messages of :func:`check_model` and ``sample_tall``'s start check.
+    Reads that one row of each floating array this process holds; for
+    :func:`check_model`'s message about a datum whose log-likelihood is not
+    finite.
     """
     found = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(data)[0]:
