@@ -145,15 +145,15 @@ def _scalar(value) -> float:
 
 def compare(ours: dict, theirs: dict) -> tuple[float, float, float, float, str]:
     """max |z| of the means, the sd ratios' range, the smallest bulk ESS of ours, and the worst coordinate."""
-    worst, rows = "", []
+    reference, rows = coordinates(theirs), []
     for name, x in coordinates(ours).items():
-        if name not in (reference := coordinates(theirs)) or x.std() == 0:
+        if name not in reference or x.std() == 0:
             continue
         y = reference[name]
         z = (x.mean() - y.mean()) / np.hypot(_scalar(az.mcse(x)), _scalar(az.mcse(y)))
         rows.append((abs(z), x.std() / y.std(), _scalar(az.ess(x)), name))
-    worst = max(rows)[3]
-    return max(r[0] for r in rows), min(r[1] for r in rows), max(r[1] for r in rows), min(r[2] for r in rows), worst
+    worst = max(rows)
+    return worst[0], min(r[1] for r in rows), max(r[1] for r in rows), min(r[2] for r in rows), worst[3]
 
 
 def main() -> None:

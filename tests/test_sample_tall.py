@@ -690,23 +690,17 @@ def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression
     draws = np.asarray(jax.vmap(jax.vmap(lambda position: ravel_pytree(position)[0]))(result.positions))
     apart = draws + np.arange(4)[:, None, None] * 10 * draws.std(axis=(0, 1))  # chains far apart on every coordinate
     constant = np.concatenate([np.ones(draws.shape[:2] + (1,)), apart], axis=-1)  # a constant coordinate first
-    diagnosis = tallmcmc.automatic._diagnose(
-        dataclasses.replace(result, positions={"L": constant[..., :1], "beta": constant[..., 1:]}),
-        *(getattr(result.diagnosis, name) for name in ("decision", "reason", "mode", "control_variate", "choice")),
-        None,
-        [],
-        200,
-    )
+
+    def diagnose(**changed):  # the run's diagnosis again, of the same run with these fields changed
+        made = result.diagnosis
+        replaced = dataclasses.replace(result, **changed)
+        return tallmcmc.automatic._diagnose(
+            replaced, made.decision, made.reason, made.mode, made.control_variate, made.choice, None, [], 200
+        )
+
+    diagnosis = diagnose(positions={"L": constant[..., :1], "beta": constant[..., 1:]})
     assert diagnosis.r_hat_max > 1.5 and np.isfinite(diagnosis.ess_bulk_min)
     assert any("on beta[" in problem and "more coordinates" in problem for problem in diagnosis.problems)
     # chains that accepted nothing: said, and the r̂ advice no longer says "run longer"
-    stuck = dataclasses.replace(result, info={**result.info, "accepted": np.zeros_like(result.info["accepted"])})
-    said = tallmcmc.automatic._diagnose(
-        stuck,
-        *(getattr(result.diagnosis, name) for name in ("decision", "reason", "mode", "control_variate")),
-        result.diagnosis.choice,
-        None,
-        [],
-        200,
-    ).problems
+    said = diagnose(info={**result.info, "accepted": np.zeros_like(result.info["accepted"])}).problems
     assert any("accepted 0% of their proposals" in problem and "will not fix it" in problem for problem in said)

@@ -138,7 +138,8 @@ SETTLED_FACTOR_RATIO = 3.0
 RHAT_LIMIT = 1.01
 #: The diagnosis reports a problem where the kept steps accepted less than this fraction of their proposals: the
 #: proposal, built on the Laplace approximation at the mode, does not describe the posterior (``docs/sample_tall.md``,
-#: "When the posterior is far from its Laplace approximation").
+#: "When the posterior is far from its Laplace approximation"); a test choice whose warm-up accepted less under
+#: either test gives that as its cause (``"rejected"``).
 LOW_ACCEPTANCE = 0.05
 #: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
 #: optimal scale on a Gaussian target). Where the Laplace approximation's proposal costs more per effective draw than
@@ -672,7 +673,7 @@ def sample_tall(
             )
         )
     try:
-        covariance = laplace_covariance(mode) if not off > MODE_OFF_LIMIT else None
+        covariance = laplace_covariance(mode) if not off > MODE_OFF_LIMIT else None  # NaN: not known to be off
     except ValueError:
         covariance = None
     dimension = int(ravel_pytree(mode.position)[0].shape[0])

@@ -467,10 +467,10 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
     flat_center, _ = ravel_pytree(mode.position)
     largest, scale = _extent(hessian_sum)
     try:  # at a mode whose posterior Hessian is positive definite, H̄ may have positive curvature the prior outweighs
-        np.linalg.cholesky(np.asarray(mode.hessian, np.float64))
-        largest = min(largest, 0.0)  # (a hierarchical scale against its group effects): no warning, nothing wrong
+        np.linalg.cholesky(np.asarray(mode.hessian, np.float64))  # (a hierarchical scale against its group effects)
+        at_a_mode = True
     except (np.linalg.LinAlgError, TypeError, ValueError):
-        pass
+        at_a_mode = False
     return _assembled(
         model,
         mode.position,
@@ -482,6 +482,7 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
         scale,
         0,
         hessian_sum=hessian_sum,
+        warn_curvature=not at_a_mode,
     )
 
 
@@ -501,13 +502,15 @@ def _assembled(
     largest: float,
     scale: float,
     data_used: int,
+    warn_curvature: bool = True,
     **curvature_parts: np.ndarray | None,
 ) -> ControlVariate:
-    """The :class:`ControlVariate` of the sums, after refusing non-finite ones and warning where H̄ is not ≤ 0."""
+    """The :class:`ControlVariate` of the sums, after refusing non-finite ones and warning where H̄ is not ≤ 0
+    (unless ``warn_curvature`` is false: a verified mode, where the prior may outweigh H̄'s upward curvature)."""
     parts = [part for part in curvature_parts.values() if part is not None]
     if not np.all(np.isfinite(gradient_sum)) or not all(np.all(np.isfinite(part)) for part in parts):
         raise ValueError("the gradient or Hessian sum at center is not finite; pick a center inside the support")
-    if order == 2 and largest > 1e-6 * max(1.0, scale):
+    if warn_curvature and order == 2 and largest > 1e-6 * max(1.0, scale):
         warnings.warn(
             f"hessian_sum, the summed log-likelihood Hessian at center, is not negative semi-definite (largest "
             f"eigenvalue or diagonal entry {largest:.3g}): center is probably not near a mode, the residuals may be "
