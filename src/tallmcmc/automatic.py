@@ -81,7 +81,7 @@ import functools
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -677,27 +677,13 @@ def sample_tall(
     except ValueError:
         covariance = None
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
-    options = dict(num_chains=num_chains, progress=progress, **sample_options)
-
-    def random_walk_run(reason: str) -> SamplingResult:
-        """Exact Metropolis with a random walk whose covariance warm-up adapts, from the mode."""
-        say(f"sample_tall: random walk — {reason}", flush=True)
-        result = sample(
-            model,
-            random_walk(0.1 / math.sqrt(dimension)),
-            exact_metropolis(),
-            initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, num_chains, seed),
-            num_samples=num_samples,
-            num_warmup=max(num_warmup, 200),
-            adapt_covariance=True,
-            seed=seed,
-            **options,
-        )
-        result.setup_data_used.setdefault(mode.name, int(mode.data_used))
-        return result
+    run = _RunShape(
+        num_samples, num_warmup, seed, dict(num_chains=num_chains, progress=progress, **sample_options), say
+    )
+    walk = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()  # the random-walk path's proposal and test
 
     if covariance is None:
-        decision, choice = "random walk", None
+        decision, choice, proposal = "random walk", None, None
         why = (
             f"the mode search ended {off:.3g} posterior sd from the mode (more than {MODE_OFF_LIMIT:g}: a "
             "likelihood that is not smooth, e.g. |x − θ| terms, or a flat direction)"
@@ -708,61 +694,22 @@ def sample_tall(
             f"{why}, so there is no Laplace approximation to build a control variate or a proxy proposal on; exact "
             "Metropolis with a random walk whose covariance warm-up adapts"
         )
-        result = random_walk_run(reason)
-        proposal = None
-        kept_proposal, kept_test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
+        result = _random_walk_run(model, mode, dimension, reason, run)
+        kept_proposal, kept_test = walk
     else:
         if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:
             control_variate = control_variate_at_mode(model, mode)  # find_mode's last pass summed what it needs
         elif control_variate is None:
             say("sample_tall: building the control variate (one pass) ...", flush=True)
             control_variate = taylor_control_variate(model, mode.position)
-        proposal, warmup_test, starts = _warmup_pieces(
-            control_variate, covariance, mode.position, batch_size, minibatch_test, num_chains, seed
-        )
-        first_minibatch = min(batch_size, model.num_data)
         if callable(bound):
             bound = _bound_for(bound, control_variate)
-        checked = _check_starts(model, starts, seed)  # None: too few rows to subsample, sample's full check runs
-        say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
-        warmed = warmup(
-            model,
-            proposal,
-            warmup_test,
-            initial_positions=starts,
-            num_warmup=num_warmup,
-            seed=seed,
-            check_starts=checked is None,
-            **{k: v for k, v in options.items() if k not in ("num_chunks", "checkpoint", "checkpoint_every")},
+        warmed, proposal, warmup_test = _warmed_up(
+            model, mode, covariance, control_variate, batch_size, minibatch_test, run
         )
-        if checked is not None:
-            warmed = dataclasses.replace(
-                warmed, setup_data_used={"start check (subsample)": checked, **warmed.setup_data_used}
-            )
-        pool = warmed.states.cache
-        window = _window(warmed)
-        minibatch, minibatch_note = warmup_test, ""
-        if minibatch_test == "auto":
-            error = float(np.mean(window["error_bound"]))
-            if error > PENALTY_ERROR_LIMIT:  # Δ* too far from normal to trust the penalty: the Barker test smooths it
-                minibatch = minibatch_barker(first_minibatch, control_variate=control_variate)
-                with np.errstate(over="ignore"):  # Δ* of −1000 and below: acceptance 0, as it should be
-                    barker = 1.0 / (1.0 + np.exp(-np.asarray(window["statistic"], np.float64)))
-                window = {**window, "accepted": barker}
-                minibatch_note = (
-                    f"; the minibatch test is the Barker test (its acceptance predicted from the window's Δ*): the "
-                    f"penalty test's mean CLT error bound in warm-up was {error:.2g} > {PENALTY_ERROR_LIMIT}"
-                )
-            else:
-                minibatch_note = f"; the minibatch test is the penalty test (mean CLT error bound {error:.2g})"
-        choice = choose_test(
-            window,
-            model.num_data,
-            to_host(pool) if hasattr(pool, "fourth") else None,
-            control_variate,
-            residual_cost=residual_cost,
+        choice, minibatch, measured = _measured_choice(
+            model, warmed, warmup_test, control_variate, minibatch_test, batch_size, residual_cost
         )
-        measured = choice.describe(model.num_data) + minibatch_note
         walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
         if bound is None and (choice.minibatch_cost if choice.minibatch else choice.exact_cost) > walk_cost:
             # the Laplace approximation does not describe the posterior: its proposals are rejected so often that
@@ -780,49 +727,33 @@ def sample_tall(
                 f"{100 * max(choice.minibatch_acceptance, choice.metropolis_acceptance):.3g}% of the time, so the "
                 f"path fell back to an adapted random walk, exact but slow in d = {dimension}. " + FAR_FROM_LAPLACE
             )
-            result = random_walk_run(reason)
+            result = _random_walk_run(model, mode, dimension, reason, run)
             result.setup_data_used.update(warmed.setup_data_used)
             result.setup_data_used["warm-up with the proxy proposal (rejected)"] = int(
                 np.sum(to_host(warmed.info["data_used"]))
             )
-            kept_proposal, kept_test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
-        elif choice.minibatch:
-            decision, reason = "minibatch", f"the control variate pays: {measured}"
-        else:
-            reason = (
-                f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact Metropolis test runs"
-                + (
-                    ", at less cost per effective draw"
-                    if choice.cause == "residual cost"
-                    else " rather than spending most of N per step under a minibatch name"
+            kept_proposal, kept_test = walk
+        else:  # the Laplace approximation fits: tune, measure TunaMH, keep draws
+            if choice.minibatch:
+                decision, reason = "minibatch", f"the control variate pays: {measured}"
+            else:
+                reason = (
+                    f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact Metropolis "
+                    "test runs"
+                    + (
+                        ", at less cost per effective draw"
+                        if choice.cause == "residual cost"
+                        else " rather than spending most of N per step under a minibatch name"
+                    )
                 )
-            )
-            decision = "exact"
-        if decision != "random walk":  # the Laplace approximation fits: tune, measure TunaMH, keep draws
+                decision = "exact"
             factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
             tuned = proposal.tune(to_device(factor, np.float32))
-            pilot = None
+            pilot = tuna_test = None
             if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
-                say(
-                    f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, num_samples)} steps) ...",
-                    flush=True,
-                )
                 tuna_test = tuna(chi, bound, control_variate=control_variate)
-                violated = None
-                try:
-                    pilot = sample(
-                        model,
-                        tuned,
-                        tuna_test,
-                        initial_positions=_positions(warmed),
-                        num_samples=min(TUNA_PILOT_STEPS, num_samples),
-                        seed=seed,
-                        check_starts=False,
-                        # not checkpointed: a pilot kept is extended by the run that writes the checkpoint
-                        **{k: v for k, v in options.items() if k not in ("checkpoint", "checkpoint_every")},
-                    )
-                except TunaBoundViolation as error:  # the bound failed in the pilot: TunaMH is not exact here; go on
-                    pilot, violated = error.result, error.summary
+                pilot, violated = _tuna_pilot(model, tuned, tuna_test, warmed, run)
+                if violated is not None:
                     problems.append(
                         f"TunaMH was not used: {violated} in its {TUNA_PILOT_STEPS}-step pilot, so the bound does not "
                         "hold (in float32 at large N, rounding of the residuals can exceed a tight bound: "
@@ -840,33 +771,9 @@ def sample_tall(
                         f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
                     )
             say(f"sample_tall: {decision} — {reason}", flush=True)
-            if decision == "minibatch" and minibatch is warmup_test:
-                # the warm-up continues exactly: each chain's step and the tail guard's pool
-                result = sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=seed, **options)
-                kept_proposal, kept_test = proposal, minibatch
-            elif decision == "tuna":  # the pilot's draws are the first kept draws
-                more = num_samples - int(pilot.info["accepted"].shape[1])
-                kept = (
-                    pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **options)
-                )
-                result = _joined(warmed, kept)
-                kept_proposal, kept_test = tuned, tuna_test
-            else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
-                kept_test = minibatch if decision == "minibatch" else exact_metropolis()
-                kept = sample(
-                    model,
-                    tuned,
-                    kept_test,
-                    initial_positions=_positions(warmed),
-                    num_samples=num_samples,
-                    seed=seed,
-                    check_starts=False,
-                    **options,
-                )
-                result = _joined(warmed, kept)
-                kept_proposal = tuned
-            if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
-                result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
+            result, kept_proposal, kept_test = _kept_run(
+                model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, run
+            )
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
@@ -875,6 +782,171 @@ def sample_tall(
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
+
+
+class _RunShape(NamedTuple):
+    """What every run of :func:`sample_tall`'s path shares: kept draws and warm-up steps per chain, the seed,
+    :func:`tallmcmc.sample`'s options (``num_chains``, ``progress`` and the user's) and the progress printer."""
+
+    num_samples: int
+    num_warmup: int
+    seed: int
+    options: dict[str, Any]
+    say: Callable[..., None]
+
+
+def _random_walk_run(model: Model, mode, dimension: int, reason: str, run: _RunShape) -> SamplingResult:
+    """Exact Metropolis with a random walk whose covariance warm-up adapts, from the mode (its search counted)."""
+    run.say(f"sample_tall: random walk — {reason}", flush=True)
+    result = sample(
+        model,
+        random_walk(0.1 / math.sqrt(dimension)),
+        exact_metropolis(),
+        initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, run.options["num_chains"], run.seed),
+        num_samples=run.num_samples,
+        num_warmup=max(run.num_warmup, 200),
+        adapt_covariance=True,
+        seed=run.seed,
+        **run.options,
+    )
+    result.setup_data_used.setdefault(mode.name, int(mode.data_used))
+    return result
+
+
+def _warmed_up(
+    model: Model,
+    mode,
+    covariance: np.ndarray,
+    control_variate: ControlVariate,
+    batch_size: int,
+    minibatch_test: str,
+    run: _RunShape,
+) -> tuple[WarmupResult, Proposal, Any]:
+    """The warm-up: proxy HMC on the Laplace approximation under the minibatch test, from starts checked on a
+    subsample (counted as ``"start check (subsample)"``); the warmed chains, the proposal and the test."""
+    proposal, warmup_test, starts = _warmup_pieces(
+        control_variate, covariance, mode.position, batch_size, minibatch_test, run.options["num_chains"], run.seed
+    )
+    checked = _check_starts(model, starts, run.seed)  # None: too few rows to subsample, sample's full check runs
+    run.say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
+    warmed = warmup(
+        model,
+        proposal,
+        warmup_test,
+        initial_positions=starts,
+        num_warmup=run.num_warmup,
+        seed=run.seed,
+        check_starts=checked is None,
+        **{k: v for k, v in run.options.items() if k not in ("num_chunks", "checkpoint", "checkpoint_every")},
+    )
+    if checked is not None:
+        warmed = dataclasses.replace(
+            warmed, setup_data_used={"start check (subsample)": checked, **warmed.setup_data_used}
+        )
+    return warmed, proposal, warmup_test
+
+
+def _measured_choice(
+    model: Model,
+    warmed: WarmupResult,
+    warmup_test,
+    control_variate: ControlVariate,
+    minibatch_test: str,
+    batch_size: int,
+    residual_cost: float | None,
+) -> tuple[TestChoice, Any, str]:
+    """What the warm-up's measurement window says: the test choice, the minibatch test the kept draws would run
+    (under ``"auto"``, the Barker test where the penalty test's CLT error bound was above
+    :data:`PENALTY_ERROR_LIMIT`), and the measurement in words."""
+    pool = warmed.states.cache
+    window = _window(warmed)
+    minibatch, note = warmup_test, ""
+    if minibatch_test == "auto":
+        error = float(np.mean(window["error_bound"]))
+        if error > PENALTY_ERROR_LIMIT:  # Δ* too far from normal to trust the penalty: the Barker test smooths it
+            minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
+            with np.errstate(over="ignore"):  # Δ* of −1000 and below: acceptance 0, as it should be
+                barker = 1.0 / (1.0 + np.exp(-np.asarray(window["statistic"], np.float64)))
+            window = {**window, "accepted": barker}
+            note = (
+                f"; the minibatch test is the Barker test (its acceptance predicted from the window's Δ*): the "
+                f"penalty test's mean CLT error bound in warm-up was {error:.2g} > {PENALTY_ERROR_LIMIT}"
+            )
+        else:
+            note = f"; the minibatch test is the penalty test (mean CLT error bound {error:.2g})"
+    choice = choose_test(
+        window,
+        model.num_data,
+        to_host(pool) if hasattr(pool, "fourth") else None,
+        control_variate,
+        residual_cost=residual_cost,
+    )
+    return choice, minibatch, choice.describe(model.num_data) + note
+
+
+def _tuna_pilot(model: Model, tuned: Proposal, tuna_test, warmed: WarmupResult, run: _RunShape):
+    """TunaMH's pilot of :data:`TUNA_PILOT_STEPS` kept steps from the warmed chains (not checkpointed: a pilot kept
+    is extended by the run that writes the checkpoint); the pilot and, where its bound failed, what failed."""
+    run.say(
+        f"sample_tall: measuring TunaMH on the residuals ({min(TUNA_PILOT_STEPS, run.num_samples)} steps) ...",
+        flush=True,
+    )
+    try:
+        pilot = sample(
+            model,
+            tuned,
+            tuna_test,
+            initial_positions=_positions(warmed),
+            num_samples=min(TUNA_PILOT_STEPS, run.num_samples),
+            seed=run.seed,
+            check_starts=False,
+            **{k: v for k, v in run.options.items() if k not in ("checkpoint", "checkpoint_every")},
+        )
+    except TunaBoundViolation as error:  # the bound failed in the pilot: TunaMH is not exact here; go on
+        return error.result, error.summary
+    return pilot, None
+
+
+def _kept_run(
+    model: Model,
+    decision: str,
+    warmed: WarmupResult,
+    proposal: Proposal,
+    tuned: Proposal,
+    warmup_test,
+    minibatch,
+    pilot: SamplingResult | None,
+    tuna_test,
+    run: _RunShape,
+) -> tuple[SamplingResult, Proposal, Any]:
+    """The kept draws under ``decision``, joined to the warm-up; the result, and the proposal and test that made
+    them (a pilot measured and not kept is counted as ``"TunaMH pilot"``)."""
+    if decision == "minibatch" and minibatch is warmup_test:
+        # the warm-up continues exactly: each chain's step and the tail guard's pool
+        result = sample(model, proposal, minibatch, warmed, num_samples=run.num_samples, seed=run.seed, **run.options)
+        kept_proposal, kept_test = proposal, minibatch
+    elif decision == "tuna":  # the pilot's draws are the first kept draws
+        more = run.num_samples - int(pilot.info["accepted"].shape[1])
+        kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **run.options)
+        result = _joined(warmed, kept)
+        kept_proposal, kept_test = tuned, tuna_test
+    else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
+        kept_test = minibatch if decision == "minibatch" else exact_metropolis()
+        kept = sample(
+            model,
+            tuned,
+            kept_test,
+            initial_positions=_positions(warmed),
+            num_samples=run.num_samples,
+            seed=run.seed,
+            check_starts=False,
+            **run.options,
+        )
+        result = _joined(warmed, kept)
+        kept_proposal = tuned
+    if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
+        result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
+    return result, kept_proposal, kept_test
 
 
 def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None):
