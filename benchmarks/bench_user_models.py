@@ -10,6 +10,9 @@ approximation"), written as a user would:
   the diagnosis's r̂ once read NaN there and fell silent);
 * ``laplace``: ``dist.Laplace`` observations, a likelihood that is not smooth (the Laplace approximation is the
   prior's: the chains were frozen before the random-walk fallback);
+* ``rare``: logistic regression with 2% positives (the 2026-11-29 second audit: from the exact origin, where
+  NumPyro's ``Bernoulli(logits=…)`` gradient is off by ½ for every datum, the mode search never moved and the path
+  took the random walk; ``docs/mode.md``, "A start on a kink");
 * ``centred`` and ``noncentred``: a hierarchical logistic regression, 30 groups of ~1,700 rows, with group effects
   ``Normal(mu, tau)`` or ``mu + tau * z`` (the non-centred one lies on a curved ridge that no proposal built on the
   Laplace approximation follows: expected to fail, and to say so).
@@ -19,7 +22,7 @@ draws after 1,000 warm-up, sequential), both timed with compilation; then over e
 scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio; the decision, the data per kept step, and the
 warnings ``sample_tall`` gave (their first words).
 
-    python benchmarks/bench_user_models.py                       # all six, N = 50,000 (lkj: 10,000), ~8 min
+    python benchmarks/bench_user_models.py                       # all seven, N = 50,000 (lkj: 10,000), ~8 min
     python benchmarks/bench_user_models.py --only laplace noncentred
 """
 
@@ -97,6 +100,19 @@ def laplace(n: int, rng):
     return model, (X,), {"y": y}
 
 
+def rare(n: int, rng):
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    y = (rng.random(n) < 1 / (1 + np.exp(4.0 - X @ np.array([0.5, -0.3])))).astype(np.int32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2.5).expand([2]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=a + X @ beta), obs=y)
+
+    return model, (X,), {"y": y}
+
+
 def hierarchical(n: int, rng, centred: bool, groups: int = 30):
     group = rng.integers(0, groups, n).astype(np.int32)
     X = rng.normal(size=(n, 3)).astype(np.float32)
@@ -123,6 +139,7 @@ MODELS = {
     "student": student,
     "lkj": lkj,
     "laplace": laplace,
+    "rare": rare,
     "centred": lambda n, rng: hierarchical(n, rng, centred=True),
     "noncentred": lambda n, rng: hierarchical(n, rng, centred=False),
 }

@@ -441,3 +441,54 @@ def test_l_bfgs_b_hands_over_to_newton_once_an_iteration_gains_little(monkeypatc
     assert crawled.converged and "handed over" not in crawled.message and crawled.data_passes > 40
     error = np.asarray(ravel_pytree(mode.position)[0] - ravel_pytree(crawled.position)[0], np.float64)
     assert np.sqrt(error @ np.asarray(crawled.hessian, np.float64) @ error) <= 0.02  # both within 0.01 sd of the mode
+
+
+def kinked_logistic(num_data=20_000, seed=0):
+    """Logistic regression with rare positives (≈ 2%), its log-likelihood written as NumPyro's ``Bernoulli(logits=…)``
+    writes it: −(max(x, 0) + log1p(e^{−|x|}) − x·y). Smooth, but its autodiff gradient at x exactly 0 is off by ½ for
+    every datum (``jnp.clip``'s and ``jnp.abs``'s derivatives there), and at the origin every logit is exactly 0.
+    Returns the model, the origin, and the float64 mode by SciPy on the same posterior written smoothly."""
+    rng = np.random.default_rng(seed)
+    covariates = rng.standard_normal((num_data, 2)).astype(np.float32)
+    response = (rng.random(num_data) < 1 / (1 + np.exp(4.0 - covariates @ np.array([0.5, -0.3])))).astype(np.float32)
+    prior_sd = np.array([5.0, 2.5, 2.5])
+
+    def log_likelihood(theta, datum):
+        x, y = datum
+        logit = theta[0] + x @ theta[1:]
+        return -(jnp.clip(logit, 0) + jnp.log1p(jnp.exp(-jnp.abs(logit))) - logit * y)
+
+    def log_prior(theta):
+        return -0.5 * jnp.sum((theta / prior_sd) ** 2)
+
+    model = tallmcmc.Model(log_likelihood, log_prior, (covariates, response), position_shape=(3,))
+    x64, y64 = covariates.astype(np.float64), response.astype(np.float64)
+
+    def negative_log_posterior(theta):
+        logit = theta[0] + x64 @ theta[1:]
+        value = np.sum(np.logaddexp(0.0, logit) - logit * y64) + 0.5 * np.sum((theta / prior_sd) ** 2)
+        residual = 1 / (1 + np.exp(-logit)) - y64
+        return value, np.concatenate([[residual.sum()], x64.T @ residual]) + theta / prior_sd**2
+
+    reference = scipy.optimize.minimize(negative_log_posterior, np.zeros(3), jac=True, method="BFGS", tol=1e-10).x
+    return model, jnp.zeros(3), reference
+
+
+def test_a_start_on_a_kink_is_nudged_off_and_the_search_converges(monkeypatch):
+    """From the origin, where the gradient of every datum's term is one-sided, each trial step raised −log π where
+    the model said it would fall: the search shrank its radius to float32's resolution and stopped at its start
+    after 74 passes, with advice to evaluate in float64 (the 2026-11-29 audit; ``sample_tall`` then took the
+    random walk). After KINK_REJECTIONS such steps it is nudged off the point and converges to the float64 mode
+    (measured: 13 passes). The search without the nudge (``KINK_REJECTIONS`` = ∞) fails the same check."""
+    model, start, reference = kinked_logistic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # converged: no warning
+        mode = find_mode(model, start)
+    assert mode.converged and "nudged" in mode.message and mode.data_passes <= 25, mode.message
+    error = np.asarray(mode.position, np.float64) - reference
+    assert np.sqrt(error @ mode.hessian @ error) <= 0.02  # within 0.02 posterior sd of the float64 mode
+
+    monkeypatch.setattr(mode_module, "KINK_REJECTIONS", sys.maxsize)
+    with pytest.warns(RuntimeWarning, match="without converging"):
+        stuck = find_mode(model, start)
+    assert not stuck.converged and np.all(np.asarray(stuck.position) == 0.0)  # never left its start

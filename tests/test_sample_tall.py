@@ -12,6 +12,7 @@ grows towards half an oscillation of the proxy and the proposals mirror the curr
 import dataclasses
 import json
 import pathlib
+import sys
 import warnings
 
 import jax
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
+from scipy import optimize as scipy_optimize
 
 import tallmcmc
 import tallmcmc.testing
@@ -704,3 +706,118 @@ def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression
     # chains that accepted nothing: said, and the r̂ advice no longer says "run longer"
     said = diagnose(info={**result.info, "accepted": np.zeros_like(result.info["accepted"])}).problems
     assert any("accepted 0% of their proposals" in problem and "will not fix it" in problem for problem in said)
+
+
+def rare_event_logistic(num_data=10_000, seed=2):
+    """A user's NumPyro logistic regression with rare positives (≈ 2%): intercept and one slope. Returns the model and
+    the posterior's mean and sd on a 161 × 161 grid of ±7 Laplace sd (float64, exact up to the grid)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(num_data).astype(np.float32)
+    y = (rng.random(num_data) < 1 / (1 + np.exp(4.0 - 0.5 * x))).astype(np.int32)
+
+    def model(x, y=None):
+        a = numpyro.sample("a", dist.Normal(0.0, 5.0))
+        b = numpyro.sample("b", dist.Normal(0.0, 2.5))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=a + b * x), obs=y)
+
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+
+    def log_density(a, b):  # a, b: (grid,) arrays
+        logit = a[:, None] + b[:, None] * x64
+        return np.sum(logit * y64 - np.logaddexp(0.0, logit), axis=1) - 0.5 * (a / 5.0) ** 2 - 0.5 * (b / 2.5) ** 2
+
+    # the grid around the float64 mode, ±7 sd of its Laplace approximation
+    centre = scipy_optimize.minimize(lambda t: -log_density(t[:1], t[1:])[0], np.array([-3.0, 0.0])).x
+    spread = np.sqrt(np.diag(np.linalg.inv(_hessian(lambda t: -log_density(t[:1], t[1:])[0], centre))))
+    axes = [np.linspace(c - 7 * s, c + 7 * s, 161) for c, s in zip(centre, spread)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
+    values = np.concatenate([log_density(part[:, 0], part[:, 1]) for part in np.array_split(grid, 40)])
+    weights = np.exp(values - values.max())
+    weights /= weights.sum()
+    mean = weights @ grid
+    return tallmcmc.from_numpyro(model, x, y=y), mean, np.sqrt(weights @ (grid - mean) ** 2)
+
+
+def _hessian(function, point, step=1e-4):
+    """Central second differences of a float64 function at ``point``."""
+    size = point.size
+    result = np.empty((size, size))
+    for i in range(size):
+        for j in range(size):
+            shift_i, shift_j = np.eye(size)[i] * step, np.eye(size)[j] * step
+            result[i, j] = (
+                function(point + shift_i + shift_j)
+                - function(point + shift_i - shift_j)
+                - function(point - shift_i + shift_j)
+                + function(point - shift_i - shift_j)
+            ) / (4 * step**2)
+    return result
+
+
+def test_the_default_start_is_off_the_kink_at_the_origin(monkeypatch):
+    """The default path on a NumPyro logistic regression with rare positives (the 2026-11-29 audit's second).
+
+    At the unconstrained origin every logit is exactly 0, where NumPyro's ``Bernoulli(logits=…)`` gradient is off by
+    ½ for every datum; the mode search started there never left it (74 passes, "evaluate in float64"), and the path
+    took the full-data random walk (r̂ 1.10, ESS 44 at N = 50,000). Now the default start is drawn off zeros
+    (``DEFAULT_START_SPREAD``): the mode is found in a few passes, a Laplace-based test is chosen, and the draws match
+    the grid posterior within 4 MCSE. The path as it was (start at exactly 0, no nudge off a kink in the mode
+    search) fails the same check.
+    """
+    model, mean, sd = rare_event_logistic()
+
+    def check(result):
+        diagnosis = result.diagnosis
+        flat = np.stack([np.asarray(result.positions[name], np.float64) for name in ("a", "b")], -1)
+        passed, report = reproduces(dataclasses.replace(result, positions=flat), mean, sd)
+        good = diagnosis.decision in ("minibatch", "exact") and diagnosis.setup_passes["find_mode"] <= 20 and passed
+        return good, f"{diagnosis.decision}, setup {diagnosis.setup_passes}; {report}"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = tallmcmc.sample_tall(model, seed=0, progress=False)
+    passed, report = check(result)
+    assert passed, report
+
+    monkeypatch.setattr(tallmcmc.automatic, "DEFAULT_START_SPREAD", 0.0)
+    monkeypatch.setattr(tallmcmc.mode, "KINK_REJECTIONS", sys.maxsize)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        stuck = tallmcmc.sample_tall(model, seed=0, progress=False)
+    passed, report = check(stuck)
+    assert not passed, report
+
+
+def test_a_mode_search_that_stopped_near_the_mode_is_not_reported(regression, monkeypatch):
+    """find_mode may stop short of its 0.01 sd tolerance where float32 sums are too noisy to go on (the 2026-11-29
+    audit's negative-binomial regression: 0.024 sd, with advice to evaluate in float64). The draws do not depend on
+    it: sample_tall neither warns nor reports a stop within ``MODE_NEAR_ENOUGH`` sd; beyond it, both."""
+    model, start = regression[0], STARTS["regression"]
+    found = tallmcmc.find_mode(model, start)
+
+    def stopped_at(decrement):
+        def find_mode(model, start):
+            warnings.warn(
+                "find_mode: newton stopped without converging after 9 iterations (…)", RuntimeWarning, stacklevel=2
+            )
+            return found._replace(converged=False, newton_decrement=decrement)
+
+        return find_mode
+
+    def run():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = tallmcmc.sample_tall(model, start, num_samples=200, progress=False)
+        said = [str(warning.message) for warning in caught if "converg" in str(warning.message)]
+        return said, [problem for problem in result.diagnosis.problems if "converge" in problem]
+
+    monkeypatch.setattr(tallmcmc.automatic, "find_mode", stopped_at(0.05))
+    assert run() == ([], [])
+    monkeypatch.setattr(tallmcmc.automatic, "find_mode", stopped_at(0.5))
+    said, reported = run()
+    assert len(reported) == 1 and "centred off the mode" in reported[0]
+    assert any(message.startswith("find_mode:") for message in said) and len(said) == 2, said

@@ -98,6 +98,19 @@ _ACCEPT = 0.01  # keep a step whose actual decrease is at least this fraction of
 _SHRINK_BELOW, _EXPAND_ABOVE = 0.25, 0.75
 # A predicted decrease below this many times the value's rounding bound is judged by the gradient instead.
 _NOISE_MARGIN = 4.0
+#: After this many trial steps in a row along which −log π *rose* (beyond its rounding) where the quadratic model
+#: predicted a fall, the gradient at the point does not describe the function there — a kink, such as NumPyro's
+#: ``Bernoulli(logits=…)`` at logits exactly 0, where ``jnp.clip``/``jnp.abs`` give a one-sided derivative for every
+#: datum (the unconstrained origin, a natural start): the iterations move the point by :data:`NUDGE` posterior sd in
+#: a seeded random direction and go on from there (``docs/mode.md``, "A start on a kink"). With the true gradient a
+#: step shrunk 4⁴ = 256-fold from a rejected one cannot raise the value beyond rounding.
+KINK_REJECTIONS = 4
+#: The nudge off such a point, in sd of the scaled coordinates (1/√diag H each): far below the posterior's width,
+#: far above float32's resolution.
+NUDGE = 1e-3
+#: At most this many nudges in one search; a search that still cannot descend stops and says so.
+MAX_NUDGES = 2
+_NUDGE_STREAM = 0x4E0D6E  # the nudges' directions, apart from every other seed
 
 
 class ModeResult(NamedTuple):
@@ -708,14 +721,29 @@ def _trust_region_newton(
     scaling = None
     radius = None
     steps = 0
+    rose = 0  # trial steps in a row along which the value rose where the model predicted a fall
+    nudges: list[str] = []  # why each nudge was made, for the stop message
     while True:
         gradient, hessian = point.gradient, point.hessian
         if (_newton_decrement(gradient, hessian) if measure is None else measure(point)) <= tolerance:
-            return theta, point, steps, "converged: Newton decrement <= decrement_tolerance"
+            return theta, point, steps, "converged: Newton decrement <= decrement_tolerance" + "".join(nudges)
+        if rose >= KINK_REJECTIONS and len(nudges) < MAX_NUDGES and steps < max_steps:
+            # the gradient here does not describe the function (a kink): move off the point and start again
+            direction = np.random.default_rng([_NUDGE_STREAM, len(nudges)]).standard_normal(theta.shape)
+            theta = evaluate.cast(theta + NUDGE * direction / np.maximum(scaling, 1e-300))
+            point = evaluate.full(theta)
+            steps += 1
+            nudges.append(
+                f"; nudged {NUDGE:g} sd off a point where −log π rose along {rose} steps in a row that its gradient "
+                "said descend (a kink in the log density there, e.g. NumPyro's Bernoulli(logits=…) at logits "
+                "exactly 0)"
+            )
+            radius, rose = None, 0
+            continue
         if steps >= max_steps:
-            return theta, point, steps, "reached max_iterations"
+            return theta, point, steps, "reached max_iterations" + "".join(nudges)
         if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian))):
-            return theta, point, steps, "non-finite gradient or Hessian"
+            return theta, point, steps, "non-finite gradient or Hessian" + "".join(nudges)
         diagonal = np.sqrt(np.abs(np.diag(hessian)))
         scaling = diagonal if scaling is None else np.maximum(scaling, diagonal)  # Moré's rule: never shrinks
         floor = 1e-12 * max(float(np.max(scaling, initial=0.0)), 1e-300)
@@ -727,11 +755,21 @@ def _trust_region_newton(
         if radius is None:
             radius = _initial_radius(eigenvalues, along)
         if radius == 0.0:
-            return theta, point, steps, "no descent direction: zero gradient and no negative curvature"
+            return (
+                theta,
+                point,
+                steps,
+                "no descent direction: zero gradient and no negative curvature" + "".join(nudges),
+            )
         step, damping = _subproblem(eigenvalues, along, radius)
         candidate = evaluate.cast(theta + (eigenvectors @ step) / scale)
         if np.array_equal(candidate, theta):
-            return theta, point, steps, f"the step is below the {evaluate.dtype.name} resolution of the position"
+            return (
+                theta,
+                point,
+                steps,
+                f"the step is below the {evaluate.dtype.name} resolution of the position" + "".join(nudges),
+            )
         taken = (candidate.astype(np.float64) - theta.astype(np.float64)) * scale  # the step after rounding
         predicted = -(scaled_gradient @ taken + 0.5 * taken @ scaled_hessian @ taken)
         trial = evaluate.full(candidate)
@@ -754,6 +792,7 @@ def _trust_region_newton(
 
             accept = decrease > -rounding and size(trial.gradient) < size(gradient)
             ratio = 1.0 if accept else 0.0
+        rose = rose + 1 if (not accept and predicted > 0 and decrease < -rounding) else 0
         if ratio < _SHRINK_BELOW:
             radius = 0.25 * length
         elif ratio > _EXPAND_ABOVE and length > 0.8 * radius:
