@@ -683,6 +683,15 @@ def test_a_mode_search_that_ended_far_off_gives_no_laplace_approximation(regress
     assert diagnosis.decision == "random walk" and "ended 50 posterior sd from the mode" in diagnosis.reason
     assert any("no Laplace approximation is used" in problem for problem in diagnosis.problems)
 
+    # ended where the Hessian is not positive definite (the decrement undefined, inf): said so, not "inf sd" (the
+    # 2026-11-29 audit's horseshoe read "ended inf posterior sd from the mode … a likelihood that is not smooth")
+    unbounded = mode._replace(converged=False, newton_decrement=np.inf, hessian=-np.eye(10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        diagnosis = tallmcmc.sample_tall(model, mode=unbounded, num_samples=200, progress=False).diagnosis
+    assert "not positive definite" in diagnosis.reason and "grows without bound" in diagnosis.reason
+    assert "inf" not in diagnosis.reason + " ".join(diagnosis.problems), str(diagnosis)
+
 
 def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression):
     """A Cholesky factor's unit corner is constant in every draw: its r̂ is NaN, and max() of a list starting with NaN

@@ -149,10 +149,10 @@ RANDOM_WALK_EFFICIENCY = 0.3
 #: What to do about a posterior far from its Laplace approximation (the diagnosis says it where warm-up measured it).
 FAR_FROM_LAPLACE = (
     "A posterior far from Gaussian around its mode (a curved ridge, as between a hierarchical scale and non-centred "
-    "group effects, or a likelihood that is not smooth) needs either a parametrisation in which it is closer to "
-    "Gaussian (for groups with many rows each, the centred one) or a sampler that adapts to its shape with "
-    "full-data gradients, such as NumPyro's NUTS (docs/sample_tall.md, 'When the posterior is far from its Laplace "
-    "approximation')"
+    "group effects; a funnel, as a horseshoe's scales make; or a likelihood that is not smooth) needs either a "
+    "parametrisation in which it is closer to Gaussian (for groups with many rows each, the centred one) or a "
+    "sampler that adapts to its shape with full-data gradients, such as NumPyro's NUTS (docs/sample_tall.md, 'When "
+    "the posterior is far from its Laplace approximation')"
 )
 #: A mode search that stopped without converging this close to the mode (its Newton decrement, in posterior sd) is
 #: near enough for the path: the tests are exact whatever the centre, and a control variate or proxy centred
@@ -486,7 +486,9 @@ class TallDiagnosis:
             f"{self.ess_sd_ratio_min:.2f}"
         )
         if self.warmup_settled is not None:
-            lines.append(f"warm-up settled: {'yes' if self.warmup_settled else 'NO'}")
+            lines.append(
+                f"warm-up's step settled (proxy acceptance on target): {'yes' if self.warmup_settled else 'NO'}"
+            )
         lines.extend(f"problem: {problem}" for problem in self.problems)
         return "\n".join(lines)
 
@@ -694,7 +696,13 @@ def sample_tall(
         )
     elif not bool(getattr(mode, "converged", True)):
         problems.append(
-            f"the mode search did not converge (Newton decrement {off:.3g} posterior sd, max |∇log π| = "
+            "the mode search did not converge ("
+            + (
+                "the Hessian of −log π is not positive definite where it ended"
+                if math.isinf(off)
+                else f"Newton decrement {off:.3g} posterior sd"
+            )
+            + f", max |∇log π| = "
             f"{mode.gradient_norm:.3g}); "
             + (
                 "so no Laplace approximation is used: exact Metropolis with an adapted random walk"
@@ -714,12 +722,19 @@ def sample_tall(
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
-        why = (
-            f"the mode search ended {off:.3g} posterior sd from the mode (more than {MODE_OFF_LIMIT:g}: a "
-            "likelihood that is not smooth, e.g. |x − θ| terms, or a flat direction)"
-            if off > MODE_OFF_LIMIT
-            else "the Hessian of −log π at the mode is not positive definite"
-        )
+        if math.isinf(off):  # the decrement is undefined: the Hessian where the search ended is not positive definite
+            why = (
+                "the mode search ended where the Hessian of −log π is not positive definite (no mode there: a "
+                "density that grows without bound, such as a horseshoe's or another scale prior's towards a scale of "
+                "0, a saddle, or a flat direction)"
+            )
+        elif off > MODE_OFF_LIMIT:
+            why = (
+                f"the mode search ended {off:.3g} posterior sd from the mode (more than {MODE_OFF_LIMIT:g}: a "
+                "likelihood that is not smooth, e.g. |x − θ| terms, or a flat direction)"
+            )
+        else:
+            why = "the Hessian of −log π at the mode is not positive definite"
         reason = (
             f"{why}, so there is no Laplace approximation to build a control variate or a proxy proposal on; exact "
             "Metropolis with a random walk whose covariance warm-up adapts"
