@@ -737,3 +737,52 @@ def test_model_kwargs_pass_names_that_clash_with_from_numpyros_own():
     assert model.temperature == 1.0
     with pytest.raises(ValueError, match="model_kwargs"):
         tallmcmc.from_numpyro(takes_temperature, Y_SMALL, Y_SMALL, model_kwargs=[2.0])
+
+
+def test_the_draws_feed_numpyros_predictive_as_after_nuts():
+    """``result.get_samples()`` is NumPyro's ``MCMC.get_samples()`` layout (chains one after another), so
+    ``Predictive`` runs on it unchanged; ``result.positions`` needs ``batch_ndims=2`` (the audit: without it NumPyro
+    failed with "dot_general requires contracting dimensions to have the same shape")."""
+    from numpyro.infer import Predictive
+
+    def regression(X, y=None):
+        beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        with numpyro.plate("data", X.shape[0]):
+            mean = numpyro.deterministic("mean", X @ beta)
+            numpyro.sample("y", dist.Normal(mean, sigma), obs=y)
+
+    model = tallmcmc.from_numpyro(regression, X_SMALL, Y_SMALL)
+    result = tallmcmc.sample(
+        model,
+        tallmcmc.random_walk(0.1),
+        tallmcmc.exact_metropolis(),
+        initial_position=model.position_shape,
+        num_chains=2,
+        num_samples=30,
+        progress=False,
+    )
+    samples = result.get_samples()
+    assert samples["beta"].shape == (60, 2) and samples["sigma"].shape == (60,)
+    np.testing.assert_array_equal(samples["beta"][30:], result.positions["beta"][1])
+    assert result.get_samples(group_by_chain=True) is result.positions
+    new = np.column_stack([np.ones(3), [-2.0, 0.0, 2.0]])
+    predicted = Predictive(regression, posterior_samples=samples)(jax.random.key(0), new)
+    assert predicted["y"].shape == (60, 3)
+    np.testing.assert_allclose(predicted["mean"], samples["beta"] @ new.T, rtol=1e-5, atol=1e-6)
+    grouped = Predictive(regression, posterior_samples=result.positions, batch_ndims=2)(jax.random.key(0), new)
+    np.testing.assert_allclose(np.reshape(grouped["mean"], (60, 3)), predicted["mean"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_param_site_is_held_and_said_so():
+    """The audit: ``numpyro.param`` was held at its initial value without a word (as NumPyro's MCMC does)."""
+
+    def with_param(X, y):
+        scale = numpyro.param("scale", 2.0)
+        beta = numpyro.sample("beta", dist.Normal(0.0, scale).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Normal(X @ beta, 1.0), obs=y)
+
+    with pytest.warns(UserWarning, match="param site 'scale' held at the initial value"):
+        model = tallmcmc.from_numpyro(with_param, X_SMALL, Y_SMALL)
+    assert set(model.position_shape) == {"beta"}

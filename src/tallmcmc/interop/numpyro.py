@@ -193,6 +193,15 @@ class _NumPyroModel:
             and not any(frame.name == self.plate for frame in site["cond_indep_stack"])
         ]
         self.origin = _unconstrained_origin(prototype, self.latent_names)
+        held = [name for name, site in prototype.items() if site["type"] == "param"]
+        if held:  # NumPyro's MCMC holds them silently too; a user coming from SVI may expect them sampled or fitted
+            warnings.warn(
+                f"from_numpyro: param site{'s' if len(held) > 1 else ''} {', '.join(map(repr, held))} "
+                "held at the initial value the model gives (tallmcmc, like NumPyro's MCMC, samples only "
+                "numpyro.sample sites); to sample one, give it a prior with numpyro.sample",
+                UserWarning,
+                stacklevel=3,
+            )
         # the sample sites on all N rows (traced abstractly: nothing read), for the check on a subsample of rows
         self.full_data_sites = frozenset(name for name, site in prototype.items() if site["type"] == "sample")
 

@@ -179,6 +179,32 @@ class SamplingResult:
             lines.append(f"  diagnosis: {self.diagnosis!r}")
         return "\n".join(lines)
 
+    def get_samples(self, group_by_chain: bool = False) -> Position:
+        """The draws as NumPyro's ``MCMC.get_samples`` returns them.
+
+        Parameters
+        ----------
+        group_by_chain
+            ``False`` (default): every leaf of :attr:`positions` with its
+            ``(chain, draw)`` axes merged into one, chains one after another,
+            as NumPyro's ``MCMC.get_samples()``; ``True``: :attr:`positions`
+            itself.
+
+        Returns
+        -------
+        Position
+            E.g. ``{"beta": (chain·draw, 5), "sigma": (chain·draw,)}`` for a
+            model from :func:`tallmcmc.from_numpyro`, deterministic sites
+            included; so ``numpyro.infer.Predictive(model,
+            posterior_samples=result.get_samples())`` works as after NUTS
+            (``docs/numpyro.md``, "After sampling").
+        """
+        if group_by_chain:
+            return self.positions
+        return jax.tree_util.tree_map(
+            lambda leaf: np.reshape(np.asarray(leaf), (-1, *np.shape(leaf)[2:])), self.positions
+        )
+
     def to_inference_data(self):
         """The draws and step statistics as the installed ArviZ's own object.
 
