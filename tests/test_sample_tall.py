@@ -475,7 +475,7 @@ def test_a_sample_tall_run_continues_to_one_longer_run():
     assert more.num_draws == 60 and more.diagnosis.decision == whole.diagnosis.decision
     assert np.array_equal(np.asarray(more.positions), np.asarray(whole.positions))
     assert more.setup_data_used == first.setup_data_used  # nothing paid again
-    with pytest.raises(ValueError, match="resume"):
+    with pytest.raises(ValueError, match="resume: .*this one: .* same seed"):
         tallmcmc.sample_tall(
             model,
             resume=tallmcmc.sample(

@@ -1018,10 +1018,15 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
     """``sample_tall(model, resume=result)``: the run extended with the proposal and test its diagnosis names."""
     diagnosis = getattr(resume, "diagnosis", None)
     if not isinstance(diagnosis, TallDiagnosis) or diagnosis.proposal is None:
+        made_by = (
+            f" (this one: {getattr(resume, 'proposal_name', '') or '?'} with {getattr(resume, 'test_name', '') or '?'})"
+        )
         raise ValueError(
             "resume: sample_tall continues a result of sample_tall made in this process (its diagnosis holds the "
-            "proposal and test); for a loaded result, call tallmcmc.sample(model, proposal, test, resume=result) with "
-            "the proposal and test that made it"
+            "proposal and test, which a saved file does not); for a loaded result, build the proposal and test that "
+            f"made it{made_by} as docs/sample_tall.md spells the steps out and call tallmcmc.sample(model, proposal, "
+            "test, resume=result), or run sample_tall again with the same seed and the total num_samples you want "
+            "(its setup and warm-up are deterministic given the seed)"
         )
     result = sample(
         model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples, progress=progress, **options
