@@ -723,10 +723,14 @@ def _trust_region_newton(
     steps = 0
     rose = 0  # trial steps in a row along which the value rose where the model predicted a fall
     nudges: list[str] = []  # why each nudge was made, for the stop message
+
+    def stopped(why: str):
+        return theta, point, steps, why + "".join(nudges)
+
     while True:
         gradient, hessian = point.gradient, point.hessian
         if (_newton_decrement(gradient, hessian) if measure is None else measure(point)) <= tolerance:
-            return theta, point, steps, "converged: Newton decrement <= decrement_tolerance" + "".join(nudges)
+            return stopped("converged: Newton decrement <= decrement_tolerance")
         if rose >= KINK_REJECTIONS and len(nudges) < MAX_NUDGES and steps < max_steps:
             # the gradient here does not describe the function (a kink): move off the point and start again
             direction = np.random.default_rng([_NUDGE_STREAM, len(nudges)]).standard_normal(theta.shape)
@@ -741,9 +745,9 @@ def _trust_region_newton(
             radius, rose = None, 0
             continue
         if steps >= max_steps:
-            return theta, point, steps, "reached max_iterations" + "".join(nudges)
+            return stopped("reached max_iterations")
         if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian))):
-            return theta, point, steps, "non-finite gradient or Hessian" + "".join(nudges)
+            return stopped("non-finite gradient or Hessian")
         diagonal = np.sqrt(np.abs(np.diag(hessian)))
         scaling = diagonal if scaling is None else np.maximum(scaling, diagonal)  # Moré's rule: never shrinks
         floor = 1e-12 * max(float(np.max(scaling, initial=0.0)), 1e-300)
@@ -755,21 +759,11 @@ def _trust_region_newton(
         if radius is None:
             radius = _initial_radius(eigenvalues, along)
         if radius == 0.0:
-            return (
-                theta,
-                point,
-                steps,
-                "no descent direction: zero gradient and no negative curvature" + "".join(nudges),
-            )
+            return stopped("no descent direction: zero gradient and no negative curvature")
         step, damping = _subproblem(eigenvalues, along, radius)
         candidate = evaluate.cast(theta + (eigenvectors @ step) / scale)
         if np.array_equal(candidate, theta):
-            return (
-                theta,
-                point,
-                steps,
-                f"the step is below the {evaluate.dtype.name} resolution of the position" + "".join(nudges),
-            )
+            return stopped(f"the step is below the {evaluate.dtype.name} resolution of the position")
         taken = (candidate.astype(np.float64) - theta.astype(np.float64)) * scale  # the step after rounding
         predicted = -(scaled_gradient @ taken + 0.5 * taken @ scaled_hessian @ taken)
         trial = evaluate.full(candidate)
