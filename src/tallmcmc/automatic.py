@@ -98,12 +98,12 @@ from tallmcmc.control_variate import ControlVariate, control_variate_at_mode, ta
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.mode import DEFAULT_CHUNK_ROWS, find_mode
 from tallmcmc.model import (
+    DEFAULT_START_SPREAD,
     Model,
     Position,
     as_position,
     check_model,
-    expected_position_shapes,
-    is_shape,
+    default_start,
     per_datum_program,
     rows_of,
 )
@@ -178,11 +178,6 @@ FAST_SETUP_MAX_DIMENSION = 100
 #: With a TunaMH ``bound``, the kept steps of its pilot (the first kept draws if TunaMH is chosen, else counted and
 #: set aside): TunaMH is Metropolis-type and may touch fewer residuals per step than the minibatch test (docs/tuna.md).
 TUNA_PILOT_STEPS = 50
-#: The mode search starts, by default, at zeros moved by this times a standard normal draw per coordinate: not at
-#: exactly 0, where log densities often have a kink their gradient does not describe — NumPyro's
-#: ``Bernoulli(logits=…)`` at logits exactly 0, for every datum at the unconstrained origin (the mode search then
-#: never left it on imbalanced outcomes: ``docs/sample_tall.md``, "The default start"). Far below a prior's width.
-DEFAULT_START_SPREAD = 1e-2
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
 #: The values of ``sample_tall(minibatch_test=...)``: ``"auto"`` (default) warms up with the penalty test and keeps
@@ -202,7 +197,6 @@ _START_CHECK_BLOCK = DEFAULT_CHUNK_ROWS  # rows gathered and evaluated at once (
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
 _STARTS_STREAM = 0x57A275  # the chains' starts
-_DEFAULT_START_STREAM = 0xDEF57A27  # the mode search's default start
 #: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
 #: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
 #: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
@@ -524,7 +518,7 @@ def sample_tall(
         :func:`tallmcmc.from_numpyro`).
     initial_position
         Where the mode search starts; default zeros of ``model.position_shape``
-        moved by a seeded N(0, :data:`DEFAULT_START_SPREAD`²) draw per
+        moved by a seeded N(0, :data:`tallmcmc.model.DEFAULT_START_SPREAD`²) draw per
         coordinate, off the kinks log densities often have at exactly 0.
     setup
         How the mode, the Laplace covariance and the control variate are
@@ -659,7 +653,7 @@ def sample_tall(
                 "initial_position: give a start for the mode search, or build the Model with position_shape= so that "
                 "sample_tall can start at zeros"
             )
-        initial_position = _default_start(model.position_shape, seed)
+        initial_position = default_start(model.position_shape, seed, DEFAULT_START_SPREAD)
     start = as_position(initial_position)
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
@@ -1166,19 +1160,6 @@ def _joined(warmed: WarmupResult, kept: SamplingResult) -> SamplingResult:
         warmup_positions=reported_draws(warmed.model, warmed.positions),
         warmup_info=warmed.info,
         step_size_factor=None if factors is None else np.asarray(to_host(factors)),
-    )
-
-
-def _default_start(position_shape: Any, seed: int) -> Position:
-    """The mode search's default start: zeros of ``position_shape`` moved by :data:`DEFAULT_START_SPREAD` times a
-    standard normal draw per coordinate (seeded by ``seed`` on a stream of its own), off the kinks log densities
-    have at exactly 0 (``docs/sample_tall.md``, "The default start")."""
-    shapes = expected_position_shapes(position_shape)
-    dtype = jax.dtypes.canonicalize_dtype(np.float64)  # JAX's default float: float32, or float64 under x64
-    leaves, structure = jax.tree_util.tree_flatten(shapes, is_leaf=is_shape)
-    noise = np.random.default_rng([_DEFAULT_START_STREAM, int(seed) % (1 << 64)])
-    return jax.tree_util.tree_unflatten(
-        structure, [np.asarray(DEFAULT_START_SPREAD * noise.standard_normal(shape), dtype) for shape in leaves]
     )
 
 
