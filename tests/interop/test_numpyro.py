@@ -363,16 +363,18 @@ def nuts_draws(model_fn, args, seed: int = 0) -> dict:
     return mcmc.get_samples(group_by_chain=True)
 
 
-def exact_run(model: tallmcmc.Model, seed: int = 1) -> tallmcmc.SamplingResult:
+def exact_run(
+    model: tallmcmc.Model, seed: int = 1, num_samples: int = 4000, num_chains: int = 4, num_warmup: int = 1000
+) -> tallmcmc.SamplingResult:
     return tallmcmc.sample(
         model,
         tallmcmc.random_walk(0.1),
         tallmcmc.exact_metropolis(),
         initial_position=model.position_shape,
-        num_samples=4000,
-        num_chains=4,
-        num_warmup=1000,
-        adapt_covariance=True,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        num_warmup=num_warmup,
+        adapt_covariance=num_warmup > 0,
         progress=False,
         seed=seed,
         num_chunks=1,
@@ -753,15 +755,7 @@ def test_the_draws_feed_numpyros_predictive_as_after_nuts():
             numpyro.sample("y", dist.Normal(mean, sigma), obs=y)
 
     model = tallmcmc.from_numpyro(regression, X_SMALL, Y_SMALL)
-    result = tallmcmc.sample(
-        model,
-        tallmcmc.random_walk(0.1),
-        tallmcmc.exact_metropolis(),
-        initial_position=model.position_shape,
-        num_chains=2,
-        num_samples=30,
-        progress=False,
-    )
+    result = exact_run(model, num_samples=30, num_chains=2, num_warmup=0)
     samples = result.get_samples()
     assert samples["beta"].shape == (60, 2) and samples["sigma"].shape == (60,)
     np.testing.assert_array_equal(samples["beta"][30:], result.positions["beta"][1])
