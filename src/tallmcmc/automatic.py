@@ -518,8 +518,9 @@ def sample_tall(
         :func:`tallmcmc.from_numpyro`).
     initial_position
         Where the mode search starts; default zeros of ``model.position_shape``
-        moved by a seeded N(0, :data:`tallmcmc.model.DEFAULT_START_SPREAD`²) draw per
-        coordinate, off the kinks log densities often have at exactly 0.
+        moved by :data:`tallmcmc.model.DEFAULT_START_SPREAD` (0.01) times a
+        seeded standard normal draw per coordinate, off the kinks log densities
+        often have at exactly 0.
     setup
         How the mode, the Laplace covariance and the control variate are
         built: ``"fast"`` by :func:`tallmcmc.fast_setup` (a subsample phase

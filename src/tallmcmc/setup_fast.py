@@ -256,9 +256,10 @@ def fast_setup(
         a mesh fall back to ``find_mode``).
     initial_position
         Where the first subsample's Newton iterations start; default zeros of
-        ``model.position_shape`` moved by a seeded N(0,
-        :data:`tallmcmc.model.DEFAULT_START_SPREAD`²) draw per coordinate, off
-        the kinks log densities often have at exactly 0. Its floating dtype is that of every
+        ``model.position_shape`` moved by
+        :data:`tallmcmc.model.DEFAULT_START_SPREAD` (0.01) times a seeded
+        standard normal draw per coordinate, off the kinks log densities often
+        have at exactly 0. Its floating dtype is that of every
         evaluation, as in :func:`tallmcmc.find_mode`.
     subsample_budget
         The most data points the subsample phase may touch, in passes over N
