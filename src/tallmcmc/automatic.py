@@ -713,7 +713,6 @@ def sample_tall(
     run = _RunShape(
         num_samples, num_warmup, seed, dict(num_chains=num_chains, progress=progress, **sample_options), say
     )
-    walk = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()  # the random-walk path's proposal and test
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
@@ -734,8 +733,7 @@ def sample_tall(
             f"{why}, so there is no Laplace approximation to build a control variate or a proxy proposal on; exact "
             "Metropolis with a random walk whose covariance warm-up adapts"
         )
-        result = _random_walk_run(model, mode, dimension, reason, run)
-        kept_proposal, kept_test = walk
+        result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
     else:
         if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:
             control_variate = control_variate_at_mode(model, mode)  # find_mode's last pass summed what it needs
@@ -767,12 +765,11 @@ def sample_tall(
                 f"{100 * max(choice.minibatch_acceptance, choice.metropolis_acceptance):.3g}% of the time, so the "
                 f"path fell back to an adapted random walk, exact but slow in d = {dimension}. " + FAR_FROM_LAPLACE
             )
-            result = _random_walk_run(model, mode, dimension, reason, run)
+            result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
             result.setup_data_used.update(warmed.setup_data_used)
             result.setup_data_used["warm-up with the proxy proposal (rejected)"] = int(
                 np.sum(to_host(warmed.info["data_used"]))
             )
-            kept_proposal, kept_test = walk
         else:  # the Laplace approximation fits: tune, measure TunaMH, keep draws
             if choice.minibatch:
                 decision, reason = "minibatch", f"the control variate pays: {measured}"
@@ -835,13 +832,16 @@ class _RunShape(NamedTuple):
     say: Callable[..., None]
 
 
-def _random_walk_run(model: Model, mode, dimension: int, reason: str, run: _RunShape) -> SamplingResult:
-    """Exact Metropolis with a random walk whose covariance warm-up adapts, from the mode (its search counted)."""
+def _random_walk_run(model: Model, mode, reason: str, run: _RunShape) -> tuple[SamplingResult, Proposal, Any]:
+    """Exact Metropolis with a random walk whose covariance warm-up adapts, from the mode (its search counted); the
+    result, and the proposal and test that made it."""
     run.say(f"sample_tall: random walk — {reason}", flush=True)
+    dimension = int(ravel_pytree(mode.position)[0].shape[0])
+    proposal, test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
     result = sample(
         model,
-        random_walk(0.1 / math.sqrt(dimension)),
-        exact_metropolis(),
+        proposal,
+        test,
         initial_positions=_starts(mode.position, np.eye(dimension) * 1e-2, run.options["num_chains"], run.seed),
         num_samples=run.num_samples,
         num_warmup=max(run.num_warmup, 200),
@@ -850,7 +850,7 @@ def _random_walk_run(model: Model, mode, dimension: int, reason: str, run: _RunS
         **run.options,
     )
     result.setup_data_used.setdefault(mode.name, int(mode.data_used))
-    return result
+    return result, proposal, test
 
 
 def _warmed_up(
