@@ -97,3 +97,21 @@ def test_the_exact_test_never_warns_about_its_full_passes(untempered_logistic):
             num_samples=20,
             progress=False,
         )
+
+
+def test_the_chains_whose_guard_acts_name_the_cause_not_the_median_chain():
+    # two chains of four guard (typical first-stage Var(Δ*) ≥ 0.1) with a kurtosis of 8,000; the other two neither
+    # guard nor see the tails: their medians (κ ≈ 30, no guard) named "small N" where the guard grew the minibatch
+    pool = TailPool(
+        fourth=np.array([8000.0, 30.0, 8200.0, 31.0]) * 10,
+        count=np.full(4, 10.0),
+        first_variance=np.array([5.0, 0.001, 7.0, 0.002]),
+        steps=np.ones(4),
+    )
+    info = {name: np.tile(values, (2, 1)) for name, values in _info(10, 300, 0.01 * (1 - 0.3) / 300).items()}
+    use = data_use(info, 1000, pool)
+    assert use.cause == "tail weight" and use.kurtosis == pytest.approx(8100.0)
+    assert use.guard_size == pytest.approx(8099.0 / 0.35**2)
+    # where no chain guards, the kurtosis reported is the chains' median and the guard asks for nothing
+    quiet = pool._replace(first_variance=np.full(4, 0.001))
+    assert data_use(info, 1000, quiet).guard_size == 0.0

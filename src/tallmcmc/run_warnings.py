@@ -64,10 +64,15 @@ def data_use(info: dict[str, np.ndarray], num_data: int, cache: Any = None, vari
     finite-population factor is 0 and the step says nothing of the spread).
     The kurtosis is that of the minibatch Barker test's
     :class:`~tallmcmc.acceptance.minibatch_barker.TailPool`, Σz⁴/count, read
-    from ``cache`` (a chain's final test cache) when it is one, and the guard
-    counts as acting when the pool's typical first-stage Var(Δ*)
-    (``first_variance/steps``) is at least 0.1 (σ² = 1), as in the test;
-    without a pool, when N²Var(lᵢ)/b₀ is.
+    from ``cache`` (the chains' final test caches) when it is one: the median
+    over chains, or, where the guard acts in some chains, the median over
+    those. The guard counts as acting in a chain when its pool's typical
+    first-stage Var(Δ*) (``first_variance/steps``) is at least 0.1 (σ² = 1),
+    as in the test; without a pool, when N²Var(lᵢ)/b₀ is. The chains that
+    guard are those that grow their minibatch, so they name the cause: a
+    median over chains hid two guarding chains of four, and named "small N"
+    (the 2026-11-29 user-model audit, a Poisson regression with heavy-tailed
+    covariates).
     """
     used = np.asarray(info["data_used_by_test"], np.float64)
     fraction = float(used.mean()) / num_data
@@ -94,8 +99,11 @@ def data_use(info: dict[str, np.ndarray], num_data: int, cache: Any = None, vari
         steps = getattr(cache, "steps", None)
         if first_variance is not None and steps is not None:
             first_variance, steps = np.ravel(np.asarray(first_variance, np.float64)), np.ravel(np.asarray(steps))
-            stepped = steps > 0
-            guarding = bool(stepped.any() and np.median(first_variance[stepped] / steps[stepped]) >= _SMALL_NOISE)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                guards = (steps > 0) & (first_variance / np.where(steps > 0, steps, 1.0) >= _SMALL_NOISE)
+            guarding = bool(guards.any())
+            if guarding and (guards & known).any():
+                kurtosis = float(np.median(fourth[guards & known] / count[guards & known]))
     guard_size = ((kurtosis - 1.0) / variance_rse**2 if guarding else 0.0) if np.isfinite(kurtosis) else float("nan")
     cause = ""
     asked = {name: size for name, size in (("tail weight", guard_size), ("spread", spread_size)) if np.isfinite(size)}
