@@ -817,3 +817,92 @@ def test_a_mode_search_that_stopped_near_the_mode_is_not_reported(regression, mo
     said, reported = run()
     assert len(reported) == 1 and "centred off the mode" in reported[0]
     assert any(message.startswith("find_mode:") for message in said) and len(said) == 2, said
+
+
+@pytest.fixture(scope="module")
+def tall_regression_small():
+    """Linear regression with N = 20,000 and d = 4 (three coefficients and log σ): sample_tall keeps the minibatch
+    test (0.5% of N per step); the exact posterior is known."""
+    covariates, response = linear_regression.simulate(20_000, 3, seed=1)
+    exact = linear_regression.posterior(covariates, response)
+    mean = np.concatenate([exact["beta"][0], [exact["log_sigma"][0]]])
+    sd = np.concatenate([exact["beta"][1], [exact["log_sigma"][1]]])
+    return linear_regression.model(covariates, response), mean, sd
+
+
+def test_the_kept_draws_are_looked_at_in_segments_of_at_least_the_minimum():
+    assert tallmcmc.automatic.kept_looks(2000) == [250, 500, 750, 1000, 1250, 1500, 1750]
+    assert tallmcmc.automatic.kept_looks(100) == [50]  # segments shorter than KEPT_CHECK_MIN_DRAWS are skipped
+    assert tallmcmc.automatic.kept_looks(60) == []
+
+
+def test_watched_kept_draws_that_do_not_switch_are_one_runs_draws_bit_for_bit(tall_regression_small, monkeypatch):
+    model = tall_regression_small[0]
+    watched = tallmcmc.sample_tall(model, seed=3, num_samples=400, progress=False)
+    assert watched.diagnosis.decision == "minibatch" and watched.diagnosis.switched_at is None
+    monkeypatch.setattr(tallmcmc.automatic, "KEPT_CHECKS", ())  # one call for all kept draws, as before the looks
+    whole = tallmcmc.sample_tall(model, seed=3, num_samples=400, progress=False)
+    for name in whole.positions:
+        np.testing.assert_array_equal(np.asarray(watched.positions[name]), np.asarray(whole.positions[name]))
+    for name in whole.info:
+        np.testing.assert_array_equal(watched.info[name], whole.info[name])
+    assert watched.setup_data_used == whole.setup_data_used
+
+
+def test_kept_draws_whose_minibatch_outgrows_the_exact_test_switch_to_it_and_keep_every_draw(
+    tall_regression_small, monkeypatch
+):
+    model, mean, sd = tall_regression_small
+    # a margin of 0: any cost is "more than the exact test's", so the first look switches (the mechanics of a switch;
+    # the leverage-point regression that really grows is benchmarks/bench_kept_looks.py and the slow test below)
+    monkeypatch.setattr(tallmcmc.automatic, "KEPT_SWITCH_MARGIN", 0.0)
+    result = tallmcmc.sample_tall(model, seed=3, num_samples=2000, progress=False)
+    diagnosis, switched = result.diagnosis, 250
+    assert diagnosis.decision == "minibatch, then exact" and diagnosis.switched_at == switched, str(diagnosis)
+    assert "after 250 kept draws per chain the minibatch test was using" in diagnosis.reason
+    assert "the remaining 1,750 ran the exact Metropolis test" in diagnosis.reason
+    # every draw kept: the minibatch test's first, then the exact test's, which reads all N at every step
+    assert result.positions["beta"].shape == (4, 2000, 3) and result.info["accepted"].shape == (4, 2000)
+    assert np.all(result.info["data_used"][:, switched:] == model.num_data)
+    assert np.all(result.info["data_used"][:, :switched] < model.num_data // 10)
+    passed, report = reproduces(result, mean, sd)
+    assert passed, report
+    # the exact test's first per-datum values (a pass per chain) are counted; the run continues with the exact test
+    assert result.setup_data_used["exact test's first pass (switch)"] == 4 * model.num_data
+    assert result.last_state.test_name == "exact_metropolis" and result.last_state.steps_done == 2000
+    assert diagnosis.test.name == "exact_metropolis"
+    # the first draws are those of the run that did not switch
+    monkeypatch.setattr(tallmcmc.automatic, "KEPT_CHECKS", ())
+    whole = tallmcmc.sample_tall(model, seed=3, num_samples=switched, progress=False)
+    np.testing.assert_array_equal(
+        np.asarray(result.positions["beta"][:, :switched]), np.asarray(whole.positions["beta"])
+    )
+    # and the run goes on where it stopped, with the exact test and the keys of the steps that follow
+    longer = tallmcmc.sample_tall(model, resume=result, num_samples=100, progress=False)
+    assert longer.num_draws == 2100 and longer.diagnosis.decision == "minibatch, then exact"
+    assert np.all(longer.info["data_used"][:, 2000:] == model.num_data)
+
+
+@pytest.mark.slow  # 70 s: the 2026-11-29 audit's case, N = 200,000, with the looks off and on
+def test_a_leverage_point_regression_whose_minibatch_grows_switches_to_the_exact_test(monkeypatch):
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "benchmarks"))
+    from bench_kept_looks import leverage_model
+
+    model = leverage_model(200_000)
+    watched = tallmcmc.sample_tall(model, seed=0, progress=False)
+    monkeypatch.setattr(tallmcmc.automatic, "KEPT_CHECKS", ())
+    unwatched = tallmcmc.sample_tall(model, seed=0, progress=False)
+    # warm-up measured a tiny fraction of N and chose the minibatch test; in a chain its kept draws then grew to most of N
+    last = np.mean(unwatched.info["data_used"][:, -250:], axis=1)  # per chain
+    assert unwatched.diagnosis.decision == "minibatch" and np.max(last) > 0.5 * model.num_data, last
+    assert watched.diagnosis.decision == "minibatch, then exact", str(watched.diagnosis)
+    at = watched.diagnosis.switched_at
+    np.testing.assert_array_equal(
+        np.asarray(watched.positions["beta"][:, :at]), np.asarray(unwatched.positions["beta"][:, :at])
+    )
+    # after the switch the exact test reads N plain points a step; the minibatch test's residuals, priced as the
+    # choice prices them, cost more than twice that where it was left to run
+    price = tallmcmc.automatic.residual_point_cost(watched.diagnosis.control_variate)
+    exact_cost = np.sum(watched.info["data_used"][:, at:])
+    minibatch_cost = price * np.sum(unwatched.info["data_used"][:, at:])
+    assert exact_cost * tallmcmc.automatic.KEPT_SWITCH_MARGIN < minibatch_cost

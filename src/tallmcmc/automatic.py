@@ -65,7 +65,11 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
-   states with the adapted step (the chains' geometric mean factor).
+   states with the adapted step (the chains' geometric mean factor). The
+   minibatch test's kept draws are watched (:data:`KEPT_CHECKS`): where a
+   segment of them costs more than :data:`KEPT_SWITCH_MARGIN` times the exact
+   test per effective draw, as the tail guard may find only after warm-up on
+   residuals with heavy tails, the rest run the exact test.
 7. **A diagnosis** (:class:`TallDiagnosis`, ``result.diagnosis``): every setup
    pass by source, the probe's measurements and the decision with its reason,
    the data per step, the error bounds, r̂ and ESS, and whether warm-up
@@ -96,6 +100,7 @@ from tallmcmc.acceptance.penalty import minibatch_penalty
 from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation, tuna
 from tallmcmc.control_variate import ControlVariate, control_variate_at_mode, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
+from tallmcmc.kernel import build_kernel
 from tallmcmc.mode import DEFAULT_CHUNK_ROWS, find_mode
 from tallmcmc.model import (
     DEFAULT_START_SPREAD,
@@ -115,6 +120,7 @@ from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, data_use
 from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
 from tallmcmc.sampling.ahead import compile_ahead
+from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.warmup_phase import compile_warmup
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
@@ -178,6 +184,19 @@ FAST_SETUP_MAX_DIMENSION = 100
 #: With a TunaMH ``bound``, the kept steps of its pilot (the first kept draws if TunaMH is chosen, else counted and
 #: set aside): TunaMH is Metropolis-type and may touch fewer residuals per step than the minibatch test (docs/tuna.md).
 TUNA_PILOT_STEPS = 50
+#: The kept draws under the minibatch test are watched: after each of these fractions of them (where the segment since
+#: the last look holds at least :data:`KEPT_CHECK_MIN_DRAWS` draws) the test's cost per effective draw over that
+#: segment is measured again, as warm-up's window was (:func:`choose_test`), and where it is more than
+#: :data:`KEPT_SWITCH_MARGIN` times the exact test's, the remaining draws run the exact Metropolis test. On residuals
+#: with heavy tails (leverage points) the tail guard's pool may learn only after warm-up that most of N is needed per
+#: step: found by the 2026-11-29 user-model audit, a logistic regression with Student-t(2) covariates at N = 10⁶
+#: took 225 s where the exact test takes 22 s (docs/sample_tall.md, "When the minibatch grows during the kept draws").
+KEPT_CHECKS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)
+#: The fewest draws per chain between two looks at the kept draws' cost (fewer: no look there).
+KEPT_CHECK_MIN_DRAWS = 50
+#: The kept draws switch to the exact test only where the minibatch test costs more than this many times as much per
+#: effective draw: a switch compiles another chain program, and near parity the choice is noise.
+KEPT_SWITCH_MARGIN = 2.0
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
 #: The values of ``sample_tall(minibatch_test=...)``: ``"auto"`` (default) warms up with the penalty test and keeps
@@ -398,7 +417,9 @@ class TallDiagnosis:
         ``"exact"`` (exact Metropolis with the proxy proposal), ``"tuna"``
         (TunaMH on the residuals) or ``"random walk"`` (no Laplace
         approximation, or one whose proposals warm-up measured to be rejected:
-        exact Metropolis with a covariance-adapted random walk).
+        exact Metropolis with a covariance-adapted random walk); or
+        ``"minibatch, then exact"``: the kept draws began with the minibatch
+        test, which then cost more than the exact test (``switched_at``).
     reason
         Why, in words, with the numbers.
     mode, control_variate
@@ -430,9 +451,13 @@ class TallDiagnosis:
         deviations) over the bulk ESS; below :data:`SD_ESS_RATIO_LIMIT` it is
         a problem (the chains visit the tails rarely).
     proposal, test
-        What made the kept draws: ``tallmcmc.sample(model, d.proposal,
-        d.test, resume=result, num_samples=…)`` continues the run, as does
-        ``sample_tall(model, resume=result, num_samples=…)``.
+        What made the kept draws (the last of them): ``tallmcmc.sample(model,
+        d.proposal, d.test, resume=result, num_samples=…)`` continues the run,
+        as does ``sample_tall(model, resume=result, num_samples=…)``.
+    switched_at
+        Where the kept draws switched from the minibatch test to the exact
+        test: the number of kept draws per chain made before (``None``: no
+        switch; :data:`KEPT_CHECKS`).
     """
 
     decision: str
@@ -453,6 +478,7 @@ class TallDiagnosis:
     proposal: Any = None
     test: Any = None
     ess_sd_ratio_min: float = float("nan")
+    switched_at: int | None = None
 
     def __repr__(self) -> str:
         """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
@@ -711,8 +737,14 @@ def sample_tall(
         covariance = None
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
     run = _RunShape(
-        num_samples, num_warmup, seed, dict(num_chains=num_chains, progress=progress, **sample_options), say
+        num_samples,
+        num_warmup,
+        seed,
+        dict(num_chains=num_chains, progress=progress, **sample_options),
+        say,
+        watch_kept=one_device and not {"mesh", "checkpoint", "checkpoint_every", "driver"} & set(sample_options),
     )
+    switch = None
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
@@ -808,13 +840,17 @@ def sample_tall(
                         f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
                     )
             say(f"sample_tall: {decision} — {reason}", flush=True)
-            result, kept_proposal, kept_test = _kept_run(
-                model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, run
+            watch = _Watch(control_variate, residual_cost)
+            result, kept_proposal, kept_test, switch = _kept_run(
+                model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
             )
+            if switch is not None:
+                decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
         test=kept_test,
+        switched_at=None if switch is None else switch.at,
     )
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
@@ -830,6 +866,9 @@ class _RunShape(NamedTuple):
     seed: int
     options: dict[str, Any]
     say: Callable[..., None]
+    #: whether the minibatch test's kept draws are run in segments and their cost looked at (:data:`KEPT_CHECKS`):
+    #: on one device, without a mesh, a checkpoint file or another driver
+    watch_kept: bool = False
 
 
 def _random_walk_run(model: Model, mode, reason: str, run: _RunShape) -> tuple[SamplingResult, Proposal, Any]:
@@ -957,14 +996,21 @@ def _kept_run(
     minibatch,
     pilot: SamplingResult | None,
     tuna_test,
+    watch: _Watch,
     run: _RunShape,
-) -> tuple[SamplingResult, Proposal, Any]:
-    """The kept draws under ``decision``, joined to the warm-up; the result, and the proposal and test that made
-    them (a pilot measured and not kept is counted as ``"TunaMH pilot"``)."""
+) -> tuple[SamplingResult, Proposal, Any, _Switch | None]:
+    """The kept draws under ``decision``, joined to the warm-up; the result, the proposal and test that made the
+    last of them, and the switch to the exact test where the minibatch test's were watched and made one
+    (:func:`_watched_minibatch`; a pilot measured and not kept is counted as ``"TunaMH pilot"``)."""
+    switch = None
     if decision == "minibatch" and minibatch is warmup_test:
         # the warm-up continues exactly: each chain's step and the tail guard's pool
-        result = sample(model, proposal, minibatch, warmed, num_samples=run.num_samples, seed=run.seed, **run.options)
-        kept_proposal, kept_test = proposal, minibatch
+        def first(num_samples):
+            return sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=run.seed, **run.options)
+
+        result, kept_proposal, kept_test, switch = _watched_minibatch(
+            model, first, proposal, minibatch, tuned, watch, run
+        )
     elif decision == "tuna":  # the pilot's draws are the first kept draws
         more = run.num_samples - int(pilot.info["accepted"].shape[1])
         kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **run.options)
@@ -972,21 +1018,142 @@ def _kept_run(
         kept_proposal, kept_test = tuned, tuna_test
     else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
         kept_test = minibatch if decision == "minibatch" else exact_metropolis()
-        kept = sample(
-            model,
-            tuned,
-            kept_test,
-            initial_positions=_positions(warmed),
-            num_samples=run.num_samples,
-            seed=run.seed,
-            check_starts=False,
-            **run.options,
-        )
-        result = _joined(warmed, kept)
-        kept_proposal = tuned
+
+        def first(num_samples):
+            kept = sample(
+                model,
+                tuned,
+                kept_test,
+                initial_positions=_positions(warmed),
+                num_samples=num_samples,
+                seed=run.seed,
+                check_starts=False,
+                **run.options,
+            )
+            return _joined(warmed, kept)
+
+        if decision == "minibatch":
+            result, kept_proposal, kept_test, switch = _watched_minibatch(
+                model, first, tuned, kept_test, tuned, watch, run
+            )
+        else:
+            result, kept_proposal = first(run.num_samples), tuned
     if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
         result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
-    return result, kept_proposal, kept_test
+    return result, kept_proposal, kept_test, switch
+
+
+class _Watch(NamedTuple):
+    """What looking at the kept draws' cost needs (:func:`_watched_minibatch`): the control variate the residuals
+    come from and the price of a residual the user gave (``None``: the table's)."""
+
+    control_variate: ControlVariate
+    residual_cost: float | None
+
+
+class _Switch(NamedTuple):
+    """A switch of the kept draws to the exact test: after how many kept draws per chain, and why, in words."""
+
+    at: int
+    reason: str
+
+
+def kept_looks(num_samples: int) -> list[int]:
+    """The kept draws per chain after which :func:`sample_tall` looks at the minibatch test's cost
+    (:data:`KEPT_CHECKS` of ``num_samples``, each segment at least :data:`KEPT_CHECK_MIN_DRAWS` draws long)."""
+    looks: list[int] = []
+    for fraction in KEPT_CHECKS:
+        at = int(round(fraction * num_samples))
+        if at - (looks[-1] if looks else 0) >= KEPT_CHECK_MIN_DRAWS and num_samples - at >= KEPT_CHECK_MIN_DRAWS:
+            looks.append(at)
+    return looks
+
+
+def _watched_minibatch(
+    model: Model,
+    first: Callable[[int], SamplingResult],
+    proposal: Proposal,
+    test,
+    tuned: Proposal,
+    watch: _Watch,
+    run: _RunShape,
+) -> tuple[SamplingResult, Proposal, Any, _Switch | None]:
+    """The minibatch test's kept draws in segments (``first(n)`` runs the first n, ``sample(resume=…)`` the next),
+    with a look at its cost after each (:func:`kept_looks`): where the latest segment cost more than
+    :data:`KEPT_SWITCH_MARGIN` times the exact test per effective draw, the remaining draws run the exact Metropolis
+    test, continuing the chains and their random keys. Without a switch the draws are those of one run, bit for bit.
+
+    The segments' own warnings are held back: the last call's result holds every draw and warns for all of them;
+    after a switch, the minibatch part's warnings other than its data use (which the switch answers) are given."""
+    looks = kept_looks(run.num_samples) if run.watch_kept else []
+    ends = [*looks, run.num_samples]
+    result = None
+    for index, end in enumerate(ends):
+        last = index == len(ends) - 1
+        with warnings.catch_warnings(record=True) as held:
+            if not last:
+                warnings.simplefilter("always")
+            if result is None:
+                result = first(end)
+            else:
+                result = sample(model, proposal, test, resume=result, num_samples=end - result.num_draws, **run.options)
+        if last:
+            for caught in held:
+                warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+            return result, proposal, test, None
+        begun = ends[index - 1] if index else 0
+        recent = {name: np.asarray(values)[:, begun:end] for name, values in result.info.items()}
+        pool = to_host(result.final_state.cache)
+        choice = choose_test(
+            recent,
+            model.num_data,
+            pool if hasattr(pool, "fourth") else None,
+            watch.control_variate,
+            residual_cost=watch.residual_cost,
+        )
+        if choice.minibatch_cost > KEPT_SWITCH_MARGIN * choice.exact_cost:
+            for caught in held:
+                if " data points per step on average" not in str(caught.message):
+                    warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+            reason = (
+                f"after {end:,} kept draws per chain the minibatch test was using {100 * choice.use.fraction:.3g}% of "
+                f"N per step over the last {end - begun:,} ({_CAUSES[choice.cause]}; kurtosis of the residuals ≈ "
+                f"{choice.use.kurtosis:.3g}): ≈ {choice.minibatch_cost:,.0f} plain points per effective draw against "
+                f"≈ {choice.exact_cost:,.0f} for the exact test, more than {KEPT_SWITCH_MARGIN:g} times as much, so "
+                f"the remaining {run.num_samples - end:,} ran the exact Metropolis test"
+            )
+            run.say(f"sample_tall: exact from here — {reason}", flush=True)
+            switched, exact = _continued_exactly(model, result, tuned, run.num_samples - end, run)
+            return switched, tuned, exact, _Switch(end, reason)
+    raise AssertionError("unreachable: the last segment returns")
+
+
+def _continued_exactly(
+    model: Model, result: SamplingResult, tuned: Proposal, num_samples: int, run: _RunShape
+) -> tuple[SamplingResult, Any]:
+    """``result`` extended by ``num_samples`` draws of the exact Metropolis test with ``tuned`` (the warm-up's step,
+    the chains' geometric mean factor, as for a run that chose the exact test), from each chain's last position and
+    with the keys of the steps that follow (the same stream, as if one run had changed its test there); the exact
+    test's first per-datum values, a pass per chain, are counted as ``"exact test's first pass (switch)"``."""
+    state = result.last_state
+    test = exact_metropolis()
+    positions = starts_of(state)
+
+    def initialise(data, positions):  # the data as an argument, not a constant of the program
+        return jax.vmap(build_kernel(model.with_data(data), tuned, test).init)(positions)
+
+    states = jax.jit(initialise)(model.data, positions)
+    switched = state._replace(
+        states=states,
+        step_size_factor=None,
+        adapted_covariance=None,
+        test_name=test.name,
+        proposal_name=tuned.name,
+    )
+    later = sample(model, tuned, test, resume=switched, num_samples=num_samples, **run.options)
+    joined = result.extended_by(later)
+    joined.setup_data_used["exact test's first pass (switch)"] = model.num_data * state.num_chains
+    return joined, test
 
 
 def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None):
