@@ -581,6 +581,30 @@ def test_refuses_data_on_a_non_leading_axis(check_rows):
     assert "leading axis" in message and "y (20,)" in message
 
 
+def test_refuses_a_series_read_with_lags_and_says_how_to_pass_it(check_rows):
+    """An AR(1) written as NumPyro users often write it: each term reads two rows of y. The refusal (a broadcasting
+    error on rows drawn at random, a failed decomposition on all the data) names the lag and the fix (the 2026-11-29
+    third user-model audit: both messages were right and neither said why)."""
+
+    def autoregressive(y):
+        rho = numpyro.sample("rho", dist.Uniform(-1.0, 1.0))
+        scale = numpyro.sample("scale", dist.HalfNormal(1.0))
+        with numpyro.plate("data", y.shape[0] - 1):
+            numpyro.sample("obs", dist.Normal(rho * y[:-1], scale), obs=y[1:])
+
+    series = np.cumsum(np.random.default_rng(0).normal(size=21)).astype(np.float32)
+    message = refused(autoregressive, series)
+    assert "The argument y has 21 rows against the plate's N = 20" in message and "y_prev=y[:-1]" in message
+
+    def transitions(y_prev, y_next):  # the fix the message gives: one transition per datum
+        rho = numpyro.sample("rho", dist.Uniform(-1.0, 1.0))
+        scale = numpyro.sample("scale", dist.HalfNormal(1.0))
+        with numpyro.plate("data", y_next.shape[0]):
+            numpyro.sample("obs", dist.Normal(rho * y_prev, scale), obs=y_next)
+
+    assert tallmcmc.from_numpyro(transitions, series[:-1], series[1:]).num_data == 20
+
+
 def test_refuses_a_discrete_latent_site():
     def discrete(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))

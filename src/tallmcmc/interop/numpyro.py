@@ -70,6 +70,8 @@ __all__ = ["INDEX_KEY", "from_numpyro"]
 #: a datum is the index of a row (``data = {INDEX_KEY: arange(N)}``).
 INDEX_KEY = "index"
 
+#: An array argument at most this many rows longer or shorter than the data plate is named as a lagged series.
+_LAG_ROWS = 10
 _NUM_CHECK_POINTS = 2
 _MAX_CHECK_DRAWS = 20
 _CHECK_RADIUS = 2.0
@@ -472,6 +474,27 @@ class _NumPyroModel:
             jnp.asarray(factor, jnp.result_type(float)),
         )
 
+    def _lagged_hint(self) -> str:
+        """Where an array argument is a few rows longer or shorter than the data plate, what that usually means: a
+        series read with lags (``y[:-1]``, ``y[1:]``), whose terms are not one per datum (``""`` otherwise)."""
+        lagged = [
+            (name, int(np.shape(leaf)[0]))
+            for slot, (name, leaf) in enumerate(zip(self.leaf_names, self.leaves, strict=True))
+            if slot not in self.data_slots
+            and np.ndim(leaf) >= 1
+            and 0 < abs(int(np.shape(leaf)[0]) - self.num_data) <= _LAG_ROWS
+        ]
+        if not lagged:
+            return ""
+        name, rows = lagged[0]
+        return (
+            f". The argument {name} has {rows:,} rows against the plate's N = {self.num_data:,}: a series read with "
+            f"lags inside the model (y[:-1] and y[1:], as an AR(1) is often written) makes each term read two rows, "
+            "so the terms are not one per datum. Pass the lagged pairs as data of N rows each instead "
+            "(y_prev=y[:-1], y_next=y[1:], plate over their N): each datum is then one transition, and the "
+            "likelihood is the series' given its first value(s)"
+        )
+
     def check_decomposition(self) -> None:
         """Raise a ``ValueError`` naming the site unless prior + Σ per-datum = NumPyro's log density.
 
@@ -498,6 +521,7 @@ class _NumPyroModel:
                     f"data found (arguments of leading length N): {data_names or 'none'}"
                     + (f"; other array arguments (leading length not N, passed whole): {others}" if others else "")
                     + ". Give every array that holds the data its N rows on the leading axis"
+                    + self._lagged_hint()
                 ) from error
             reference, whole, prior, sums, magnitudes, factor = jax.tree_util.tree_map(float, values)
             if not np.isfinite(reference):
@@ -571,7 +595,7 @@ class _NumPyroModel:
                     "must depend on that datum only: compute statistics of all the data (y.mean(), X.shape[0]) before "
                     "calling the model and pass them as arguments, and give every array that holds the data its rows "
                     "on the leading axis (pass data as arguments, or reach them only through the plate's indices / "
-                    "numpyro.subsample, not both)"
+                    "numpyro.subsample, not both)" + self._lagged_hint()
                 )
         # NumPyro scales the plate's sites by the plate's size over the rows it runs on (1 on all the data)
         total = sum(prior.values()) + factor * sum(sums.values())
