@@ -906,3 +906,35 @@ def test_a_leverage_point_regression_whose_minibatch_grows_switches_to_the_exact
     exact_cost = np.sum(watched.info["data_used"][:, at:])
     minibatch_cost = price * np.sum(unwatched.info["data_used"][:, at:])
     assert exact_cost * tallmcmc.automatic.KEPT_SWITCH_MARGIN < minibatch_cost
+
+
+def test_a_float32_run_whose_rounding_swamps_the_log_ratio_says_so_and_an_ordinary_one_does_not():
+    """A Poisson regression with one count of 1.8·10⁸ (x = 37): its log-likelihood's terms, ~3·10⁹, cancel to a few
+    units, and float32 rounds them by hundreds. The run accepts a few per cent and its r̂ is far above 1; before,
+    the warnings blamed the posterior's shape (the 2026-11-29 third audit; in float64 the same data sample well)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    rng = np.random.default_rng(3)
+    covariates = (rng.normal(size=(20_000, 2)) * 0.3).astype(np.float32)
+    covariates[7, 0] = 37.0
+    counts = rng.poisson(np.exp(0.5 + covariates.astype(np.float64) @ np.array([0.5, -0.3]))).astype(np.int32)
+
+    def poisson(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Poisson(jnp.exp(a + X @ beta)), obs=y)
+
+    model = tallmcmc.from_numpyro(poisson, covariates, y=counts)
+    with pytest.warns(RuntimeWarning, match=r"in float32 the per-datum log-likelihoods round.*from datum 7 alone"):
+        result = tallmcmc.sample_tall(model, seed=0, num_samples=500, progress=False)
+    assert result.diagnosis.problems[0].startswith("in float32 the per-datum log-likelihoods round")
+    assert result.setup_data_used["float32 rounding check (diagnosis)"] == 4 * model.num_data
+    # the same measurement on an ordinary logistic regression: rounding five orders of magnitude below the limit
+    from tallmcmc.examples import logistic_regression
+
+    ordinary = logistic_regression.model(*logistic_regression.simulate(20_000, 3, seed=2))
+    run = tallmcmc.sample_tall(ordinary, seed=0, num_samples=200, progress=False)
+    measured = tallmcmc.automatic.float32_rounding(ordinary, run, tallmcmc.laplace_covariance(run.diagnosis.mode))
+    assert measured.noise < 1e-3 * tallmcmc.automatic.ROUNDING_NOISE_LIMIT, measured

@@ -197,6 +197,12 @@ KEPT_CHECK_MIN_DRAWS = 50
 #: The kept draws switch to the exact test only where the minibatch test costs more than this many times as much per
 #: effective draw: a switch compiles another chain program, and near parity the choice is noise.
 KEPT_SWITCH_MARGIN = 2.0
+#: Where a float32 run's diagnosis finds a problem, the float32 rounding of Δ between two chains' last positions is
+#: measured against float64 (:func:`float32_rounding`); above this sd it is named as a cause. Found by the 2026-11-29
+#: third user-model audit: a Poisson regression with a count of 2.1·10⁸ (terms of ~4·10⁹ that cancel) had Δ rounded
+#: by sd 20 in float32 (an ordinary logistic regression: 10⁻⁵), accepted 0.3% and blamed the posterior's shape;
+#: in float64 it accepts 100% and matches (docs/sample_tall.md, "When float32 rounds Δ").
+ROUNDING_NOISE_LIMIT = 0.1
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
 #: The values of ``sample_tall(minibatch_test=...)``: ``"auto"`` (default) warms up with the penalty test and keeps
@@ -216,6 +222,7 @@ _START_CHECK_BLOCK = DEFAULT_CHUNK_ROWS  # rows gathered and evaluated at once (
 _SEED_STREAM = 0x5EED  # the kept draws' seed, apart from the warm-up run's
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
 _STARTS_STREAM = 0x57A275  # the chains' starts
+_ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
 #: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
 #: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
 #: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
@@ -852,9 +859,79 @@ def sample_tall(
         test=kept_test,
         switched_at=None if switch is None else switch.at,
     )
+    if result.diagnosis.problems:
+        rounding = float32_rounding(model, result, covariance)
+        if rounding is not None and rounding.noise > ROUNDING_NOISE_LIMIT:
+            result.setup_data_used["float32 rounding check (diagnosis)"] = 4 * model.num_data
+            result.diagnosis.setup_passes["float32 rounding check (diagnosis)"] = 4.0
+            result.diagnosis.problems.insert(0, rounding.problem())
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
+
+
+class Rounding(NamedTuple):
+    """What float32 does to Δ between two positions (:func:`float32_rounding`): the sd of its rounding error over
+    the data, the datum that contributes most, and that datum's error."""
+
+    noise: float
+    worst: int
+    worst_error: float
+
+    def problem(self) -> str:
+        return (
+            f"in float32 the per-datum log-likelihoods round: for a proposal-sized move from a chain's last position, "
+            f"Δ differs from its float64 value by {self.noise:.3g} (root sum of squares over the data; the tests decide "
+            f"on a scale of 1), {self.worst_error:.3g} of it from datum {self.worst:,} alone (terms of large magnitude that cancel, such as a count of 10⁸ in a "
+            "Poisson likelihood); the acceptance and r̂ below may say more about that rounding than about the "
+            "posterior. Rerun in float64: jax.config.update('jax_enable_x64', True) before building the model, with "
+            "float64 data (docs/sample_tall.md, 'When float32 rounds Δ')"
+        )
+
+
+def float32_rounding(model: Model, result: SamplingResult, covariance: np.ndarray | None = None) -> Rounding | None:
+    """The rounding of Δ = Σᵢ lᵢ(θ₁) − lᵢ(θ₀) in float32, measured against the same differences in float64 (four
+    passes over N): θ₀ is chain 0's last position, θ₁ a move from it drawn from N(0, ``covariance``) (a proposal's
+    size), or without one chain 1's last position. ``None`` where the run is not float32, has neither, or its model
+    cannot run in float64 (or not on one device).
+
+    Chains stuck by rounding may all sit on the same float32 value of a term (the 2026-11-29 audit's count of 10⁸
+    pinned every chain to one value of its linear predictor), so two chains' positions can miss what a move shows.
+    """
+    state = result.last_state
+    if state is None or state.mesh_shape is not None or (covariance is None and state.num_chains < 2):
+        return None
+    positions = starts_of(state)
+    if any(np.asarray(leaf).dtype != np.float32 for leaf in jax.tree_util.tree_leaves(positions)):
+        return None
+    first = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], positions)
+    if covariance is not None:
+        flat, unravel = ravel_pytree(first)
+        move = np.random.default_rng(_ROUNDING_STREAM).multivariate_normal(np.zeros(flat.shape[0]), covariance)
+        second = unravel(jnp.asarray(np.asarray(flat, np.float64) + move, np.float32))
+    else:
+        second = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[1], positions)
+
+    def differences(data, dtype):
+        values = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
+        at = [jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, dtype), p) for p in (first, second)]
+        return np.asarray(values(at[1], data) - values(at[0], data), np.float64)
+
+    def widened(leaf):
+        leaf = np.asarray(leaf)
+        return jnp.asarray(leaf, np.float64) if np.issubdtype(leaf.dtype, np.floating) else jnp.asarray(leaf)
+
+    try:
+        single = differences(model.data, np.float32)
+        with jax.enable_x64(True):
+            double = differences(jax.tree_util.tree_map(widened, model.data), np.float64)
+    except Exception:  # a model that cannot run in float64 or on rows held here: nothing to say
+        return None
+    error = single - double
+    if error.shape != (model.num_data,) or not np.all(np.isfinite(error)):
+        return None
+    worst = int(np.argmax(np.abs(error)))
+    return Rounding(float(np.sqrt(np.sum(error**2))), worst, float(abs(error[worst])))
 
 
 class _RunShape(NamedTuple):
