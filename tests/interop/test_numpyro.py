@@ -605,6 +605,26 @@ def test_refuses_a_series_read_with_lags_and_says_how_to_pass_it(check_rows):
     assert tallmcmc.from_numpyro(transitions, series[:-1], series[1:]).num_data == 20
 
 
+def test_refuses_data_outside_the_support_naming_the_rows():
+    """Three Weibull times of 0 or below among 40: NumPyro's log density is -inf everywhere; the refusal names the
+    rows (the 2026-11-29 third audit: the message said only that the density was not finite at 20 points)."""
+
+    def weibull(X, t):
+        shape = numpyro.sample("shape", dist.Gamma(2.0, 1.0))
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("t", dist.Weibull(jnp.exp(X @ beta), shape), obs=t)
+
+    rng = np.random.default_rng(0)
+    covariates = rng.normal(size=(40, 2)).astype(np.float32)
+    times = rng.weibull(1.5, size=40).astype(np.float32)
+    times[[3, 17, 30]] = [0.0, -1.0, 0.0]
+    message = refused(weibull, covariates, times)
+    assert "not finite at 3 of the N = 40 rows (rows 3, 17, 30)" in message and "outside the support" in message
+    times[[3, 17, 30]] = 1.0
+    assert tallmcmc.from_numpyro(weibull, covariates, times).num_data == 40
+
+
 def test_refuses_a_discrete_latent_site():
     def discrete(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))

@@ -72,6 +72,10 @@ INDEX_KEY = "index"
 
 #: An array argument at most this many rows longer or shorter than the data plate is named as a lagged series.
 _LAG_ROWS = 10
+#: Where NumPyro's log density is finite nowhere, the rows whose log-likelihood is not finite at this many check
+#: points are named (data outside the support).
+_ROWS_CHECK_POINTS = 3
+_ROWS_CHUNK = 4096  # rows evaluated at once when naming them
 _NUM_CHECK_POINTS = 2
 _MAX_CHECK_DRAWS = 20
 _CHECK_RADIUS = 2.0
@@ -537,11 +541,42 @@ class _NumPyroModel:
                     f"the data hold NaN or inf: {found}. Every datum's log-likelihood must be finite: drop or impute "
                     "those rows before from_numpyro"
                 )
+            outside = self._rows_never_finite()
+            if outside:
+                raise ValueError(
+                    f"the log-likelihood is not finite at {outside} at any of {_ROWS_CHECK_POINTS} random points: "
+                    "their values lie outside the support of the observed distribution (a time of 0 or below for a "
+                    "Weibull or Gamma, a count that is negative or not an integer, a probability of exactly 0 or 1). "
+                    "Drop or correct those rows before from_numpyro"
+                )
             raise ValueError(
                 f"NumPyro's own log density (-potential_energy) is not finite at any of {_MAX_CHECK_DRAWS} random "
                 f"unconstrained points in (-{_CHECK_RADIUS:g}, {_CHECK_RADIUS:g}), so the per-datum decomposition "
                 "cannot be checked. Check the model and its data with numpyro.infer.util.initialize_model"
             )
+
+    def _rows_never_finite(self) -> str:
+        """The rows whose log-likelihood is not finite at every one of :data:`_ROWS_CHECK_POINTS` check points, in
+        words (how many, and the first few), where they are some of the rows but not all (``""`` otherwise): data
+        outside the observed distribution's support. Evaluated one datum at a time over every row, chunked."""
+        datum_values = jax.jit(
+            lambda position, data: jax.lax.map(
+                lambda datum: self.log_likelihood(position, datum), data, batch_size=_ROWS_CHUNK
+            )
+        )
+        data = {name: jnp.asarray(value) for name, value in self.data.items()}
+        never = None
+        try:
+            for point in self.check_points()[:_ROWS_CHECK_POINTS]:
+                finite = np.isfinite(np.asarray(datum_values(point, data)))
+                never = ~finite if never is None else never & ~finite
+        except Exception:  # a model that cannot be evaluated one datum at a time: the general message
+            return ""
+        bad = np.flatnonzero(never) if never is not None else np.array([], int)
+        if bad.size == 0 or bad.size == self.num_data:
+            return ""
+        first = ", ".join(f"{row:,}" for row in bad[:5])
+        return f"{bad.size:,} of the N = {self.num_data:,} rows (row{'s' if bad.size > 1 else ''} {first}{' …' if bad.size > 5 else ''})"
 
     def _rows_checked(self) -> str:
         """The check's rows, in words."""
