@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import warnings
 from collections.abc import Callable
@@ -1082,8 +1083,8 @@ def _kept_run(
     switch = None
     if decision == "minibatch" and minibatch is warmup_test:
         # the warm-up continues exactly: each chain's step and the tail guard's pool
-        def first(num_samples):
-            return sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=run.seed, **run.options)
+        def first(num_samples, options):
+            return sample(model, proposal, minibatch, warmed, num_samples=num_samples, seed=run.seed, **options)
 
         result, kept_proposal, kept_test, switch = _watched_minibatch(
             model, first, proposal, minibatch, tuned, watch, run
@@ -1096,7 +1097,7 @@ def _kept_run(
     else:  # another test (the exact one, or the Barker test after a penalty warm-up): from the final states
         kept_test = minibatch if decision == "minibatch" else exact_metropolis()
 
-        def first(num_samples):
+        def first(num_samples, options):
             kept = sample(
                 model,
                 tuned,
@@ -1105,7 +1106,7 @@ def _kept_run(
                 num_samples=num_samples,
                 seed=run.seed,
                 check_starts=False,
-                **run.options,
+                **options,
             )
             return _joined(warmed, kept)
 
@@ -1114,7 +1115,7 @@ def _kept_run(
                 model, first, tuned, kept_test, tuned, watch, run
             )
         else:
-            result, kept_proposal = first(run.num_samples), tuned
+            result, kept_proposal = first(run.num_samples, run.options), tuned
     if pilot is not None and decision != "tuna":  # measured and not kept: its data are still counted
         result.setup_data_used["TunaMH pilot"] = int(np.sum(pilot.info["data_used"]))
     return result, kept_proposal, kept_test, switch
@@ -1148,37 +1149,46 @@ def kept_looks(num_samples: int) -> list[int]:
 
 def _watched_minibatch(
     model: Model,
-    first: Callable[[int], SamplingResult],
+    first: Callable[[int, dict[str, Any]], SamplingResult],
     proposal: Proposal,
     test,
     tuned: Proposal,
     watch: _Watch,
     run: _RunShape,
 ) -> tuple[SamplingResult, Proposal, Any, _Switch | None]:
-    """The minibatch test's kept draws in segments (``first(n)`` runs the first n, ``sample(resume=…)`` the next),
-    with a look at its cost after each (:func:`kept_looks`): where the latest segment cost more than
-    :data:`KEPT_SWITCH_MARGIN` times the exact test per effective draw, the remaining draws run the exact Metropolis
-    test, continuing the chains and their random keys. Without a switch the draws are those of one run, bit for bit.
+    """The minibatch test's kept draws in segments, with a look at its cost after each (:func:`kept_looks`): where
+    the latest segment cost more than :data:`KEPT_SWITCH_MARGIN` times the exact test per effective draw, the
+    remaining draws run the exact Metropolis test, continuing the chains and their random keys. ``first(n, options)``
+    runs the first n draws and ``sample(resume=…)`` the next, each segment in chunks of the length one call would
+    use. Without a switch the draws are those of one run, bit for bit.
 
     The segments' own warnings are held back: the last call's result holds every draw and warns for all of them;
     after a switch, the minibatch part's warnings other than its data use (which the switch answers) are given."""
     looks = kept_looks(run.num_samples) if run.watch_kept else []
     ends = [*looks, run.num_samples]
+    # each segment in chunks of the length one call would use (the same compiled loop, no more round trips)
+    chunks = run.options.get("num_chunks", inspect.signature(sample).parameters["num_chunks"].default)
+    length = -(-run.num_samples // chunks)
+    options = {name: value for name, value in run.options.items() if name != "num_chunks"}
     result = None
     for index, end in enumerate(ends):
         last = index == len(ends) - 1
+        begun = ends[index - 1] if index else 0
+        if len(ends) > 1:
+            options["num_chunks"] = -(-(end - begun) // length)
+        else:
+            options = dict(run.options)
         with warnings.catch_warnings(record=True) as held:
             if not last:
                 warnings.simplefilter("always")
             if result is None:
-                result = first(end)
+                result = first(end, options)
             else:
-                result = sample(model, proposal, test, resume=result, num_samples=end - result.num_draws, **run.options)
+                result = sample(model, proposal, test, resume=result, num_samples=end - begun, **options)
         if last:
             for caught in held:
                 warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
             return result, proposal, test, None
-        begun = ends[index - 1] if index else 0
         recent = {name: np.asarray(values)[:, begun:end] for name, values in result.info.items()}
         pool = to_host(result.final_state.cache)
         choice = choose_test(
