@@ -198,11 +198,12 @@ KEPT_CHECK_MIN_DRAWS = 50
 #: The kept draws switch to the exact test only where the minibatch test costs more than this many times as much per
 #: effective draw: a switch compiles another chain program, and near parity the choice is noise.
 KEPT_SWITCH_MARGIN = 2.0
-#: Where a float32 run's diagnosis finds a problem, the float32 rounding of Δ between two chains' last positions is
-#: measured against float64 (:func:`float32_rounding`); above this sd it is named as a cause. Found by the 2026-11-29
-#: third user-model audit: a Poisson regression with a count of 2.1·10⁸ (terms of ~4·10⁹ that cancel) had Δ rounded
-#: by sd 20 in float32 (an ordinary logistic regression: 10⁻⁵), accepted 0.3% and blamed the posterior's shape;
-#: in float64 it accepts 100% and matches (docs/sample_tall.md, "When float32 rounds Δ").
+#: Where a float32 run's diagnosis finds a problem, the float32 rounding of Δ for a proposal-sized move from a chain's
+#: last position is measured against float64 (:func:`float32_rounding`); above this root sum of squares it is named as
+#: a cause. Found by the 2026-11-29 third user-model audit: a Poisson regression with a count of 2.1·10⁸ (terms of
+#: ~4·10⁹ that cancel) accepted 0.3% in float32 and blamed the posterior's shape, and accepts 100% in float64; on a
+#: 20,000-row copy the rounding measures 96, on an ordinary logistic regression 10⁻⁵ (docs/sample_tall.md, "When
+#: float32 rounds Δ").
 ROUNDING_NOISE_LIMIT = 0.1
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
@@ -860,12 +861,11 @@ def sample_tall(
         test=kept_test,
         switched_at=None if switch is None else switch.at,
     )
-    if result.diagnosis.problems:
-        rounding = float32_rounding(model, result, covariance)
-        if rounding is not None and rounding.noise > ROUNDING_NOISE_LIMIT:
-            result.setup_data_used["float32 rounding check (diagnosis)"] = 4 * model.num_data
-            result.diagnosis.setup_passes["float32 rounding check (diagnosis)"] = 4.0
-            result.diagnosis.problems.insert(0, rounding.problem())
+    rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
+    if rounding is not None and rounding.noise > ROUNDING_NOISE_LIMIT:
+        result.setup_data_used["float32 rounding check (diagnosis)"] = 4 * model.num_data
+        result.diagnosis.setup_passes["float32 rounding check (diagnosis)"] = 4.0
+        result.diagnosis.problems.insert(0, rounding.problem())
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
@@ -883,10 +883,11 @@ class Rounding(NamedTuple):
         return (
             f"in float32 the per-datum log-likelihoods round: for a proposal-sized move from a chain's last position, "
             f"Δ differs from its float64 value by {self.noise:.3g} (root sum of squares over the data; the tests decide "
-            f"on a scale of 1), {self.worst_error:.3g} of it from datum {self.worst:,} alone (terms of large magnitude that cancel, such as a count of 10⁸ in a "
-            "Poisson likelihood); the acceptance and r̂ below may say more about that rounding than about the "
-            "posterior. Rerun in float64: jax.config.update('jax_enable_x64', True) before building the model, with "
-            "float64 data (docs/sample_tall.md, 'When float32 rounds Δ')"
+            f"on a scale of 1), {self.worst_error:.3g} of it from datum {self.worst:,} alone (terms of large "
+            "magnitude that cancel, such as a count of 10⁸ in a Poisson likelihood); the acceptance and r̂ below may "
+            "say more about that rounding than about the posterior. Rerun in float64: jax.config.update("
+            "'jax_enable_x64', True) before building the model, with float64 data (docs/sample_tall.md, 'When "
+            "float32 rounds Δ')"
         )
 
 
@@ -1169,15 +1170,11 @@ def _watched_minibatch(
     # each segment in chunks of the length one call would use (the same compiled loop, no more round trips)
     chunks = run.options.get("num_chunks", inspect.signature(sample).parameters["num_chunks"].default)
     length = -(-run.num_samples // chunks)
-    options = {name: value for name, value in run.options.items() if name != "num_chunks"}
     result = None
     for index, end in enumerate(ends):
         last = index == len(ends) - 1
         begun = ends[index - 1] if index else 0
-        if len(ends) > 1:
-            options["num_chunks"] = -(-(end - begun) // length)
-        else:
-            options = dict(run.options)
+        options = run.options if len(ends) == 1 else {**run.options, "num_chunks": -(-(end - begun) // length)}
         with warnings.catch_warnings(record=True) as held:
             if not last:
                 warnings.simplefilter("always")
