@@ -24,6 +24,13 @@ warnings ``sample_tall`` gave (their first words).
 
     python benchmarks/bench_user_models.py                       # all seven, N = 50,000 (lkj: 10,000), ~8 min
     python benchmarks/bench_user_models.py --only laplace noncentred
+    python benchmarks/bench_user_models.py --num-data 1000000 --only poisson rare centred --reference-precision highest
+
+On a GPU, JAX's default precision runs a float32 matrix product such as ``X @ beta`` at TF32 (about 10 mantissa
+bits), which biases NUTS's gradients and log densities (docs/precision.md; HMCECS was 13.7 MCSE off for that
+reason); ``--reference-precision highest`` runs NUTS, the reference, at full float32 precision. ``sample_tall``
+always runs at JAX's default, as a user's would: ``from_numpyro`` evaluates the model's products at full float32
+precision itself.
 """
 
 from __future__ import annotations
@@ -177,6 +184,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=tuple(MODELS), default=list(MODELS))
     parser.add_argument("--num-data", type=int, default=50_000)
+    parser.add_argument(
+        "--reference-precision",
+        choices=("default", "high", "highest"),
+        default="default",
+        help="JAX's matmul precision for NUTS, the reference (a GPU's default is TF32)",
+    )
     args = parser.parse_args()
     print(
         "| model | N | decision | data per kept step | max \\|z\\| (worst) | sd ratio | bulk ESS min | "
@@ -205,7 +218,8 @@ def main() -> None:
             chain_method="sequential",
             progress_bar=False,
         )
-        mcmc.run(jax.random.key(1), *positional, **keywords)
+        with jax.default_matmul_precision(None if args.reference_precision == "default" else args.reference_precision):
+            mcmc.run(jax.random.key(1), *positional, **keywords)
         nuts_seconds = time.perf_counter() - began
         theirs = {key: value for key, value in mcmc.get_samples(group_by_chain=True).items() if key in result.positions}
         z, low, high, ess, worst = compare(result.positions, theirs)
@@ -216,7 +230,10 @@ def main() -> None:
             f"{said or 'none'} |",
             flush=True,
         )
-    print(f"\nCPU probe {cpu_probe_ms():.1f} ms; JAX {jax.__version__}")
+    print(
+        f"\nCPU probe {cpu_probe_ms():.1f} ms; JAX {jax.__version__}, NumPyro {numpyro.__version__}, "
+        f"{jax.devices()[0].device_kind}; NUTS at matmul precision {args.reference_precision}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 #   --with-bound; HMCECS's products at PEER_PRECISION, default highest: PEER_PRECISION=default gives JAX's TF32 on a
 #   GPU, where HMCECS was 13.7 MCSE off, docs/precision.md);
 # * bench_chains.py, only with CHAINS=1 (CHAINS_SECONDS);
+# * users' own NumPyro models, bench_user_models.py at N = USER_MODELS_N (default 10⁶), the models USER_MODELS
+#   (default "poisson student rare centred"), NUTS the reference at full float32 precision (USER_MODELS_SECONDS,
+#   default 0: skipped);
 # * the float32 probe, bench_float32_sums.py (PROBE_SECONDS, 0 skips);
 # * bench_compilation.py's sample_tall runs and listing (COMPILATION_SECONDS; 0 skips);
 # * bench_phases.py, a first and a warm call's phases, the warm one's PROFILE functions of most cumulative time under
@@ -50,6 +53,9 @@ PY
     --json "$OUT/all_in.json" 2>&1 | tee "$OUT/all_in.log"
 [ -z "${CHAINS:-}" ] || timeout ${CHAINS_SECONDS:-100} python3 benchmarks/bench_chains.py --only gmm logistic --chains 1 64 512 4096 \
     --repeats 2 2>&1 | tee "$OUT/chains.log"
+[ "${USER_MODELS_SECONDS:-0}" = 0 ] || timeout ${USER_MODELS_SECONDS} python3 benchmarks/bench_user_models.py \
+    --num-data ${USER_MODELS_N:-1000000} --only ${USER_MODELS:-poisson student rare centred} --reference-precision highest \
+    2>&1 | tee "$OUT/user_models.log"
 [ "${PROBE_SECONDS:-60}" = 0 ] || timeout ${PROBE_SECONDS:-60} python3 benchmarks/bench_float32_sums.py --num-data 10000000 2>&1 | tee "$OUT/float32_sums.log"
 [ "${COMPILATION_SECONDS:-110}" = 0 ] || timeout ${COMPILATION_SECONDS:-110} python3 benchmarks/bench_compilation.py \
     --only sample_tall --where 2>&1 | tee "$OUT/compilation.log"
