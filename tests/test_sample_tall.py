@@ -420,11 +420,14 @@ def test_the_start_check_reads_a_subsample_and_changes_nothing_else(tall_logisti
     assert num_data > automatic.START_CHECK_ROWS
     options = dict(mode=mode, num_samples=30, num_warmup=20, num_chains=2, seed=1, progress=False)
     result = tallmcmc.sample_tall(model, **options)
-    assert result.setup_data_used == {
+    counted = {
         "start check (subsample)": 2 * automatic.START_CHECK_ROWS,
         "find_mode": mode.data_used,
         "taylor control variate (order 2)": num_data,
     }
+    if result.diagnosis.problems:  # so short a run's r̂ is flagged, and the float32 rounding check runs: 4 passes
+        counted["float32 rounding check (diagnosis)"] = 4 * num_data
+    assert result.setup_data_used == counted
     assert result.diagnosis.setup_passes["start check (subsample)"] == pytest.approx(2 * 2**14 / num_data)
     monkeypatch.setattr(automatic, "START_CHECK_ROWS", num_data)  # N rows: sample's own full check runs instead
     full = tallmcmc.sample_tall(model, **options)
@@ -936,5 +939,8 @@ def test_a_float32_run_whose_rounding_swamps_the_log_ratio_says_so_and_an_ordina
 
     ordinary = logistic_regression.model(*logistic_regression.simulate(20_000, 3, seed=2))
     run = tallmcmc.sample_tall(ordinary, seed=0, num_samples=200, progress=False)
+    assert run.setup_data_used.get("float32 rounding check (diagnosis)", 0) == (4 * ordinary.num_data) * bool(
+        run.diagnosis.problems
+    )  # counted wherever the check ran, rounding named or not
     measured = tallmcmc.automatic.float32_rounding(ordinary, run, tallmcmc.laplace_covariance(run.diagnosis.mode))
     assert measured.noise < 1e-3 * tallmcmc.automatic.ROUNDING_NOISE_LIMIT, measured

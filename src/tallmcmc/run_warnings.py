@@ -34,6 +34,15 @@ class InexactProposalWarning(UserWarning):
     """A proposal without its true log ratio (SGHMC) runs under a real test: the chain's target is not the posterior."""
 
 
+class DataUseWarning(RuntimeWarning):
+    """A subsampling test used more than :data:`MOST_OF_THE_DATA` of N per step (:func:`warn_if_subsampling_does_not_pay`).
+
+    A ``RuntimeWarning``, so filters on that still catch it; its own class lets code (``sample_tall``'s watched kept
+    draws, which answer it by switching to the exact test) and users single it out without reading its text:
+    ``warnings.filterwarnings("error", category=tallmcmc.run_warnings.DataUseWarning)``.
+    """
+
+
 #: A per-step bound on |P(accept) − Barker| at or above this guarantees next to nothing (``sample``
 #: warns when most subsampled steps report one; the medians measured on our targets: docs/minibatch_error.md).
 VACUOUS_ERROR_BOUND = 0.25
@@ -186,7 +195,7 @@ def warn_if_subsampling_does_not_pay(
     warnings.warn(
         f"{test_name} used {100 * use.fraction:.0f}% of the N = {num_data:,} data points per step on average"
         f"{numbers}: {cause}",
-        RuntimeWarning,
+        DataUseWarning,
         stacklevel=stacklevel,
     )
     return use
