@@ -9,7 +9,9 @@ issue 22: steered by the Barker test's acceptance, with the number of leapfrog s
 grows towards half an oscillation of the proxy and the proposals mirror the current point through the mode.
 """
 
+import contextlib
 import dataclasses
+import io
 import json
 import pathlib
 import sys
@@ -850,6 +852,38 @@ def test_watched_kept_draws_that_do_not_switch_are_one_runs_draws_bit_for_bit(ta
     for name in whole.info:
         np.testing.assert_array_equal(watched.info[name], whole.info[name])
     assert watched.setup_data_used == whole.setup_data_used
+
+
+def test_watched_kept_draws_show_one_progress_bar_over_every_segment_and_the_switch(tall_regression_small, monkeypatch):
+    """The segments and the exact test's continuation advance one bar of num_samples steps (not eight bars of a
+    segment each), which closes once, at the end."""
+    from tallmcmc.sampling import drivers
+
+    bars = []
+
+    class Recorded:
+        def __init__(self, total, desc, **_):
+            self.total, self.descriptions, self.n, self.closed = total, [desc], 0, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def set_description(self, text):
+            self.descriptions.append(text)
+
+        def close(self):
+            self.closed += 1
+
+    monkeypatch.setattr(drivers, "tqdm", Recorded)
+    monkeypatch.setattr(tallmcmc.automatic, "KEPT_SWITCH_MARGIN", 0.0)  # the first look switches
+    with contextlib.redirect_stdout(io.StringIO()):  # sample_tall's lines
+        result = tallmcmc.sample_tall(tall_regression_small[0], seed=3, num_samples=400)
+    assert result.diagnosis.switched_at == 50
+    kept = [bar for bar in bars if bar.descriptions[0] == "kept draws"]
+    assert len(kept) == 1 and kept[0].total == kept[0].n == 400 and kept[0].closed == 1
+    assert "exact_metropolis x 4 chain(s)" in kept[0].descriptions  # the bar names the test after the switch
+    assert all(bar.total != 50 and bar.total != 350 for bar in bars)  # no bar of a segment's own
 
 
 def test_kept_draws_whose_minibatch_outgrows_the_exact_test_switch_to_it_and_keep_every_draw(

@@ -122,6 +122,7 @@ from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse
 from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
 from tallmcmc.sampling.ahead import compile_ahead
 from tallmcmc.sampling.continuation import starts_of
+from tallmcmc.sampling.drivers import HeldBar
 from tallmcmc.sampling.warmup_phase import compile_warmup
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
@@ -1166,7 +1167,31 @@ def _watched_minibatch(
     The segments' own warnings are held back: the last call's result holds every draw and warns for all of them;
     after a switch, the minibatch part's warnings other than its data use (which the switch answers) are given."""
     looks = kept_looks(run.num_samples) if run.watch_kept else []
-    ends = [*looks, run.num_samples]
+    if not looks:
+        return _segments(model, first, proposal, test, tuned, watch, run, [run.num_samples], run.options)
+    # one progress bar over every segment, as one call would show
+    held = HeldBar(run.num_samples, "kept draws") if run.options.get("progress", True) else None
+    try:
+        options = run.options if held is None else {**run.options, "progress": held}
+        return _segments(model, first, proposal, test, tuned, watch, run, [*looks, run.num_samples], options)
+    finally:
+        if held is not None:
+            held.finish()
+
+
+def _segments(
+    model: Model,
+    first: Callable[[int, dict[str, Any]], SamplingResult],
+    proposal: Proposal,
+    test,
+    tuned: Proposal,
+    watch: _Watch,
+    run: _RunShape,
+    ends: list[int],
+    shared: dict[str, Any],
+) -> tuple[SamplingResult, Proposal, Any, _Switch | None]:
+    """:func:`_watched_minibatch`'s segments, ending after ``ends`` kept draws per chain, each run with ``sample``'s
+    options ``shared``."""
     # each segment in chunks of the length one call would use (the same compiled loop, no more round trips)
     chunks = run.options.get("num_chunks", inspect.signature(sample).parameters["num_chunks"].default)
     length = -(-run.num_samples // chunks)
@@ -1174,7 +1199,7 @@ def _watched_minibatch(
     for index, end in enumerate(ends):
         last = index == len(ends) - 1
         begun = ends[index - 1] if index else 0
-        options = run.options if len(ends) == 1 else {**run.options, "num_chunks": -(-(end - begun) // length)}
+        options = shared if len(ends) == 1 else {**shared, "num_chunks": -(-(end - begun) // length)}
         with warnings.catch_warnings(record=True) as held:
             if not last:
                 warnings.simplefilter("always")
@@ -1207,13 +1232,13 @@ def _watched_minibatch(
                 f"the remaining {run.num_samples - end:,} ran the exact Metropolis test"
             )
             run.say(f"sample_tall: exact from here — {reason}", flush=True)
-            switched, exact = _continued_exactly(model, result, tuned, run.num_samples - end, run)
+            switched, exact = _continued_exactly(model, result, tuned, run.num_samples - end, run, shared)
             return switched, tuned, exact, _Switch(end, reason)
     raise AssertionError("unreachable: the last segment returns")
 
 
 def _continued_exactly(
-    model: Model, result: SamplingResult, tuned: Proposal, num_samples: int, run: _RunShape
+    model: Model, result: SamplingResult, tuned: Proposal, num_samples: int, run: _RunShape, options: dict[str, Any]
 ) -> tuple[SamplingResult, Any]:
     """``result`` extended by ``num_samples`` draws of the exact Metropolis test with ``tuned`` (the warm-up's step,
     the chains' geometric mean factor, as for a run that chose the exact test), from each chain's last position and
@@ -1234,7 +1259,7 @@ def _continued_exactly(
         test_name=test.name,
         proposal_name=tuned.name,
     )
-    later = sample(model, tuned, test, resume=switched, num_samples=num_samples, **run.options)
+    later = sample(model, tuned, test, resume=switched, num_samples=num_samples, **options)
     joined = result.extended_by(later)
     joined.setup_data_used["exact test's first pass (switch)"] = model.num_data * state.num_chains
     return joined, test

@@ -271,8 +271,31 @@ class NoBar:
         pass
 
 
-def progress_bar(total: int, enabled: bool, description: str):
-    """A tqdm bar over ``total`` steps, or :class:`NoBar`."""
+class HeldBar:
+    """A progress bar that several runs advance in turn (``sample_tall``'s kept draws, run in segments): each run
+    updates it and sets its label, none closes it, and whoever made it calls :meth:`finish`. Pass it as ``sample``'s
+    ``progress``."""
+
+    def __init__(self, total: int, description: str):
+        self._bar = tqdm(total=total, desc=description, unit="step", leave=False)
+
+    def update(self, n: int) -> None:
+        self._bar.update(n)
+
+    def set_description(self, text: str) -> None:
+        self._bar.set_description(text)
+
+    def close(self) -> None:
+        """A run's end: the bar stays for the next."""
+
+    def finish(self) -> None:
+        self._bar.close()
+
+
+def progress_bar(total: int, enabled: bool | HeldBar, description: str):
+    """A tqdm bar over ``total`` steps, the :class:`HeldBar` given, or :class:`NoBar`."""
+    if isinstance(enabled, HeldBar):
+        return enabled
     if not enabled:
         return NoBar()
     return tqdm(total=total, desc=description, unit="step", leave=False)

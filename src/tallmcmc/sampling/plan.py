@@ -25,7 +25,7 @@ from tallmcmc.proposals.base import Proposal
 from tallmcmc.run_warnings import InexactProposalWarning
 from tallmcmc.sampling.adaptation import adapts_on_proxy
 from tallmcmc.sampling.asynchronous import buffer_rows
-from tallmcmc.sampling.drivers import DRIVERS, choose_driver
+from tallmcmc.sampling.drivers import DRIVERS, HeldBar, choose_driver
 from tallmcmc.sampling.memory import check_run_memory
 from tallmcmc.sampling.program import ChainProgram, chain_program
 from tallmcmc.sampling.schedule import Schedule
@@ -72,7 +72,7 @@ class RunPlan(NamedTuple):
     adapt: bool
     adapt_covariance: bool
     seed: int
-    progress: bool
+    progress: bool | HeldBar
     setup_data_used: dict[str, int]
     uses_control_variate: bool
     program: ChainProgram
@@ -144,7 +144,7 @@ def plan_run(
     num_samples: int | None,
     num_chains: int,
     seed: int,
-    progress: bool,
+    progress: bool | HeldBar,
     num_chunks: int,
     num_warmup: int,
     target_acceptance: float | None,

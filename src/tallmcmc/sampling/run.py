@@ -34,7 +34,7 @@ from tallmcmc.sampling.continuation import (
     resumed_proposal,
     starts_of,
 )
-from tallmcmc.sampling.drivers import DriverCall, DriverOutput, progress_bar, run_vmapped
+from tallmcmc.sampling.drivers import DriverCall, DriverOutput, HeldBar, progress_bar, run_vmapped
 from tallmcmc.sampling.plan import RunPlan, plan_run
 from tallmcmc.sampling.result import SamplingResult, reported_draws
 from tallmcmc.sampling.warmup_phase import WarmupResult, run_warmup
@@ -56,7 +56,7 @@ def sample(
     num_samples: int = 1000,
     num_chains: int | None = None,
     seed: int | None = None,
-    progress: bool = True,
+    progress: bool | HeldBar = True,
     initial_positions: Position = None,
     num_chunks: int = 20,
     num_warmup: int = 0,
@@ -99,7 +99,10 @@ def sample(
         resumed); the same seed gives the same draws.
         Everything after ``initial_position`` is keyword-only.
     progress
-        Show a progress bar over chunks of steps.
+        Show a progress bar over chunks of steps; or a
+        :class:`tallmcmc.sampling.drivers.HeldBar`, which the kept draws
+        advance and leave open (``sample_tall`` shows one bar over its kept
+        draws' segments this way).
     initial_positions
         Instead of ``initial_position``: a pytree whose leaves have a leading
         axis of length ``num_chains``, one start per chain.
