@@ -65,6 +65,12 @@ def test_temperature(temperature):
         gaussian_mean.model(np.zeros(5), temperature=temperature)
 
 
+def test_a_shape_passed_where_temperature_goes_is_named():
+    """Model's fourth positional argument is temperature: a shape there names both and the keyword to use."""
+    with pytest.raises(TypeError, match=r"temperature must be .*got \(3,\).*position_shape=\.\.\."):
+        tallmcmc.Model(gaussian_mean.log_likelihood, lambda t: 0.0, np.zeros(5), (3,))
+
+
 @pytest.mark.parametrize("batch_size", [1, 0, -3, 2.5])
 def test_batch_size_too_small(batch_size):
     with pytest.raises(ValueError, match="batch_size"):

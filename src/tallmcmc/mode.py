@@ -426,11 +426,28 @@ def find_mode(
             f"{decrement_tolerance:g})"
         )
         advice = "Raise max_iterations, start closer (adam_steps, or a better initial_position), or check the model"
-        if "resolution" in stop:
+        if "; nudged " in stop and "converged" not in stop:
+            # kinks that nudging did not get past: a likelihood with |x − θ| terms (Laplace, asymmetric Laplace,
+            # quantile regression) has one at every datum, and no float precision or iteration count fixes that
             advice = (
-                f"The position's {np.dtype(dtype).name} spacing is too coarse for the posterior's width: "
-                "evaluate in float64 (JAX_ENABLE_X64=1 and a float64 initial_position) or reparametrise "
-                "(centre and scale the coordinates)"
+                "The log density has kinks the gradient cannot see past: a likelihood that is not smooth (|x − θ| "
+                "terms, as in dist.Laplace or dist.AsymmetricLaplace) has one at every datum, so Newton's method "
+                "stalls short of the mode whatever the precision (the decrement above says how far). For the "
+                "posterior use a sampler that needs no mode, such as NumPyro's NUTS, or a smooth likelihood "
+                "(e.g. dist.StudentT for robustness)"
+            )
+        elif "resolution" in stop and np.dtype(dtype) == np.float32:
+            advice = (
+                "The position's float32 spacing is too coarse for the posterior's width: evaluate in float64 "
+                "(JAX_ENABLE_X64=1 and a float64 initial_position) or reparametrise (centre and scale the "
+                "coordinates)"
+            )
+        elif "resolution" in stop:
+            advice = (
+                f"The steps fell below the position's {np.dtype(dtype).name} resolution without converging: the "
+                "gradient there does not describe the log density (a kink, or a non-smooth likelihood), or the "
+                "coordinates are badly scaled: reparametrise (centre and scale the coordinates), or check the "
+                "model's gradient"
             )
         elif method in _SCIPY_METHODS:
             advice += ' (method="newton" uses the exact Hessian from the start)'
@@ -722,10 +739,17 @@ def _trust_region_newton(
     radius = None
     steps = 0
     rose = 0  # trial steps in a row along which the value rose where the model predicted a fall
-    nudges: list[str] = []  # why each nudge was made, for the stop message
+    nudges: list[int] = []  # the rises that made each nudge, for the stop message
 
     def stopped(why: str):
-        return theta, point, steps, why + "".join(nudges)
+        if not nudges:
+            return theta, point, steps, why
+        times = "once" if len(nudges) == 1 else f"{len(nudges)} times"
+        return theta, point, steps, (
+            f"{why}; nudged {NUDGE:g} sd off a point where −log π rose along {max(nudges)} steps in a row that its "
+            f"gradient said descend, {times} (a kink in the log density there, e.g. NumPyro's Bernoulli(logits=…) at "
+            "logits exactly 0, or a likelihood that is not smooth)"
+        )
 
     while True:
         gradient, hessian = point.gradient, point.hessian
@@ -737,11 +761,7 @@ def _trust_region_newton(
             theta = evaluate.cast(theta + NUDGE * direction / np.maximum(scaling, 1e-300))
             point = evaluate.full(theta)
             steps += 1
-            nudges.append(
-                f"; nudged {NUDGE:g} sd off a point where −log π rose along {rose} steps in a row that its gradient "
-                "said descend (a kink in the log density there, e.g. NumPyro's Bernoulli(logits=…) at logits "
-                "exactly 0)"
-            )
+            nudges.append(rose)
             radius, rose = None, 0
             continue
         if steps >= max_steps:

@@ -192,7 +192,17 @@ class Model:
             raise TypeError("log_prior must be a function log_prior(position) -> scalar")
         if self.constrain is not None and not callable(self.constrain):
             raise TypeError("constrain must be a function constrain(position) -> the draws to report, or None")
-        temperature = float(self.temperature)
+        try:
+            temperature = float(self.temperature)
+        except (TypeError, ValueError):
+            hint = (
+                " (the fourth positional argument is temperature: pass the shape as position_shape=...)"
+                if isinstance(self.temperature, (tuple, list, dict)) or hasattr(self.temperature, "shape")
+                else ""
+            )
+            raise TypeError(
+                f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}{hint}"
+            ) from None
         if not np.isfinite(temperature) or temperature <= 0:
             raise ValueError(
                 f"temperature must be a finite number > 0 (the K in p(x|θ)^(1/K)); got {self.temperature!r}"
