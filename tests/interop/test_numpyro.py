@@ -541,6 +541,34 @@ def test_refuses_a_local_latent_variable():
     assert "'local_scale'" in message and "local latent" in message and "integrate" in message
 
 
+def test_refuses_obs_mask_naming_the_site_and_the_mask_that_replaces_it():
+    """obs_mask= makes NumPyro impute the missing entries as a latent site 'y_unobserved' in the plate: the refusal
+    names the site the user wrote ('y') and obs_mask, and the fix, .mask(mask) on filled data; that fix is accepted
+    and gives the complete-case model's log density."""
+    missing = np.arange(Y_SMALL.shape[0]) % 5 == 0
+    response = np.where(missing, np.nan, Y_SMALL).astype(np.float32)
+
+    def imputed(X, y, observed):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Normal(X @ beta, 1.0), obs=y, obs_mask=observed)
+
+    message = refused(imputed, X_SMALL, response, ~missing)
+    assert "site 'y' has obs_mask=" in message and "'y_unobserved'" in message and ".mask(mask)" in message
+
+    def masked(X, y, observed):
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Normal(X @ beta, 1.0).mask(observed), obs=y)
+
+    model = tallmcmc.from_numpyro(masked, X_SMALL, np.where(missing, 0.0, Y_SMALL).astype(np.float32), ~missing)
+    complete = tallmcmc.from_numpyro(masked, X_SMALL[~missing], Y_SMALL[~missing], np.ones((~missing).sum(), bool))
+    beta = {"beta": jnp.linspace(-0.5, 0.5, X_SMALL.shape[1])}
+    np.testing.assert_allclose(
+        float(model.log_likelihood_sum(beta)), float(complete.log_likelihood_sum(beta)), rtol=1e-5
+    )
+
+
 def test_refuses_observed_sites_outside_any_plate():
     def no_plate(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))

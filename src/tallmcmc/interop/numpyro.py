@@ -783,6 +783,17 @@ def _latent_sites(trace, plate: str) -> list[str]:
         if site["type"] != "sample" or site["is_observed"]:
             continue
         if any(frame.name == plate for frame in site["cond_indep_stack"]):
+            masked = name.removesuffix("_unobserved")
+            if name.endswith("_unobserved") and f"{masked}_observed" in trace:
+                raise ValueError(
+                    f"site {masked!r} has obs_mask=...: NumPyro imputes its missing entries as a latent site {name!r}, "
+                    f"one per datum, and tallmcmc samples global parameters only. For missing outcomes, drop those "
+                    f"rows, or keep them and ignore them in the likelihood: fill the missing entries with any finite "
+                    f"value and write the site as numpyro.sample({masked!r}, dist.….mask(mask), obs=filled), which "
+                    "gives the posterior of the observed rows. For a missing covariate given a distribution of its "
+                    "own, integrate it out of the likelihood (e.g. a marginal Gaussian) or impute it before sampling "
+                    "(docs/numpyro.md, 'Missing values')"
+                )
             raise ValueError(
                 f"latent site {name!r} is inside the data plate {plate!r}: a local latent variable, one per datum. "
                 "tallmcmc samples global parameters with one likelihood term per datum; integrate the local "
