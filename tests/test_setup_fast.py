@@ -290,15 +290,20 @@ def test_sample_tall_default_uses_the_fast_setup_and_reproduces_the_exact_poster
     diagnosis = result.diagnosis
     assert isinstance(diagnosis.mode, SetupMode) and diagnosis.decision == "minibatch"
     num_data = model.num_data
-    assert result.setup_data_used == {  # the starts checked on a subsample (test_sample_tall.py, "the start check")
+    counted = dict(result.setup_data_used)
+    # the look for other modes after the draws (tests/test_other_modes.py): one chunk of 4,096 rows per evaluation,
+    # 34 evaluations here, 0.70 pass at this N (0.14 at N = 10⁶); a check of the result, not part of the setup
+    look = counted.pop("other modes")
+    assert 0 < look < 0.75 * num_data
+    assert counted == {  # the starts checked on a subsample (test_sample_tall.py, "the start check")
         "start check (subsample)": 4 * START_CHECK_ROWS,
         "fast_setup": diagnosis.mode.data_used,
         "taylor control variate (order 2)": num_data,
     }
     setup_passes = (diagnosis.mode.data_used + num_data) / num_data
     assert diagnosis.setup_passes["fast_setup"] == pytest.approx(setup_passes - 1)
-    # every one-off pass, the start check's included (issue 26: setup in at most three passes)
-    assert sum(diagnosis.setup_passes.values()) <= 3.0, diagnosis.setup_passes
+    # every one-off pass of the setup, the start check's included (issue 26: setup in at most three passes)
+    assert sum(diagnosis.setup_passes.values()) - look / num_data <= 3.0, diagnosis.setup_passes
 
 
 def test_a_control_variate_re_centred_without_the_algebra_fails_the_same_check(tall_regression):

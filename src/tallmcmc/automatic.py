@@ -113,6 +113,7 @@ from tallmcmc.model import (
     per_datum_program,
     rows_of,
 )
+from tallmcmc.other_modes import other_modes
 from tallmcmc.precision import unwrapped
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
@@ -867,6 +868,13 @@ def sample_tall(
         result.diagnosis.setup_passes["float32 rounding check (diagnosis)"] = 4.0
         if rounding.noise > ROUNDING_NOISE_LIMIT:
             result.diagnosis.problems.insert(0, rounding.problem())
+    if found_here and covariance is not None and one_device:  # the chains sample one mode: is there another?
+        look = other_modes(model, mode, covariance, start, seed)
+        if look is not None:
+            result.setup_data_used["other modes"] = look.data_used
+            result.diagnosis.setup_passes["other modes"] = look.data_used / model.num_data
+            if look.other is not None:
+                result.diagnosis.problems.insert(0, look.other.problem())
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result

@@ -735,6 +735,40 @@ def _positive_definite(matrix: np.ndarray) -> bool:
     return True
 
 
+class PassCounter:
+    """Counts the rows a :func:`subsample_passes` evaluator touches (``spent``; ``subsample_used`` of them on a
+    subsample level, ``full_passes`` full passes)."""
+
+    def __init__(self, flat: np.ndarray):
+        self.flat = flat
+        self.spent = self.subsample_used = self.full_passes = 0
+
+    def _count(self, rows: int, subsample: bool) -> None:
+        self.spent += rows
+        if subsample:
+            self.subsample_used += rows
+        else:
+            self.full_passes += 1
+
+
+def subsample_passes(model: Model, flat: np.ndarray, unravel, seed: int) -> tuple[_Passes, PassCounter]:
+    """The setup's evaluator of −log π (value, gradient, Hessian) on the first rows of a seeded permutation of the
+    data, scaled to N (``evaluator.level(n)``), or on all of them (``level(None)``), with what it touched counted.
+
+    It is :func:`fast_setup`'s own compiled pass (chunks of ``DEFAULT_CHUNK_ROWS`` rows, or N where fewer), so a
+    look at the posterior after the setup — :mod:`tallmcmc.other_modes` — compiles nothing new; ``evaluator.full(θ)``
+    and :func:`tallmcmc.mode._trust_region_newton` iterate on it as the setup does."""
+    counter = PassCounter(flat)
+    num_data = model.num_data
+    # the setup's chunk and the length of its order (an argument of the compiled pass: the same shape, the same
+    # program), as _Attempt makes them with the defaults
+    chunk = min(DEFAULT_CHUNK_ROWS, max(DEFAULT_CHUNK_ROWS, FIRST_SUBSAMPLE_PER_DIMENSION * flat.size), num_data)
+    first = -(-max(DEFAULT_CHUNK_ROWS, FIRST_SUBSAMPLE_PER_DIMENSION * flat.size) // chunk) * chunk
+    length = min(_level_sizes(first, chunk, num_data)[-1], num_data)
+    order = np.random.default_rng(seed).permutation(num_data)[:length].astype(np.int32)
+    return _Passes(model, unravel, np.dtype(flat.dtype), order, chunk, counter), counter
+
+
 class _Passes:
     """Value, gradient and Hessian of −log π from one compiled function of a chunk of rows gathered by index.
 
