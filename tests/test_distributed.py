@@ -232,7 +232,14 @@ def test_a_worker_killed_mid_run_ends_the_other_with_a_clear_error(tmp_path):
     """Process 1 is killed while sampling: process 0's next collective fails and it exits at once, saying why."""
     code, detected, log = kill_mid_run(1, signal.SIGKILL, tmp_path)
     assert code is not None, f"process 0 still running 60 s after its peer died:\n{log[-3000:]}"
-    assert code == 1 and detected < 60
+    assert detected < 60
+    if code == -signal.SIGABRT:
+        # JAX's coordination client saw the peer's death first and aborted the process itself, before the failed
+        # collective reached tallmcmc's handler: a race that a loaded machine loses now and then (seen once, exit
+        # −6, in the default suite under load); JAX says why in its own words
+        assert "JAX distributed service detected fatal errors" in log, log[-3000:]
+        return
+    assert code == 1, log[-3000:]
     assert "tallmcmc.distributed: process 0 of 2 is exiting (code 1): a collective failed: another process" in log, log
 
 
