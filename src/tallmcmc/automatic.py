@@ -869,6 +869,7 @@ def sample_tall(
         if rounding.noise > ROUNDING_NOISE_LIMIT:
             result.diagnosis.problems.insert(0, rounding.problem())
     if found_here and covariance is not None and one_device:  # the chains sample one mode: is there another?
+        say("sample_tall: looking for other modes (Newton from three other starts on a subsample) ...", flush=True)
         look = other_modes(model, mode, covariance, start, seed)
         if look is not None:
             result.setup_data_used["other modes"] = look.data_used
