@@ -508,3 +508,33 @@ def test_bad_input_is_refused_naming_the_argument(logistic):
     with pytest.warns(RuntimeWarning, match="N = 10,000 is too small for the subsample phase"):
         setup = fast_setup(small)
     assert setup.mode.converged and setup.full_passes == 0
+
+
+def _indicators(rows_each: int, num_data: int = 200_000, count: int = 6):
+    """A logistic regression with an intercept, two covariates and ``count`` disjoint indicators of ``rows_each`` rows."""
+    rng = np.random.default_rng(1)
+    covariates = np.zeros((num_data, 3 + count), np.float32)
+    covariates[:, 0] = 1.0
+    covariates[:, 1:3] = rng.standard_normal((num_data, 2))
+    chosen = rng.choice(num_data, rows_each * count, replace=False)
+    for column in range(count):
+        covariates[chosen[column * rows_each : (column + 1) * rows_each], 3 + column] = 1.0
+    logits = covariates @ np.r_[-0.5, 0.5, -0.3, np.linspace(0.5, 1.0, count)]
+    response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
+    return logistic_regression.model(covariates, response)
+
+
+def test_a_subsample_phase_kept_unsettled_by_rare_indicators_names_the_likely_cause():
+    """Six indicators of 20 rows each among N = 200,000 (the fifth user-model audit's rare categories, 100 rows of
+    10⁶, scaled down): each subsample holds a handful of their rows, the predicted error does not fall as the levels
+    grow, and the fallback's warning says why and that nothing needs changing. The same model with indicators of
+    20,000 rows each settles on the subsamples, with no warning."""
+    with pytest.warns(RuntimeWarning, match="did not settle") as caught:
+        rare = fast_setup(_indicators(20))
+    message = next(str(w.message) for w in caught if "did not settle" in str(w.message))
+    assert "a rare category" in message and "the predicted error of the full-data step stayed at" in message
+    assert 'setup="exact"' in message and rare.mode.converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        common = fast_setup(_indicators(20_000))
+    assert common.mode.data_passes <= 3.0
