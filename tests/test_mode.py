@@ -489,7 +489,9 @@ def test_a_likelihood_with_a_kink_at_every_datum_is_named_as_such_not_blamed_on_
         return -jnp.abs(datum["y"] - theta[0] - datum["x"] @ theta[1:4]) / jnp.exp(theta[4]) - theta[4]
 
     with jax.enable_x64(x64):
-        model = tallmcmc.Model(laplace, lambda t: -jnp.sum(t**2) / 8, {"x": covariates, "y": response}, position_shape=(5,))
+        model = tallmcmc.Model(
+            laplace, lambda t: -jnp.sum(t**2) / 8, {"x": covariates, "y": response}, position_shape=(5,)
+        )
         with pytest.warns(RuntimeWarning, match="find_mode: newton stopped without converging") as caught:
             mode = tallmcmc.find_mode(model, jnp.full(5, 0.01, dtype))
     assert not mode.converged and np.asarray(mode.position).dtype == dtype

@@ -24,9 +24,7 @@ def _mixture(weight: float, num_data: int = 5000) -> tallmcmc.Model:
     data = np.where(first, rng.normal(-1.0, 1.0, num_data), rng.normal(1.5, 1.0, num_data)).astype(np.float32)
 
     def log_likelihood(mu, x):
-        return jnp.logaddexp(
-            jnp.log(weight) - 0.5 * (x - mu[0]) ** 2, jnp.log(1 - weight) - 0.5 * (x - mu[1]) ** 2
-        )
+        return jnp.logaddexp(jnp.log(weight) - 0.5 * (x - mu[0]) ** 2, jnp.log(1 - weight) - 0.5 * (x - mu[1]) ** 2)
 
     return tallmcmc.Model(log_likelihood, lambda mu: -jnp.sum(mu**2) / 50, data, position_shape=(2,))
 

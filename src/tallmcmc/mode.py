@@ -745,10 +745,15 @@ def _trust_region_newton(
         if not nudges:
             return theta, point, steps, why
         times = "once" if len(nudges) == 1 else f"{len(nudges)} times"
-        return theta, point, steps, (
-            f"{why}; nudged {NUDGE:g} sd off a point where −log π rose along {max(nudges)} steps in a row that its "
-            f"gradient said descend, {times} (a kink in the log density there, e.g. NumPyro's Bernoulli(logits=…) at "
-            "logits exactly 0, or a likelihood that is not smooth)"
+        return (
+            theta,
+            point,
+            steps,
+            (
+                f"{why}; nudged {NUDGE:g} sd off a point where −log π rose along {max(nudges)} steps in a row that its "
+                f"gradient said descend, {times} (a kink in the log density there, e.g. NumPyro's Bernoulli(logits=…) at "
+                "logits exactly 0, or a likelihood that is not smooth)"
+            ),
         )
 
     while True:
