@@ -19,7 +19,8 @@ approximation"), written as a user would:
 
 Per model: ``sample_tall(model, seed=0)`` (4 × 2,000 draws, 200 warm-up, the defaults) and NumPyro NUTS (2 × 1,000
 draws after 1,000 warm-up, sequential), both timed with compilation; then over every coordinate on the constrained
-scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio; the decision, the data per kept step, and the
+scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio, with the coordinate whose ratio is furthest
+from 1 in its standard errors (each sd's relative error 1/√(2·ESS of the sd), on both sides); the decision, the data per kept step, and the
 warnings ``sample_tall`` gave (their first words).
 
     python benchmarks/bench_user_models.py                       # all seven, N = 50,000 (lkj: 10,000), ~8 min
@@ -167,17 +168,30 @@ def _scalar(value) -> float:
     return float(np.ravel(np.asarray(value))[0])
 
 
-def compare(ours: dict, theirs: dict) -> tuple[float, float, float, float, str]:
-    """max |z| of the means, the sd ratios' range, the smallest bulk ESS of ours, and the worst coordinate."""
+def compare(ours: dict, theirs: dict) -> tuple[float, float, float, float, str, str, float]:
+    """max |z| of the means, the sd ratios' range, the smallest bulk ESS of ours, the worst mean's coordinate, and
+    the coordinate whose sd ratio is furthest from 1 in its standard errors with that z (each sd's relative error
+    1/√(2·ESS of the sd), ArviZ's ``method="sd"``, on both sides)."""
     reference, rows = coordinates(theirs), []
     for name, x in coordinates(ours).items():
         if name not in reference or x.std() == 0:
             continue
         y = reference[name]
         z = (x.mean() - y.mean()) / np.hypot(_scalar(az.mcse(x)), _scalar(az.mcse(y)))
-        rows.append((abs(z), x.std() / y.std(), _scalar(az.ess(x)), name))
+        ratio = x.std() / y.std()
+        error = ratio * np.sqrt(0.5 / _scalar(az.ess(x, method="sd")) + 0.5 / _scalar(az.ess(y, method="sd")))
+        rows.append((abs(z), ratio, _scalar(az.ess(x)), name, (ratio - 1) / error))
     worst = max(rows)
-    return worst[0], min(r[1] for r in rows), max(r[1] for r in rows), min(r[2] for r in rows), worst[3]
+    sd_worst = max(rows, key=lambda row: abs(row[4]))
+    return (
+        worst[0],
+        min(r[1] for r in rows),
+        max(r[1] for r in rows),
+        min(r[2] for r in rows),
+        worst[3],
+        sd_worst[3],
+        float(sd_worst[4]),
+    )
 
 
 def main() -> None:
@@ -192,7 +206,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(
-        "| model | N | decision | data per kept step | max \\|z\\| (worst) | sd ratio | bulk ESS min | "
+        "| model | N | decision | data per kept step | max \\|z\\| (worst) | sd ratio (furthest from 1) | bulk ESS min | "
         "sample_tall s | NUTS s | sample_tall's warnings |\n|---|---:|---|---:|---|---|---:|---:|---:|---|",
         flush=True,
     )
@@ -222,11 +236,11 @@ def main() -> None:
             mcmc.run(jax.random.key(1), *positional, **keywords)
         nuts_seconds = time.perf_counter() - began
         theirs = {key: value for key, value in mcmc.get_samples(group_by_chain=True).items() if key in result.positions}
-        z, low, high, ess, worst = compare(result.positions, theirs)
+        z, low, high, ess, worst, sd_worst, sd_z = compare(result.positions, theirs)
         diagnosis = result.diagnosis
         print(
             f"| {name} | {model.num_data:,} | {diagnosis.decision} | {100 * diagnosis.data_fraction:.3g}% | "
-            f"{z:.2f} ({worst}) | {low:.3f}–{high:.3f} | {ess:,.0f} | {ours_seconds:.1f} | {nuts_seconds:.1f} | "
+            f"{z:.2f} ({worst}) | {low:.3f}–{high:.3f} ({sd_worst}: {sd_z:+.1f} se) | {ess:,.0f} | {ours_seconds:.1f} | {nuts_seconds:.1f} | "
             f"{said or 'none'} |",
             flush=True,
         )
