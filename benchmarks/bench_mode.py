@@ -31,7 +31,7 @@ closed-form gradients and Hessians, Newton's method to machine precision.
 
 ``--handover``: ``method="L-BFGS-B"`` with the hand-over to the Newton
 iterations where it crawls (``mode.HANDOVER_NATS``, ``mode.CRAWL_RATIO``) and
-without it (``HANDOVER_NATS = -inf``: SciPy's own stop), from the origin, on
+without it (``HANDOVER_NATS = -inf``, ``HANDOVER_ITERATIONS = inf``: SciPy's own stop), from the origin, on
 a NumPyro logistic GLMM (5 slopes, a half-normal scale, 200 random
 intercepts: d = 206), ``logistic_regression.simulate(N, 300)`` and
 ``random_intercepts.simulate(N, 299)`` (N = ``--dimension-rows``); with the
@@ -334,7 +334,7 @@ def handover(num_data: int) -> None:
             gains[:] = list(-np.diff(values))
 
     scipy.optimize.minimize = recording
-    handover_nats = mode_module.HANDOVER_NATS
+    handover_nats, handover_iterations = mode_module.HANDOVER_NATS, mode_module.HANDOVER_ITERATIONS
     print(
         "| problem | hand-over | passes (gradient + Hessian) | run s | compile s | λ reported | "
         "gains from the first < 0.1 nats |\n|---|---|---|---:|---:|---:|---|"
@@ -342,8 +342,8 @@ def handover(num_data: int) -> None:
     try:
         for name, (model, start) in problems.items():
             results = {}
-            for label, nats in (("yes", handover_nats), ("no", -np.inf)):
-                mode_module.HANDOVER_NATS = nats
+            for label, nats, iterations in (("yes", handover_nats, handover_iterations), ("no", -np.inf, np.inf)):
+                mode_module.HANDOVER_NATS, mode_module.HANDOVER_ITERATIONS = nats, iterations
                 best = None
                 for _ in range(REPEATS[0]):
                     COMPILE_CLOCK.reset()
@@ -370,7 +370,7 @@ def handover(num_data: int) -> None:
             print(f"|  | distance between the two (sd) | {distance:.2g} | | | | |", flush=True)
     finally:
         scipy.optimize.minimize = minimize
-        mode_module.HANDOVER_NATS = handover_nats
+        mode_module.HANDOVER_NATS, mode_module.HANDOVER_ITERATIONS = handover_nats, handover_iterations
 
 
 def sums() -> None:

@@ -429,7 +429,7 @@ def test_l_bfgs_b_hands_over_to_newton_once_an_iteration_gains_little(monkeypatc
     """On a hierarchical model L-BFGS-B crawls near the mode (λ ≈ 0.7 sd, ten iterations of 0.004-0.07 nats each).
 
     The Newton iterations finish there. Measured at seeds 0-3: 29-37 passes,
-    against 53-55 without the hand-over (``HANDOVER_NATS = -inf``, which this
+    against 53-55 without the hand-over (``HANDOVER_NATS = -inf`` and ``HANDOVER_ITERATIONS = inf``, which this
     test also runs: it must fail the same bound), to the same mode.
     """
     model, start = hierarchical_logistic()
@@ -437,10 +437,36 @@ def test_l_bfgs_b_hands_over_to_newton_once_an_iteration_gains_little(monkeypatc
     assert mode.method == "L-BFGS-B" and mode.converged and "handed over to the Newton iterations" in mode.message
     assert mode.data_passes <= 40
     monkeypatch.setattr(mode_module, "HANDOVER_NATS", -np.inf)
+    monkeypatch.setattr(mode_module, "HANDOVER_ITERATIONS", np.inf)  # no hand-over of either kind
     crawled = find_mode(model, start)
     assert crawled.converged and "handed over" not in crawled.message and crawled.data_passes > 40
     error = np.asarray(ravel_pytree(mode.position)[0] - ravel_pytree(crawled.position)[0], np.float64)
     assert np.sqrt(error @ np.asarray(crawled.hessian, np.float64) @ error) <= 0.02  # both within 0.01 sd of the mode
+
+
+def test_l_bfgs_b_hands_over_to_newton_after_forty_iterations_in_an_ill_conditioned_valley(monkeypatch):
+    """A regression whose 25 columns are scaled by 10^U(−2, 2) (benchmarks/bench_mode.py's ``regression-26``): L-BFGS-B
+    gains tens of nats an iteration for hundreds of iterations and never crawls, so the gain rule never hands over; it
+    did not converge in 500 iterations. After HANDOVER_ITERATIONS the Newton iterations finish. Without that budget
+    (``HANDOVER_ITERATIONS = inf``) the same search fails the same check."""
+    rng = np.random.default_rng(26)
+    scales = 10.0 ** rng.uniform(-2, 2, 25)
+    covariates = (rng.standard_normal((5_000, 25)) * scales).astype(np.float32)
+    response = (covariates.astype(np.float64) @ (rng.standard_normal(25) / scales)).astype(np.float32)
+    response += (1.5 * np.random.default_rng(27).standard_normal(5_000)).astype(np.float32)
+
+    def log_likelihood(theta, row):
+        return jax.scipy.stats.norm.logpdf(row["y"], row["x"] @ theta[:-1], jnp.exp(theta[-1]))
+
+    model = tallmcmc.Model(log_likelihood, lambda t: -0.5 * jnp.sum(t**2) / 100, {"x": covariates, "y": response})
+    start = jnp.zeros(26, jnp.float32)
+    mode = find_mode(model, start, method="L-BFGS-B")
+    assert mode.converged and f"after {mode_module.HANDOVER_ITERATIONS} iterations short of the mode" in mode.message
+    assert mode.data_passes <= 60, mode.data_passes
+    monkeypatch.setattr(mode_module, "HANDOVER_ITERATIONS", np.inf)
+    with pytest.warns(RuntimeWarning, match="without converging"):
+        budgetless = find_mode(model, start, method="L-BFGS-B", max_iterations=200)
+    assert not budgetless.converged and budgetless.data_passes > 200
 
 
 def kinked_logistic(num_data=20_000, seed=0):
