@@ -292,7 +292,8 @@ def test_sample_tall_default_uses_the_fast_setup_and_reproduces_the_exact_poster
     num_data = model.num_data
     counted = dict(result.setup_data_used)
     # the look for other modes after the draws (tests/test_other_modes.py): one chunk of 4,096 rows per evaluation,
-    # 34 evaluations here, 0.70 pass at this N (0.14 at N = 10⁶); a check of the result, not part of the setup
+    # 34 evaluations here, 0.70 pass at this N (0.10 at N = 10⁶ in bench_all_in.py); a check of the result, not
+    # part of the setup
     look = counted.pop("other modes")
     assert 0 < look < 0.75 * num_data
     assert counted == {  # the starts checked on a subsample (test_sample_tall.py, "the start check")

@@ -80,6 +80,7 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -1176,73 +1177,53 @@ def _watched_minibatch(
     The segments' own warnings are held back: the last call's result holds every draw and warns for all of them;
     after a switch, the minibatch part's warnings other than its data use (which the switch answers) are given."""
     looks = kept_looks(run.num_samples) if run.watch_kept else []
-    if not looks:
-        return _segments(model, first, proposal, test, tuned, watch, run, [run.num_samples], run.options)
+    ends = [*looks, run.num_samples]
     # one progress bar over every segment, as one call would show
-    held = HeldBar(run.num_samples, "kept draws") if run.options.get("progress", True) else None
-    try:
-        options = run.options if held is None else {**run.options, "progress": held}
-        return _segments(model, first, proposal, test, tuned, watch, run, [*looks, run.num_samples], options)
-    finally:
-        if held is not None:
-            held.finish()
-
-
-def _segments(
-    model: Model,
-    first: Callable[[int, dict[str, Any]], SamplingResult],
-    proposal: Proposal,
-    test,
-    tuned: Proposal,
-    watch: _Watch,
-    run: _RunShape,
-    ends: list[int],
-    shared: dict[str, Any],
-) -> tuple[SamplingResult, Proposal, Any, _Switch | None]:
-    """:func:`_watched_minibatch`'s segments, ending after ``ends`` kept draws per chain, each run with ``sample``'s
-    options ``shared``."""
+    held_bar = HeldBar(run.num_samples, "kept draws") if looks and run.options.get("progress", True) else None
+    shared = run.options if held_bar is None else {**run.options, "progress": held_bar}
     # each segment in chunks of the length one call would use (the same compiled loop, no more round trips)
     chunks = run.options.get("num_chunks", inspect.signature(sample).parameters["num_chunks"].default)
     length = -(-run.num_samples // chunks)
     result = None
-    for index, end in enumerate(ends):
-        last = index == len(ends) - 1
-        begun = ends[index - 1] if index else 0
-        options = shared if len(ends) == 1 else {**shared, "num_chunks": -(-(end - begun) // length)}
-        with warnings.catch_warnings(record=True) as held:
-            if not last:
-                warnings.simplefilter("always")
-            if result is None:
-                result = first(end, options)
-            else:
-                result = sample(model, proposal, test, resume=result, num_samples=end - begun, **options)
-        if last:
-            for caught in held:
-                warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
-            return result, proposal, test, None
-        recent = {name: np.asarray(values)[:, begun:end] for name, values in result.info.items()}
-        pool = to_host(result.final_state.cache)
-        choice = choose_test(
-            recent,
-            model.num_data,
-            pool if hasattr(pool, "fourth") else None,
-            watch.control_variate,
-            residual_cost=watch.residual_cost,
-        )
-        if choice.minibatch_cost > KEPT_SWITCH_MARGIN * choice.exact_cost:
-            for caught in held:
-                if not issubclass(caught.category, DataUseWarning):
+    with held_bar or contextlib.nullcontext():
+        for index, end in enumerate(ends):
+            last = index == len(ends) - 1
+            begun = ends[index - 1] if index else 0
+            options = shared if len(ends) == 1 else {**shared, "num_chunks": -(-(end - begun) // length)}
+            with warnings.catch_warnings(record=True) as held:
+                if not last:
+                    warnings.simplefilter("always")
+                if result is None:
+                    result = first(end, options)
+                else:
+                    result = sample(model, proposal, test, resume=result, num_samples=end - begun, **options)
+            if last:
+                for caught in held:
                     warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
-            reason = (
-                f"after {end:,} kept draws per chain the minibatch test was using {100 * choice.use.fraction:.3g}% of "
-                f"N per step over the last {end - begun:,} ({_CAUSES[choice.cause]}; kurtosis of the residuals ≈ "
-                f"{choice.use.kurtosis:.3g}): ≈ {choice.minibatch_cost:,.0f} plain points per effective draw against "
-                f"≈ {choice.exact_cost:,.0f} for the exact test, more than {KEPT_SWITCH_MARGIN:g} times as much, so "
-                f"the remaining {run.num_samples - end:,} ran the exact Metropolis test"
+                return result, proposal, test, None
+            recent = {name: np.asarray(values)[:, begun:end] for name, values in result.info.items()}
+            pool = to_host(result.final_state.cache)
+            choice = choose_test(
+                recent,
+                model.num_data,
+                pool if hasattr(pool, "fourth") else None,
+                watch.control_variate,
+                residual_cost=watch.residual_cost,
             )
-            run.say(f"sample_tall: exact from here — {reason}", flush=True)
-            switched, exact = _continued_exactly(model, result, tuned, run.num_samples - end, run, shared)
-            return switched, tuned, exact, _Switch(end, reason)
+            if choice.minibatch_cost > KEPT_SWITCH_MARGIN * choice.exact_cost:
+                for caught in held:
+                    if not issubclass(caught.category, DataUseWarning):
+                        warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+                reason = (
+                    f"after {end:,} kept draws per chain the minibatch test was using {100 * choice.use.fraction:.3g}% of "
+                    f"N per step over the last {end - begun:,} ({_CAUSES[choice.cause]}; kurtosis of the residuals ≈ "
+                    f"{choice.use.kurtosis:.3g}): ≈ {choice.minibatch_cost:,.0f} plain points per effective draw against "
+                    f"≈ {choice.exact_cost:,.0f} for the exact test, more than {KEPT_SWITCH_MARGIN:g} times as much, so "
+                    f"the remaining {run.num_samples - end:,} ran the exact Metropolis test"
+                )
+                run.say(f"sample_tall: exact from here — {reason}", flush=True)
+                switched, exact = _continued_exactly(model, result, tuned, run.num_samples - end, run, shared)
+                return switched, tuned, exact, _Switch(end, reason)
     raise AssertionError("unreachable: the last segment returns")
 
 

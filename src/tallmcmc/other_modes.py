@@ -84,7 +84,7 @@ class Look(NamedTuple):
 def other_modes(model: Model, mode, covariance: np.ndarray, start: Position, seed: int = 0) -> Look | None:
     """Look for a mode other than ``mode`` (a :class:`tallmcmc.mode.ModeResult`, the mode sampled, whose Laplace
     covariance is ``covariance``) from its reflection through ``start`` (the search's start) and random starts
-    (module docstring). ``None`` where the look cannot run (a model that fails on it).
+    (module docstring). ``None`` where the look cannot start (a model whose pass cannot be built).
     """
     flat, unravel = ravel_pytree(mode.position)
     flat = np.asarray(flat)
@@ -96,6 +96,7 @@ def other_modes(model: Model, mode, covariance: np.ndarray, start: Position, see
         return float(np.sqrt(max(step @ precision @ step, 0.0)))
 
     rng = np.random.default_rng([_STREAM, seed])
+    counter = None
     try:
         evaluate, counter = subsample_passes(model, flat, unravel, seed=[_STREAM, seed])
         # one chunk of rows (the setup's compiled pass evaluates a chunk per call), or all N below two chunks
@@ -112,19 +113,18 @@ def other_modes(model: Model, mode, covariance: np.ndarray, start: Position, see
         starts = [here, 2 * centre - here] + [rng.normal(0.0, scale, here.shape) for _ in range(STARTS - 1)]
         found = [search(theta, level) for theta in starts]
         counterpart, _, settled = found[0]
+        base = np.asarray(counterpart, np.float64)
         candidates = [
-            (theta, point)
-            for theta, point, converged in found[1:]
-            if settled and converged and apart(theta, np.asarray(counterpart, np.float64)) > DISTINCT_SD
+            (theta, point) for theta, point, converged in found[1:] if converged and apart(theta, base) > DISTINCT_SD
         ]
-        if not candidates:
+        if not (settled and candidates):
             return Look(None, counter.spent)
         highest = min(candidates, key=lambda candidate: candidate[1].value)[0]  # value: −log π
         other, at_other, converged = search(highest, None)  # on all the data now
         evaluate.level(None)
         at_sampled = evaluate.full(flat)
-    except Exception:  # the look is a courtesy: a model that fails on it says nothing here
-        return None
+    except Exception:  # the look is a courtesy: a model that fails on it says nothing here, what it read is counted
+        return None if counter is None else Look(None, counter.spent)
     gap = float(at_other.value - at_sampled.value)  # log π(sampled) − log π(other)
     distance = apart(other, here)
     if not (converged and distance > DISTINCT_SD and gap <= GAP_NATS):

@@ -446,24 +446,34 @@ def _placer(start: Position, dtype: np.dtype):
     return place
 
 
-class _Attempt:
+class PassCounter:
+    """Counts the rows a :class:`_Passes` evaluator touches (``spent``, data points of every kind; ``subsample_used``
+    of them on a subsample level; ``full_passes`` full passes): :func:`subsample_passes`'s, and the fast path's."""
+
+    def __init__(self, flat: np.ndarray):
+        self.flat = flat
+        self.spent = self.subsample_used = self.full_passes = 0
+
+    def _count(self, rows: int, subsample: bool) -> None:
+        self.spent += rows
+        if subsample:
+            self.subsample_used += rows
+        else:
+            self.full_passes += 1
+
+
+class _Attempt(PassCounter):
     """The fast path, with what it has spent so far (so that a fallback can count it)."""
 
     def __init__(self, model, start, flat, unravel, budget, limit, first_subsample, seed, batch_size):
-        self.model, self.start, self.flat, self.unravel = model, start, flat, unravel
+        super().__init__(flat)
+        self.model, self.start, self.unravel = model, start, unravel
         self.dtype = np.dtype(flat.dtype)
         self.place = _placer(start, self.dtype)
         self.budget, self.limit, self.seed, self.batch_size = budget, limit, seed, batch_size
         self.num_data = model.num_data
-        dimension = flat.size
-        chunk = batch_size or DEFAULT_CHUNK_ROWS
-        wanted = max(chunk, FIRST_SUBSAMPLE_PER_DIMENSION * dimension) if first_subsample is None else first_subsample
-        self.chunk = min(chunk, wanted, model.num_data)
-        self.first = -(-wanted // self.chunk) * self.chunk
+        self.chunk, self.first = _chunk_and_first(model.num_data, flat.size, batch_size, first_subsample)
         self.passes: _Passes | None = None
-        self.spent = 0  # data points touched so far, every kind
-        self.subsample_used = 0
-        self.full_passes = 0
         self.levels: list[SetupLevel] = []
         self.subsample_point = None
 
@@ -487,7 +497,7 @@ class _Attempt:
         model, num_data, dimension = self.model, self.num_data, self.flat.size
         budget_points = self.budget * num_data
         sizes = _level_sizes(self.first, self.chunk, num_data)
-        order = np.random.default_rng(self.seed).permutation(num_data)[: sizes[-1]].astype(np.int32)
+        order = _setup_order(num_data, self.first, self.chunk, self.seed)
         first_rows = rows_of(model.data, to_device(order[: self.first]))
         # the start as given (what unravel(flat) gives back, without unravel's eager split program)
         check_model(model.with_data(first_rows), self.start, "initial_position")
@@ -644,14 +654,6 @@ class _Attempt:
             decrement_limit=self.limit,
         )
 
-    # ------------------------------------------------------------------ counting
-    def _count(self, rows: int, subsample: bool) -> None:
-        self.spent += rows
-        if subsample:
-            self.subsample_used += rows
-        else:
-            self.full_passes += 1
-
     def _full(self, passes: _Passes, theta: np.ndarray) -> _Point:
         point = passes.full(theta)
         if not (np.isfinite(point.value) and np.all(np.isfinite(point.gradient))):
@@ -756,22 +758,6 @@ def _positive_definite(matrix: np.ndarray) -> bool:
     return True
 
 
-class PassCounter:
-    """Counts the rows a :func:`subsample_passes` evaluator touches (``spent``; ``subsample_used`` of them on a
-    subsample level, ``full_passes`` full passes)."""
-
-    def __init__(self, flat: np.ndarray):
-        self.flat = flat
-        self.spent = self.subsample_used = self.full_passes = 0
-
-    def _count(self, rows: int, subsample: bool) -> None:
-        self.spent += rows
-        if subsample:
-            self.subsample_used += rows
-        else:
-            self.full_passes += 1
-
-
 def subsample_passes(model: Model, flat: np.ndarray, unravel, seed: int) -> tuple[_Passes, PassCounter]:
     """The setup's evaluator of −log π (value, gradient, Hessian) on the first rows of a seeded permutation of the
     data, scaled to N (``evaluator.level(n)``), or on all of them (``level(None)``), with what it touched counted.
@@ -780,14 +766,26 @@ def subsample_passes(model: Model, flat: np.ndarray, unravel, seed: int) -> tupl
     look at the posterior after the setup — :mod:`tallmcmc.other_modes` — compiles nothing new; ``evaluator.full(θ)``
     and :func:`tallmcmc.mode._trust_region_newton` iterate on it as the setup does."""
     counter = PassCounter(flat)
-    num_data = model.num_data
     # the setup's chunk and the length of its order (an argument of the compiled pass: the same shape, the same
-    # program), as _Attempt makes them with the defaults
-    chunk = min(DEFAULT_CHUNK_ROWS, max(DEFAULT_CHUNK_ROWS, FIRST_SUBSAMPLE_PER_DIMENSION * flat.size), num_data)
-    first = -(-max(DEFAULT_CHUNK_ROWS, FIRST_SUBSAMPLE_PER_DIMENSION * flat.size) // chunk) * chunk
-    length = min(_level_sizes(first, chunk, num_data)[-1], num_data)
-    order = np.random.default_rng(seed).permutation(num_data)[:length].astype(np.int32)
+    # program), as the fast path makes them with the defaults
+    chunk, first = _chunk_and_first(model.num_data, flat.size)
+    order = _setup_order(model.num_data, first, chunk, seed)
     return _Passes(model, unravel, np.dtype(flat.dtype), order, chunk, counter), counter
+
+
+def _chunk_and_first(num_data: int, dimension: int, batch_size=None, first_subsample=None) -> tuple[int, int]:
+    """The rows of a compiled chunk and of the first subsample level (whole chunks)."""
+    chunk = batch_size or DEFAULT_CHUNK_ROWS
+    wanted = max(chunk, FIRST_SUBSAMPLE_PER_DIMENSION * dimension) if first_subsample is None else first_subsample
+    chunk = min(chunk, wanted, num_data)
+    return chunk, -(-wanted // chunk) * chunk
+
+
+def _setup_order(num_data: int, first: int, chunk: int, seed) -> np.ndarray:
+    """The seeded order in which the subsample levels take rows, as long as the largest level."""
+    return (
+        np.random.default_rng(seed).permutation(num_data)[: _level_sizes(first, chunk, num_data)[-1]].astype(np.int32)
+    )
 
 
 class _Passes:
@@ -807,7 +805,7 @@ class _Passes:
     evaluator :func:`tallmcmc.mode._trust_region_newton` iterates with.
     """
 
-    def __init__(self, model: Model, unravel, dtype: np.dtype, order: np.ndarray, chunk: int, attempt: _Attempt):
+    def __init__(self, model: Model, unravel, dtype: np.dtype, order: np.ndarray, chunk: int, attempt: PassCounter):
         self.model, self.dtype, self.chunk, self.attempt = model, dtype, chunk, attempt
         self.order = to_device(order, np.int32)
         self.eps = float(np.finfo(dtype).eps)

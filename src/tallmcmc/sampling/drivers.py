@@ -273,8 +273,8 @@ class NoBar:
 
 class HeldBar:
     """A progress bar that several runs advance in turn (``sample_tall``'s kept draws, run in segments): each run
-    updates it and sets its label, none closes it, and whoever made it calls :meth:`finish`. Pass it as ``sample``'s
-    ``progress``."""
+    updates it and sets its label, none closes it, and whoever made it calls :meth:`finish` (or holds it in a
+    ``with`` block, which does). Pass it as ``sample``'s ``progress``."""
 
     def __init__(self, total: int, description: str):
         self._bar = tqdm(total=total, desc=description, unit="step", leave=False)
@@ -290,6 +290,12 @@ class HeldBar:
 
     def finish(self) -> None:
         self._bar.close()
+
+    def __enter__(self) -> HeldBar:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.finish()
 
 
 def progress_bar(total: int, enabled: bool | HeldBar, description: str):
