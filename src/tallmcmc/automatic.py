@@ -115,6 +115,7 @@ from tallmcmc.model import (
     rows_of,
 )
 from tallmcmc.other_modes import other_modes
+from tallmcmc.outlying_rows import PAIRS, OutlyingRows, find_outlying_rows, with_outlying_rows
 from tallmcmc.precision import unwrapped
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
@@ -126,7 +127,7 @@ from tallmcmc.sampling.ahead import compile_ahead
 from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.drivers import HeldBar
 from tallmcmc.sampling.warmup_phase import compile_warmup
-from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
+from tallmcmc.setup_fast import UNSETTLED, fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
@@ -227,6 +228,7 @@ _START_CHECK_BLOCK = DEFAULT_CHUNK_ROWS  # rows gathered and evaluated at once (
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
 _STARTS_STREAM = 0x57A275  # the chains' starts
 _ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
+_OUTLYING_STREAM = 0x0A7  # the Laplace draws at which the early look for outlying rows measures residuals
 #: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
 #: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
 #: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
@@ -707,10 +709,11 @@ def sample_tall(
         )
     found_here = mode is None  # a mode found here on this model: its last pass's sums may build the control variate
     setup_warnings: list[warnings.WarningMessage] = []
+    fallbacks: list[str] = []
     if mode is None:
         with warnings.catch_warnings(record=True) as setup_warnings:
             warnings.simplefilter("always")
-            mode, built = default_setup(model, start, setup if control_variate is None else "exact", say)
+            mode, built = default_setup(model, start, setup if control_variate is None else "exact", say, fallbacks)
         control_variate = built if control_variate is None else control_variate
     off = float(getattr(mode, "newton_decrement", 0.0)) if not bool(getattr(mode, "converged", True)) else 0.0
     near_enough = off <= MODE_NEAR_ENOUGH  # False for NaN and inf: a Hessian that is not positive definite
@@ -785,12 +788,35 @@ def sample_tall(
             control_variate = taylor_control_variate(model, mode.position)
         if callable(bound):
             bound = _bound_for(bound, control_variate)
+        early = None
+        if bound is None and one_device and any(UNSETTLED in why for why in fallbacks):
+            # the subsample phase could not settle: the usual cause is a direction few rows inform, whose rows' residuals
+            # the minibatch cannot estimate; look for them now, on Laplace draws, rather than after a warm-up that
+            # would spend most of N per step on them
+            early = _outlying_look(
+                model, control_variate, _laplace_pairs(mode.position, covariance, seed), batch_size, run, "early"
+            )
+            if early.found is not None and early.found.indices.size:
+                control_variate = with_outlying_rows(control_variate, model, early.found.indices)
         warmed, proposal, warmup_test = _warmed_up(
             model, mode, covariance, control_variate, batch_size, minibatch_test, run
         )
         choice, minibatch, measured = _measured_choice(
             model, warmed, warmup_test, control_variate, minibatch_test, batch_size, residual_cost
         )
+        outlying = None
+        if bound is None and one_device and not control_variate.num_outlying and _outlying_rows_may_pay(choice, run):
+            outlying = _with_outlying_rows(
+                model, mode, covariance, control_variate, warmed, choice, batch_size, minibatch_test, residual_cost, run
+            )
+            if outlying.kept:
+                control_variate, warmed, proposal, warmup_test = (
+                    outlying.control_variate,
+                    outlying.warmed,
+                    outlying.proposal,
+                    outlying.test,
+                )
+                choice, minibatch, measured = outlying.choice, outlying.minibatch, outlying.measured
         walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
         if bound is None and (choice.minibatch_cost if choice.minibatch else choice.exact_cost) > walk_cost:
             # the Laplace approximation does not describe the posterior: its proposals are rejected so often that
@@ -850,6 +876,10 @@ def sample_tall(
                     reason += (
                         f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
                     )
+            if early is not None:
+                reason += f"; {early.summary}"
+            if outlying is not None:
+                reason += f"; {outlying.summary}"
             say(f"sample_tall: {decision} — {reason}", flush=True)
             watch = _Watch(control_variate, residual_cost)
             result, kept_proposal, kept_test, switch = _kept_run(
@@ -857,6 +887,9 @@ def sample_tall(
             )
             if switch is not None:
                 decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
+            for look in (early, outlying):
+                if look is not None:
+                    result.setup_data_used.update(look.setup_data_used)
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
@@ -1051,6 +1084,132 @@ def _measured_choice(
         residual_cost=residual_cost,
     )
     return choice, minibatch, choice.describe(model.num_data) + note
+
+
+#: ``sample_tall`` looks for outlying rows (:mod:`tallmcmc.outlying_rows`) where warm-up's minibatch grew for the
+#: residuals' spread or tail weight and the exact test was chosen, or the minibatch test kept used more than this
+#: fraction of N per step.
+OUTLYING_LOOK_FRACTION = 0.01
+
+
+class _Look(NamedTuple):
+    """A look for outlying rows: what it found (``None`` where a residual was not finite), its cost, in words."""
+
+    found: OutlyingRows | None
+    setup_data_used: dict[str, int]
+    summary: str
+
+
+class _Outlying(NamedTuple):
+    """The look after warm-up: whether the warm-up again with the rows held is kept, its pieces, its cost, in words."""
+
+    kept: bool
+    control_variate: ControlVariate | None
+    warmed: WarmupResult | None
+    proposal: Proposal | None
+    test: Any
+    choice: TestChoice | None
+    minibatch: Any
+    measured: str
+    setup_data_used: dict[str, int]
+    summary: str
+
+
+def _outlying_rows_may_pay(choice: TestChoice, run: _RunShape) -> bool:
+    """Whether warm-up's minibatch grew for its residuals' spread or tail weight, enough to look for outlying rows."""
+    grew = choice.use.cause in ("tail weight", "spread")
+    return grew and (not choice.minibatch or choice.use.fraction > OUTLYING_LOOK_FRACTION) and run.num_warmup >= 8
+
+
+def _laplace_pairs(center: Position, covariance: np.ndarray, seed: int) -> tuple[Position, Position]:
+    """:data:`tallmcmc.outlying_rows.PAIRS` pairs of independent draws from the Laplace approximation."""
+    draws = _starts(center, covariance, 2 * PAIRS, seed, _OUTLYING_STREAM)
+    return (
+        jax.tree_util.tree_map(lambda leaf: leaf[:PAIRS], draws),
+        jax.tree_util.tree_map(lambda leaf: leaf[PAIRS:], draws),
+    )
+
+
+def _warmup_pairs(warmed: WarmupResult) -> tuple[Position, Position]:
+    """:data:`tallmcmc.outlying_rows.PAIRS` pairs of warm-up draws: chain c's draw at the start of the measurement
+    window and its last one, cycling over the chains (and one draw further in, and one back, on the next cycle)."""
+    chains = warmed.num_chains
+    half = warmed.num_warmup // 2
+    picks = [(k % chains, half + k // chains, warmed.num_warmup - 1 - k // chains) for k in range(PAIRS)]
+    chain, first, last = (np.asarray(column) for column in zip(*picks))
+    return (
+        jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[chain, first], warmed.positions),
+        jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[chain, last], warmed.positions),
+    )
+
+
+def _outlying_look(
+    model: Model, control_variate: ControlVariate, pairs: tuple, batch_size: int, run: _RunShape, when: str
+) -> _Look:
+    """Every row's residual at ``pairs`` and the rows to hold (:func:`tallmcmc.outlying_rows.find_outlying_rows`);
+    ``when`` ``"early"`` (Laplace draws, before warm-up) or ``"after warm-up"`` (its draws)."""
+    where = "Laplace draws" if when == "early" else "warm-up draws"
+    run.say(
+        f"sample_tall: looking for rows whose residuals the minibatch cannot estimate (every row's residual at "
+        f"{PAIRS} pairs of {where}) ...",
+        flush=True,
+    )
+    counted = {f"outlying rows (look, {when})": PAIRS * model.num_data}
+    try:
+        found = find_outlying_rows(model, control_variate, *pairs, batch_size=batch_size)
+    except ValueError as error:  # a residual not finite at a draw: nothing to learn from the look
+        return _Look(None, counted, f"no outlying rows held ({error})")
+    if not found.indices.size:
+        return _Look(found, counted, f"no outlying rows held ({found.describe()})")
+    summary = (
+        f"{found.indices.size:,} outlying rows are summed exactly at every step (every row's residual at {PAIRS} "
+        f"pairs of {where}: {found.describe()})"
+    )
+    return _Look(found, counted, summary)
+
+
+def _with_outlying_rows(
+    model: Model,
+    mode,
+    covariance: np.ndarray,
+    control_variate: ControlVariate,
+    warmed: WarmupResult,
+    choice: TestChoice,
+    batch_size: int,
+    minibatch_test: str,
+    residual_cost: float | None,
+    run: _RunShape,
+) -> _Outlying:
+    """After a warm-up whose minibatch grew: look for outlying rows and, where some are found, warm up again with them
+    summed exactly, kept where its measured cost per effective draw is lower (``docs/sample_tall.md``, "Rows the
+    minibatch cannot estimate"). Every residual of the look and of the warm-up not kept is counted."""
+    look = _outlying_look(model, control_variate, _warmup_pairs(warmed), batch_size, run, "after warm-up")
+    counted = dict(look.setup_data_used)
+    if look.found is None or not look.found.indices.size:
+        return _Outlying(False, None, None, None, None, None, None, "", counted, look.summary)
+    held = with_outlying_rows(control_variate, model, look.found.indices)
+    run.say(f"sample_tall: {look.found.describe()}; warming up again with them summed exactly ...", flush=True)
+    warmed_again, proposal, test = _warmed_up(
+        model, mode, covariance, held, batch_size, minibatch_test, run._replace(say=lambda *_, **__: None)
+    )
+    again, minibatch, measured = _measured_choice(
+        model, warmed_again, test, held, minibatch_test, batch_size, residual_cost
+    )
+    before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
+    after = again.minibatch_cost if again.minibatch else again.exact_cost
+    if after < before:
+        counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
+        summary = f"{look.summary}; before them, {choice.describe(model.num_data)}"
+        return _Outlying(True, held, warmed_again, proposal, test, again, minibatch, measured, counted, summary)
+    counted["warm-up with outlying rows held (not kept)"] = _warmup_points(warmed_again)
+    summary = f"{look.found.indices.size:,} outlying rows summed exactly did not pay ({look.found.describe()}; measured: {measured})"
+    return _Outlying(False, None, None, None, None, None, None, "", counted, summary)
+
+
+def _warmup_points(warmed: WarmupResult) -> int:
+    """Every data point a warm-up touched: its steps' and its start check's."""
+    steps = int(np.sum(to_host(warmed.info["data_used"])))
+    return steps + int(warmed.setup_data_used.get("start check (subsample)", 0))
 
 
 def _tuna_pilot(model: Model, tuned: Proposal, tuna_test, warmed: WarmupResult, run: _RunShape):
@@ -1255,14 +1414,16 @@ def _continued_exactly(
     return joined, test
 
 
-def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None):
+def default_setup(
+    model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None, fallbacks: list | None = None
+):
     """The mode and, from ``fast_setup``, the control variate ``sample_tall(model, start, setup=setup)`` builds first
     (``benchmarks/`` share it).
 
     ``fast_setup`` where :func:`_fast_setup_pays`, else ``find_mode`` and ``None``: ``sample_tall`` builds that
     control variate from the mode's final pass (:func:`tallmcmc.control_variate.control_variate_at_mode`) once the
     Hessian there has proved positive definite (else there is no Laplace approximation and no control variate).
-    ``say`` prints the phase.
+    ``say`` prints the phase; ``fallbacks``, if given, gets ``fast_setup``'s reason for falling back, if it did.
     """
     if _fast_setup_pays(setup, model, start):
         say(
@@ -1270,6 +1431,8 @@ def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda
             flush=True,
         )
         built = fast_setup(model, start)
+        if fallbacks is not None and built.fallback is not None:
+            fallbacks.append(built.fallback)
         return built.mode, built.control_variate
     say("sample_tall: finding the mode ...", flush=True)
     return find_mode(model, start), None
@@ -1430,7 +1593,9 @@ def _joined(warmed: WarmupResult, kept: SamplingResult) -> SamplingResult:
     )
 
 
-def _starts(center: Position, covariance: np.ndarray, num_chains: int, seed: int) -> Position:
+def _starts(
+    center: Position, covariance: np.ndarray, num_chains: int, seed: int, stream: int = _STARTS_STREAM
+) -> Position:
     """One start per chain drawn from N(centre, covariance): dispersed as the posterior, so r̂ can see a stuck chain.
 
     Drawn on the host (NumPy, seeded by ``seed`` on a stream of its own) and shaped like ``center`` there: a few
@@ -1439,7 +1604,7 @@ def _starts(center: Position, covariance: np.ndarray, num_chains: int, seed: int
     leaves, structure = jax.tree_util.tree_flatten(center)
     flat = np.concatenate([np.ravel(np.asarray(leaf, np.float64)) for leaf in leaves])
     factor = np.linalg.cholesky(np.asarray(covariance, np.float64))
-    noise = np.random.default_rng([_STARTS_STREAM, int(seed) % (1 << 64)]).standard_normal((num_chains, flat.size))
+    noise = np.random.default_rng([stream, int(seed) % (1 << 64)]).standard_normal((num_chains, flat.size))
     draws = flat + noise @ factor.T
     parts, first = [], 0
     for leaf in leaves:

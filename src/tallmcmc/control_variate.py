@@ -125,6 +125,14 @@ class ControlVariate:
         (d,), ``"low_rank"`` only: Σ's diagonal, √(−diag(H̄)) (floored at
         10⁻⁶ of its largest entry), so that S has unit diagonal. ``None``
         otherwise (Σ = I).
+    outlying_indices, outlying_rows
+        Rows whose residuals are outliers, summed exactly at every step
+        instead of sampled (:mod:`tallmcmc.outlying_rows`): their indices
+        (m,), sorted int32, and their data (the model's data at those
+        indices). A subsampling test then sees zero for them and adds their
+        residual sum to the data-free part of Δ, so its estimate stays
+        unbiased and loses their share of the variance (a stratified
+        estimator). ``None`` for none (the default).
     """
 
     center: Position
@@ -140,6 +148,13 @@ class ControlVariate:
     hessian_basis: jax.Array | None = None
     hessian_eigenvalues: jax.Array | None = None
     hessian_scale: jax.Array | None = None
+    outlying_indices: jax.Array | None = None
+    outlying_rows: Any = None
+
+    @property
+    def num_outlying(self) -> int:
+        """m, the number of rows summed exactly at every step (0 without any)."""
+        return 0 if self.outlying_indices is None else int(self.outlying_indices.shape[0])
 
     @property
     def name(self) -> str:
@@ -295,6 +310,25 @@ class ResidualModel(Model):
         exact = super().log_likelihood_ratios(position, proposed, data)
         proxy = self.control_variate.proxy_differences(position, proposed, data)
         return exact - proxy.astype(exact.dtype) / self.temperature
+
+    def log_likelihood_ratios_at(self, position: Position, proposed: Position, indices: jax.Array) -> jax.Array:
+        """The residuals at ``indices``, with 0 for the control variate's outlying rows (their residuals are summed
+        exactly, :meth:`outlying_log_ratio`; a minibatch that draws one sees 0, so the estimate of the rest's sum
+        stays unbiased)."""
+        values = super().log_likelihood_ratios_at(position, proposed, indices)
+        outlying = self.control_variate.outlying_indices
+        if outlying is None:
+            return values
+        outlying = jnp.asarray(outlying, jnp.int32)
+        where = jnp.clip(jnp.searchsorted(outlying, indices), 0, outlying.shape[0] - 1)
+        return jnp.where(outlying[where] == indices, jnp.zeros((), values.dtype), values)
+
+    def outlying_log_ratio(self, position: Position, proposed: Position) -> jax.Array:
+        """(1/K) Σ of the residuals of the control variate's outlying rows (m residuals; 0 without any)."""
+        rows = self.control_variate.outlying_rows
+        if self.control_variate.outlying_indices is None:
+            return jnp.zeros(())
+        return jnp.sum(self.log_likelihood_ratios(position, proposed, rows))
 
 
 def taylor_control_variate(

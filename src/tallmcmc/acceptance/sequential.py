@@ -397,6 +397,11 @@ def sequential_decision(
     return Decision(accepted & ~bad, cache, info)
 
 
+#: Tests that read every residual in a full pass of their own (``model.log_likelihood_ratios`` over all rows), where a
+#: control variate's outlying rows would be counted twice: they refuse one (:func:`with_control_variate`).
+_FULL_PASS_TESTS = ("austere_adaptive", "confidence_sampler")
+
+
 def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTest:
     """``test`` run on control-variate residuals instead of the raw per-datum log ratios.
 
@@ -404,8 +409,10 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
     so everything it computes from the lᵢ (the estimate, its variance, the
     finite-population factor, range and error bounds, any full-data fallback)
     is computed from the residuals rᵢ, and the exact proxy sum
-    (1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)] joins the data-free part of Δ. ``None`` returns
-    ``test`` unchanged.
+    (1/K) Σᵢ [qᵢ(θ′) − qᵢ(θ)] joins the data-free part of Δ. A control variate
+    with outlying rows (:mod:`tallmcmc.outlying_rows`) has their residuals
+    summed exactly there too, at m more data points per step, while the
+    minibatch sees 0 for them. ``None`` returns ``test`` unchanged.
     """
     if control_variate is None:
         return test
@@ -414,21 +421,39 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
             "control_variate must come from tallmcmc.taylor_control_variate(model, center); "
             f"got {type(control_variate).__name__}"
         )
+    outlying = control_variate.num_outlying
+    if outlying and test.name in _FULL_PASS_TESTS:
+        raise ValueError(
+            f"control_variate: {test.name} reads every residual in full passes, which would count the control "
+            "variate's outlying rows twice; use it with a control variate without outlying rows (outlying_rows=None), "
+            "or use minibatch_barker or minibatch_penalty"
+        )
 
     def init(model: Model, position: Position):
         control_variate.check_model(model)
         return test.init(model, position)
 
-    def proxy_of(position, proposed, log_ratio_offset):
-        return control_variate.proxy_log_ratio(position, proposed).astype(log_ratio_offset.dtype)
+    def proxy_of(residuals, position, proposed, log_ratio_offset):
+        proxy = control_variate.proxy_log_ratio(position, proposed).astype(log_ratio_offset.dtype)
+        if not outlying:
+            return proxy
+        exact = residuals.outlying_log_ratio(position, proposed).astype(log_ratio_offset.dtype)
+        # a proposal the prior rules out (offset −inf) is rejected whatever the rows say: no NaN from them
+        return proxy + jnp.where(jnp.isfinite(log_ratio_offset), exact, jnp.zeros((), exact.dtype))
+
+    def counted(decision: Decision) -> Decision:
+        if not outlying:
+            return decision
+        info = decision.info
+        return decision._replace(info=info._replace(data_used=info.data_used + jnp.int32(outlying)))
 
     inner = test.machine
     if inner is None or getattr(test.decide, "machine", None) is not inner:
 
         def decide(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-            proxy = proxy_of(position, proposed, log_ratio_offset)
             residuals = control_variate.residual_model(model)
-            return test.decide(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
+            proxy = proxy_of(residuals, position, proposed, log_ratio_offset)
+            return counted(test.decide(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache))
 
         return test._replace(
             init=init, decide=decide, name=f"{test.name}_cv", setup=test.setup + (control_variate,), machine=None
@@ -436,8 +461,8 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
 
     # the machine's state carries the proxy sum, so that advancing a chunk does not recompute it
     def start(rng_key, model: Model, position, proposed, log_ratio_offset, cache):
-        proxy = proxy_of(position, proposed, log_ratio_offset)
         residuals = control_variate.residual_model(model)
+        proxy = proxy_of(residuals, position, proposed, log_ratio_offset)
         return proxy, inner.start(rng_key, residuals, position, proposed, log_ratio_offset + proxy, cache)
 
     def advance(test_state, model: Model, position, proposed, log_ratio_offset, cache):
@@ -451,7 +476,7 @@ def with_control_variate(test: AcceptanceTest, control_variate) -> AcceptanceTes
     def finish(test_state, model: Model, position, proposed, log_ratio_offset, cache):
         proxy, state = test_state
         residuals = control_variate.residual_model(model)
-        return inner.finish(state, residuals, position, proposed, log_ratio_offset + proxy, cache)
+        return counted(inner.finish(state, residuals, position, proposed, log_ratio_offset + proxy, cache))
 
     machine = StepMachine(
         start, advance, done, finish, idle_when_done=inner.idle_when_done, start_is_full_pass=inner.start_is_full_pass

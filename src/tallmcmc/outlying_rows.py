@@ -1,0 +1,264 @@
+r"""Outlying rows: residuals a minibatch cannot estimate, summed exactly at every step instead.
+
+A Taylor control variate leaves each datum a residual :math:`r_i` (:mod:`tallmcmc.control_variate`); a minibatch
+test estimates their sum from b of them. Where a few rows inform a direction of the posterior that the rest barely
+do — a rare category's indicator, a covariate value far out (a leverage point) — the posterior is wide in that
+direction, the expansion is poor along it, and those rows' residuals are orders of magnitude larger than the rest:
+the residuals' kurtosis is in the thousands (6,200–8,400 in the fifth user-model audit's one-hot logistic regression
+at N = 10⁶), the minibatch Barker test's tail guard asks for tens of thousands of them per step, and
+:func:`tallmcmc.sample_tall` rightly took the exact test: 41–76 s where an ordinary model of that size takes 4.
+
+Those rows are few, so they can be **summed exactly at every step** and left out of the sample: with O the outlying
+rows,
+
+.. math::
+
+    \Delta^* = \text{(data-free part)} + \sum_{i\in O} r_i + N\,\overline{\tilde r}_{\text{minibatch}},
+    \qquad \tilde r_i = \begin{cases} 0 & i\in O\\ r_i & i\notin O,\end{cases}
+
+unbiased for Δ as before (the minibatch is drawn from all N rows, a row of O counting 0), with the variance and the
+tail weight of the other rows only: a stratified estimator with one stratum taken whole. Each step costs m = |O| more
+residuals, and the test's decisions keep their meaning (:func:`tallmcmc.acceptance.sequential.with_control_variate`
+adds the sum to the data-free part of Δ; the test sees :meth:`ResidualModel.log_likelihood_ratios_at
+<tallmcmc.control_variate.ResidualModel.log_likelihood_ratios_at>`'s zeros).
+
+Which rows: :func:`find_outlying_rows` evaluates every row's residual at a few pairs of posterior draws (one pass of
+:data:`PAIRS` residuals per row), ranks the rows by their standardised fourth powers, and keeps the m that minimise the
+residuals a step is predicted to need, m + b(m), with b(m) the minibatch the Barker test's two rules ask for on the
+other rows (their spread, N²·Var(r̃ᵢ), and the tail guard's (κ − 1)/0.35² for their kurtosis κ, counted as if the
+guard always acted; :mod:`tallmcmc.run_warnings`), never more than :data:`MAX_ROWS` (their data are copied to sit beside the step). A
+prediction only: ``sample_tall`` then warms up again with the rows held and measures what the test really uses
+before it keeps it (``docs/sample_tall.md``, "Rows the minibatch cannot estimate").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tallmcmc.control_variate import ControlVariate
+from tallmcmc.model import Model, Position, rows_of
+from tallmcmc.sharding import row_sharding
+
+__all__ = ["MAX_ROWS", "OutlyingRows", "find_outlying_rows", "outlying_residual_sizes", "with_outlying_rows"]
+
+#: Pairs of posterior draws at which every row's residual is evaluated (a pass of this many residuals per row).
+PAIRS = 4
+#: The most rows held (their data are copied beside the step, and each step evaluates all of them).
+MAX_ROWS = 2**14
+#: ... and at most this fraction of N.
+MAX_FRACTION = 1 / 8
+#: Rows are held only where the predicted residuals per step fall to at most this fraction of those without holding.
+MIN_GAIN = 0.5
+_CHUNK_ROWS = 2**15  # rows evaluated per compiled call of the pass
+_VARIANCE_RSE = 0.35  # the minibatch Barker test's tail guard (run_warnings.data_use)
+
+
+class OutlyingRows(NamedTuple):
+    """What :func:`find_outlying_rows` found.
+
+    Attributes
+    ----------
+    indices
+        The rows to sum exactly, sorted (empty where holding rows is not predicted to pay).
+    size, size_without
+        Residuals per step predicted with those rows held (m + b(m)) and without (b(0)).
+    kurtosis, kurtosis_without
+        The other rows' residual kurtosis (pooled over the pairs), with and without.
+    data_used
+        Residuals evaluated: :data:`PAIRS` · N.
+    """
+
+    indices: np.ndarray
+    size: float
+    size_without: float
+    kurtosis: float
+    kurtosis_without: float
+    data_used: int
+
+    def describe(self) -> str:
+        """The prediction in words."""
+        return (
+            f"{self.indices.size:,} rows held: residual kurtosis of the others ≈ {self.kurtosis:.3g} (all rows: "
+            f"{self.kurtosis_without:.3g}), ≈ {self.size:,.0f} residuals per step predicted against "
+            f"≈ {self.size_without:,.0f}"
+        )
+
+
+def _residual_chunk(residual_model, data, positions, proposed, first):
+    rows = jax.tree_util.tree_map(lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, first, _chunk(leaf), 0), data)
+
+    def one(position, new):
+        return residual_model.log_likelihood_ratios(position, new, rows)  # the data never enter as a constant
+
+    return jax.vmap(one)(positions, proposed)
+
+
+def _chunk(leaf) -> int:
+    return min(_CHUNK_ROWS, int(np.shape(leaf)[0]))
+
+
+def outlying_residual_sizes(model: Model, control_variate: ControlVariate, positions: Position, proposed: Position):
+    """Every row's residual r̃ᵢ(θₖ, θ′ₖ) at each pair k: a (K, N) NumPy array (K = leading axis of ``positions``).
+
+    One compiled program evaluates :data:`_CHUNK_ROWS` rows at all K pairs; the data are its argument. The
+    control variate's own outlying rows, if it has any, count 0 as in the test.
+    """
+    residual_model = control_variate.residual_model(model)
+    num_data = model.num_data
+    step = min(_CHUNK_ROWS, num_data)
+    program = jax.jit(lambda data, p, q, first: _residual_chunk(residual_model, data, p, q, first))
+    out = np.empty((jax.tree_util.tree_leaves(positions)[0].shape[0], num_data), np.float64)
+    for first in range(0, num_data, step):
+        first = min(first, num_data - step)  # the last chunk overlaps the one before: the same values again
+        out[:, first : first + step] = np.asarray(program(model.data, positions, proposed, np.int32(first)))
+    if control_variate.num_outlying:
+        out[:, np.asarray(control_variate.outlying_indices)] = 0.0
+    return out
+
+
+def _moments_with_rows_held(values: np.ndarray, order: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair, the variance and fourth central moment over all N rows when the last j rows of ``order`` count 0,
+    for j = 0 … ``most``: two (K, most + 1) arrays. Sums over the rows kept are formed from the small values up (the
+    outliers never enter a sum they are later subtracted from)."""
+    num_data = values.shape[1]
+    shift = np.median(values, axis=1, keepdims=True)  # about the bulk: little cancellation in the powers
+    x = values[:, order] - shift
+    base, top = x[:, : num_data - most], x[:, num_data - most :]
+    variance, fourth = [], []
+    sums = []
+    for power in (1, 2, 3, 4):
+        kept = base**power
+        cumulative = np.concatenate([np.zeros((x.shape[0], 1)), np.cumsum(top**power, axis=1)], axis=1)
+        sums.append(kept.sum(axis=1, keepdims=True) + cumulative[:, ::-1])  # column j: the last j rows held
+    held = np.arange(most + 1)[None, :]
+    # each held row is a 0, i.e. −shift about the shift
+    s1, s2, s3, s4 = (sums[p - 1] + held * (-shift) ** p for p in (1, 2, 3, 4))
+    mean = s1 / num_data
+    variance = np.maximum(s2 / num_data - mean**2, 0.0)
+    fourth = s4 / num_data - 4 * mean * s3 / num_data + 6 * mean**2 * s2 / num_data - 3 * mean**4
+    return variance, np.maximum(fourth, 0.0)
+
+
+def _predicted_sizes(variance: np.ndarray, fourth: np.ndarray, num_data: int, batch_size: int):
+    """Residuals per step the minibatch Barker test is predicted to draw (its spread rule and its tail guard) for
+    each column's pooled moments, and the pooled kurtosis."""
+    pooled_variance = variance.mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kurtosis = np.where(pooled_variance > 0, fourth.mean(axis=0) / (variance**2).mean(axis=0), 1.0)
+    spread = num_data**2 * pooled_variance
+    spread_size = spread / (1.0 + spread / num_data)
+    # the guard as if it always acted: whether it stands down is decided step by step, on minibatches that may hold
+    # the few rows a pair here left quiet
+    guard_size = (kurtosis - 1.0) / _VARIANCE_RSE**2
+    size = np.minimum(np.maximum.reduce([np.full_like(spread, batch_size), spread_size, guard_size]), num_data)
+    return size, kurtosis
+
+
+def choose_outlying_rows(residuals: np.ndarray, batch_size: int = 100, max_rows: int | None = None) -> OutlyingRows:
+    """The rows to hold, from every row's residuals at a few pairs (``residuals``, (K, N); see the module docstring).
+
+    Rows are ranked by Σₖ zₖᵢ⁴, zₖᵢ their residual standardised over the rows at pair k; of the first j = 0 …
+    ``max_rows`` (default :data:`MAX_ROWS`, at most N/8) the j with the fewest predicted residuals per step, j + b(j),
+    is taken, unless that is more than :data:`MIN_GAIN` of b(0) (no rows then).
+    """
+    residuals = np.asarray(residuals, np.float64)
+    if residuals.ndim != 2 or not np.all(np.isfinite(residuals)):
+        raise ValueError("residuals: a finite (pairs, N) array of every row's residual at each pair")
+    num_pairs, num_data = residuals.shape
+    most = min(MAX_ROWS if max_rows is None else int(max_rows), int(num_data * MAX_FRACTION))
+    spread = residuals.std(axis=1, keepdims=True)
+    score = np.sum(((residuals - residuals.mean(axis=1, keepdims=True)) / np.where(spread > 0, spread, 1.0)) ** 4, 0)
+    order = np.argsort(score, kind="stable")
+    variance, fourth = _moments_with_rows_held(residuals, order, max(most, 0))
+    size, kurtosis = _predicted_sizes(variance, fourth, num_data, batch_size)
+    cost = size + np.arange(size.shape[0])
+    best = int(np.argmin(cost))
+    if cost[best] > MIN_GAIN * cost[0]:
+        best = 0
+    indices = np.sort(order[num_data - best :]) if best else np.zeros((0,), np.int64)
+    return OutlyingRows(
+        indices.astype(np.int32),
+        float(cost[best]),
+        float(cost[0]),
+        float(kurtosis[best]),
+        float(kurtosis[0]),
+        num_pairs * num_data,
+    )
+
+
+def find_outlying_rows(
+    model: Model,
+    control_variate: ControlVariate,
+    positions: Position,
+    proposed: Position,
+    *,
+    batch_size: int = 100,
+    max_rows: int | None = None,
+) -> OutlyingRows:
+    """The rows whose residuals a minibatch cannot estimate, from every row's residual at K pairs of draws.
+
+    Parameters
+    ----------
+    model, control_variate
+        The model (its data on one device) and the control variate whose residuals are measured.
+    positions, proposed
+        K pairs (θₖ, θ′ₖ), positions stacked on a leading axis: draws from (near) the posterior, such as warm-up
+        draws far enough apart to be nearly independent (``sample_tall`` takes two chains' draws at the start and
+        end of warm-up's second half).
+    batch_size
+        The minibatch test's first minibatch b₀.
+    max_rows
+        The most rows held (default :data:`MAX_ROWS`; never more than N/8).
+
+    Returns
+    -------
+    OutlyingRows
+        The rows and the prediction; ``data_used`` K·N residuals (one pass).
+    """
+    if row_sharding(model.data, "find_outlying_rows") is not None:
+        raise ValueError("model: find_outlying_rows needs the data on one device (not split over a mesh)")
+    residuals = outlying_residual_sizes(model, control_variate, positions, proposed)
+    if not np.all(np.isfinite(residuals)):
+        raise ValueError(
+            "positions, proposed: a residual is not finite at these pairs; pass draws from the posterior, where the "
+            "model's log-likelihood is finite for every row"
+        )
+    return choose_outlying_rows(residuals, batch_size, max_rows)
+
+
+def with_outlying_rows(control_variate: ControlVariate, model: Model, indices: Any) -> ControlVariate:
+    """``control_variate`` with the rows at ``indices`` summed exactly at every step (see the module docstring).
+
+    Parameters
+    ----------
+    control_variate
+        Built for ``model`` (:func:`tallmcmc.taylor_control_variate`, or ``sample_tall``'s).
+    model
+        Its model; the rows' data are gathered from ``model.data`` (on one device).
+    indices
+        Distinct integers in [0, N); an empty set gives ``control_variate`` without outlying rows.
+
+    Returns
+    -------
+    ControlVariate
+        The same expansion, with ``outlying_indices`` (sorted) and ``outlying_rows``. Every subsampling test that
+        takes it evaluates those m residuals at every step (``data_used`` m more) and draws its minibatch as before;
+        AustereMH and the confidence sampler, which read every residual in full passes, refuse it.
+    """
+    control_variate.check_model(model)
+    if row_sharding(model.data, "with_outlying_rows") is not None:
+        raise ValueError("model: with_outlying_rows needs the data on one device (not split over a mesh)")
+    rows = np.unique(np.asarray(indices).ravel())
+    if rows.size != np.asarray(indices).size or (rows.size and (rows[0] < 0 or rows[-1] >= model.num_data)):
+        raise ValueError(f"indices: distinct integers in [0, N = {model.num_data:,}), e.g. OutlyingRows.indices")
+    if rows.size == 0:
+        return dataclasses.replace(control_variate, outlying_indices=None, outlying_rows=None)
+    on_device = jnp.asarray(rows.astype(np.int32))
+    return dataclasses.replace(
+        control_variate, outlying_indices=on_device, outlying_rows=rows_of(model.data, on_device)
+    )
