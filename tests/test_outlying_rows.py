@@ -138,8 +138,8 @@ def test_bad_input_is_refused_with_the_fix():
         find_outlying_rows(model, control_variate, *pairs)
 
 
-def _default_run(monkeypatch=None, drop_exact_sum=False):
-    covariates, response, rare = _rare_categories()
+def _default_run(num_data=300_000, monkeypatch=None, drop_exact_sum=False):
+    covariates, response, rare = _rare_categories(num_data)
     model = logistic_regression.model(covariates, response)
     if drop_exact_sum:  # deliberately wrong: the rows held are left out of the minibatch and their sum is never added
         monkeypatch.setattr(
@@ -165,20 +165,44 @@ def _mean_z_and_sd_se(result, reference):
     return np.array(z), np.array(sd_se)
 
 
-def test_the_default_path_holds_rare_categories_and_keeps_the_minibatch_test_exactly():
+@pytest.mark.parametrize(("num_data", "look"), [(300_000, "early"), (150_000, "after warm-up")])
+def test_the_default_path_holds_rare_categories_and_keeps_the_minibatch_test_exactly(num_data, look):
     """Before the look this model took the exact test (N per step). Now: the 120 rare rows held, the minibatch test
-    kept, and every coordinate within 4 MCSE of the reference in mean and 4 se in sd (9 coordinates)."""
-    result, reference = _default_run()
+    kept, and every coordinate within 4 MCSE of the reference in mean and 4 se in sd (9 coordinates). At N = 300,000
+    fast_setup does not settle and the look comes before warm-up; at 150,000 (find_mode) after it."""
+    result, reference = _default_run(num_data)
     diagnosis = result.diagnosis
+    _, _, rare = _rare_categories(num_data)
+    np.testing.assert_array_equal(np.asarray(diagnosis.control_variate.outlying_indices), np.sort(rare.ravel()))
     assert diagnosis.decision == "minibatch", diagnosis.reason
     assert "120 outlying rows are summed exactly" in diagnosis.reason
-    assert diagnosis.setup_passes["outlying rows (look, early)"] == 4.0
+    assert diagnosis.setup_passes[f"outlying rows (look, {look})"] == 4.0
+    if look == "after warm-up":  # the first warm-up's points are counted
+        assert diagnosis.setup_passes["warm-up before the outlying rows were held"] > 10
     assert diagnosis.data_fraction < 0.01
     z, sd_se = _mean_z_and_sd_se(result, reference)
     assert np.max(np.abs(z)) < 4 and np.max(np.abs(sd_se)) < 4, (z, sd_se)
 
 
 def test_holding_the_rows_without_their_exact_sum_fails_the_same_comparison(monkeypatch):
-    result, reference = _default_run(monkeypatch, drop_exact_sum=True)
+    result, reference = _default_run(monkeypatch=monkeypatch, drop_exact_sum=True)
     z, _ = _mean_z_and_sd_se(result, reference)
     assert np.max(np.abs(z[3:])) > 4, z
+
+
+def test_the_look_after_warm_up_is_only_for_heavy_tails_that_made_the_minibatch_grow():
+    from tallmcmc.automatic import _outlying_rows_may_pay, _RunShape
+    from tallmcmc.run_warnings import DataUse
+
+    def choice(cause, kurtosis, minibatch=False, fraction=0.3, chosen_cause=None):
+        use = DataUse(fraction, 800.0, kurtosis, 0.0, 0.0, 100.0, cause)
+        return tallmcmc.automatic.TestChoice(minibatch, chosen_cause or cause, use, 0.5, 0.5, 1.0, 1.0)
+
+    run = _RunShape(1000, 200, 0, {}, print, True)
+    assert _outlying_rows_may_pay(choice("tail weight", 5000.0), run)
+    assert _outlying_rows_may_pay(choice("spread", float("nan")), run)  # unmeasured kurtosis: look
+    assert not _outlying_rows_may_pay(choice("spread", 4.8), run)  # spread over every row: nothing to hold
+    assert not _outlying_rows_may_pay(choice("spread", 5000.0, chosen_cause="rejected"), run)
+    assert not _outlying_rows_may_pay(choice("small N", 5000.0), run)
+    assert not _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.005), run)
+    assert _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.05), run)

@@ -789,7 +789,7 @@ def sample_tall(
         if callable(bound):
             bound = _bound_for(bound, control_variate)
         early = None
-        if bound is None and one_device and any(UNSETTLED in why for why in fallbacks):
+        if LOOK_FOR_OUTLYING_ROWS and bound is None and one_device and any(UNSETTLED in why for why in fallbacks):
             # the subsample phase could not settle: the usual cause is a direction few rows inform, whose rows' residuals
             # the minibatch cannot estimate; look for them now, on Laplace draws, rather than after a warm-up that
             # would spend most of N per step on them
@@ -805,7 +805,13 @@ def sample_tall(
             model, warmed, warmup_test, control_variate, minibatch_test, batch_size, residual_cost
         )
         outlying = None
-        if bound is None and one_device and not control_variate.num_outlying and _outlying_rows_may_pay(choice, run):
+        if (
+            LOOK_FOR_OUTLYING_ROWS
+            and bound is None
+            and one_device
+            and not control_variate.num_outlying
+            and _outlying_rows_may_pay(choice, run)
+        ):
             outlying = _with_outlying_rows(
                 model, mode, covariance, control_variate, warmed, choice, batch_size, minibatch_test, residual_cost, run
             )
@@ -1086,10 +1092,18 @@ def _measured_choice(
     return choice, minibatch, choice.describe(model.num_data) + note
 
 
+#: Whether ``sample_tall`` looks for outlying rows at all (``benchmarks/bench_outlying_rows.py`` turns it off to measure
+#: the path without the look: then it draws what it drew before the look existed, bit for bit).
+LOOK_FOR_OUTLYING_ROWS = True
 #: ``sample_tall`` looks for outlying rows (:mod:`tallmcmc.outlying_rows`) where warm-up's minibatch grew for the
 #: residuals' spread or tail weight and the exact test was chosen, or the minibatch test kept used more than this
-#: fraction of N per step.
+#: fraction of N per step ...
 OUTLYING_LOOK_FRACTION = 0.01
+#: ... and the residuals' pooled kurtosis was at least this (or unmeasured): a few rows far out make it large (6,200–8,400
+#: on the fifth audit's rare categories), residuals spread over every row do not (4.8 on bench_user_models'
+#: non-centred hierarchical model, where the look held nothing; 3.9–11 on the rare-category models once their rows
+#: are held).
+OUTLYING_LOOK_KURTOSIS = 20.0
 
 
 class _Look(NamedTuple):
@@ -1116,9 +1130,12 @@ class _Outlying(NamedTuple):
 
 
 def _outlying_rows_may_pay(choice: TestChoice, run: _RunShape) -> bool:
-    """Whether warm-up's minibatch grew for its residuals' spread or tail weight, enough to look for outlying rows."""
-    grew = choice.use.cause in ("tail weight", "spread")
-    return grew and (not choice.minibatch or choice.use.fraction > OUTLYING_LOOK_FRACTION) and run.num_warmup >= 8
+    """Whether warm-up's minibatch grew for its residuals' spread or tail weight (not for proposals almost never
+    accepted), with heavy tails, and enough to look for outlying rows."""
+    grew = choice.use.cause in ("tail weight", "spread") and choice.cause != "rejected"
+    heavy = not choice.use.kurtosis < OUTLYING_LOOK_KURTOSIS  # NaN (unmeasured) looks
+    costly = not choice.minibatch or choice.use.fraction > OUTLYING_LOOK_FRACTION
+    return grew and heavy and costly and run.num_warmup >= 8
 
 
 def _laplace_pairs(center: Position, covariance: np.ndarray, seed: int) -> tuple[Position, Position]:
