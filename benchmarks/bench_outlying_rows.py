@@ -12,6 +12,11 @@ rows a level it is within about 1% in sd of the exact test's draws: RESULTS, "Ro
     python benchmarks/bench_outlying_rows.py                      # N = 10⁶, 6 levels of 100 rows, seeds 0 and 1
     python benchmarks/bench_outlying_rows.py --num-data 300000 --rows 30 --seeds 0
     python benchmarks/bench_outlying_rows.py --num-data 10000000 --seeds 0 --looks on   # the exact test takes minutes
+    python benchmarks/bench_outlying_rows.py --leverage 200000   # what the look would hold on leverage points
+
+``--leverage N``: instead, ``bench_kept_looks.py``'s Student-t(2)-covariate model at N rows, its default setup, and
+what :func:`tallmcmc.outlying_rows.find_outlying_rows` would hold there from residuals at 4 pairs of Laplace draws
+(three seeds of the pairs), with the residuals per step it predicts.
 """
 
 from __future__ import annotations
@@ -72,6 +77,23 @@ def timed(model, look: bool, seed: int):
     )
 
 
+def leverage(num_data: int) -> None:
+    from bench_kept_looks import leverage_model
+
+    from tallmcmc.automatic import _laplace_pairs, default_setup
+    from tallmcmc.model import DEFAULT_START_SPREAD, default_start
+    from tallmcmc.outlying_rows import find_outlying_rows
+
+    model = leverage_model(num_data)
+    mode, control_variate = default_setup(model, default_start(model.position_shape, 0, DEFAULT_START_SPREAD))
+    if control_variate is None:
+        control_variate = tallmcmc.taylor_control_variate(model, mode.position)
+    covariance = tallmcmc.laplace_covariance(mode)
+    for seed in range(3):
+        found = find_outlying_rows(model, control_variate, *_laplace_pairs(mode.position, covariance, seed))
+        print(f"# leverage points, N = {num_data:,}, pairs seed {seed}: {found.describe()}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-data", type=int, default=1_000_000)
@@ -79,7 +101,11 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=6)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--looks", nargs="+", choices=("off", "on"), default=["off", "on"], help="off: the path before")
+    parser.add_argument("--leverage", type=int, default=0, help="N for the leverage-point model instead (see above)")
     args = parser.parse_args()
+    if args.leverage:
+        leverage(args.leverage)
+        return
     print(f"# load {os.getloadavg()[0]:.2f}, CPU probe {cpu_probe_ms():.1f} ms")
     covariates, response, rare = rare_categories(args.num_data, args.rows, args.levels)
     model = logistic_regression.model(covariates, response)
