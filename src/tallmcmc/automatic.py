@@ -1182,6 +1182,8 @@ def _outlying_look(
         f"{found.indices.size:,} outlying rows are summed exactly at every step (every row's residual at {PAIRS} "
         f"pairs of {where}: {found.describe()})"
     )
+    if when == "early":
+        run.say(f"sample_tall: {found.describe()}", flush=True)
     return _Look(found, counted, summary)
 
 
