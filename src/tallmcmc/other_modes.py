@@ -21,6 +21,9 @@ at every seed, no warning).
    :data:`GAP_NATS` of it, the look reports that mode. A mode that much lower carries next to no mass (e^−10 of the
    sampled mode's, for equal curvatures), like the swapped labelling of a mixture whose weights are known.
 
+A mode that is the sampled one moved by whole turns (2π) in some coordinates, at the same height, is a periodic
+parameter's copy of it (NumPyro's ``CircularReparam`` samples an unwrapped angle) and is not reported.
+
 It is a heuristic: a mode that none of its starts reaches is not seen.
 """
 
@@ -127,10 +130,22 @@ def other_modes(model: Model, mode, covariance: np.ndarray, start: Position, see
         return None if counter is None else Look(None, counter.spent)
     gap = float(at_other.value - at_sampled.value)  # log π(sampled) − log π(other)
     distance = apart(other, here)
-    if not (converged and distance > DISTINCT_SD and gap <= GAP_NATS):
+    if not (converged and distance > DISTINCT_SD and gap <= GAP_NATS) or _whole_turns_apart(
+        other, here, precision, gap
+    ):
         return Look(None, counter.spent)
     position = unravel(jnp.asarray(other, flat.dtype))
     return Look(OtherMode(position, _shown(model, position), distance, gap), counter.spent)
+
+
+def _whole_turns_apart(other: np.ndarray, here: np.ndarray, precision: np.ndarray, gap: float) -> bool:
+    """Whether ``other`` is the mode sampled moved by whole turns (2π) in some coordinates, at the same height: a
+    periodic parameter's copy of that mode (an angle left unwrapped, as NumPyro's ``CircularReparam`` leaves
+    ``<site>_unwrapped``), the same posterior, nothing to report. Within 1 posterior sd and 1 nat."""
+    step = np.asarray(other, np.float64) - here
+    turns = np.round(step / (2 * np.pi))
+    left = step - 2 * np.pi * turns
+    return bool(np.any(turns != 0)) and abs(gap) < 1.0 and float(np.sqrt(max(left @ precision @ left, 0.0))) < 1.0
 
 
 def _shown(model: Model, position: Position) -> str:
