@@ -759,6 +759,7 @@ def sample_tall(
         watch_kept=one_device and not {"mesh", "checkpoint", "checkpoint_every", "driver"} & set(sample_options),
     )
     switch = None
+    early = outlying = None  # the looks for outlying rows, before and after warm-up (their passes counted below)
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
@@ -788,7 +789,6 @@ def sample_tall(
             control_variate = taylor_control_variate(model, mode.position)
         if callable(bound):
             bound = _bound_for(bound, control_variate)
-        early = None
         if LOOK_FOR_OUTLYING_ROWS and bound is None and one_device and any(UNSETTLED in why for why in fallbacks):
             # the subsample phase could not settle: the usual cause is a direction few rows inform, whose rows' residuals
             # the minibatch cannot estimate; look for them now, on Laplace draws, rather than after a warm-up that
@@ -804,7 +804,6 @@ def sample_tall(
         choice, minibatch, measured = _measured_choice(
             model, warmed, warmup_test, control_variate, minibatch_test, batch_size, residual_cost
         )
-        outlying = None
         if (
             LOOK_FOR_OUTLYING_ROWS
             and bound is None
@@ -893,9 +892,9 @@ def sample_tall(
             )
             if switch is not None:
                 decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
-            for look in (early, outlying):
-                if look is not None:
-                    result.setup_data_used.update(look.setup_data_used)
+    for look in (early, outlying):  # on every path after them, the random walk's included
+        if look is not None:
+            result.setup_data_used.update(look.setup_data_used)
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
