@@ -35,35 +35,6 @@ from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
 
 
-def rare_categories(num_data: int, rows: int, levels: int):
-    rng = np.random.default_rng(1)
-    covariates = np.zeros((num_data, 3 + levels), np.float32)
-    covariates[:, 0] = 1.0
-    covariates[:, 1:3] = rng.standard_normal((num_data, 2))
-    rare = rng.choice(num_data, rows * levels, replace=False).reshape(levels, rows)
-    for level, chosen in enumerate(rare):
-        covariates[chosen, 3 + level] = 1.0
-    logits = covariates @ np.r_[-0.5, 0.5, -0.3, np.linspace(0.5, 1.0, levels)]
-    response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
-    return covariates, response, rare
-
-
-def laplace_reference(covariates, response):
-    z, y = covariates.astype(np.float64), response.astype(np.float64)
-    theta = np.zeros(z.shape[1])
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-(z @ theta)))
-        gradient = z.T @ (y - p) - theta
-        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.eye(z.shape[1])
-        step = np.linalg.solve(hessian, gradient)
-        theta = theta + step
-        if gradient @ step < 1e-16:
-            break
-    covariance = np.linalg.inv(hessian)
-    third, leverage = -p * (1 - p) * (1 - 2 * p), ((z @ covariance) * z).sum(1)
-    return theta + 0.5 * covariance @ (z.T @ (third * leverage)), np.sqrt(np.diag(covariance))
-
-
 def timed(model, look: bool, seed: int):
     automatic.LOOK_FOR_OUTLYING_ROWS = look
     began = time.perf_counter()
@@ -107,9 +78,10 @@ def main() -> None:
         leverage(args.leverage)
         return
     print(f"# load {os.getloadavg()[0]:.2f}, CPU probe {cpu_probe_ms():.1f} ms")
-    covariates, response, rare = rare_categories(args.num_data, args.rows, args.levels)
+    covariates, response, rare = logistic_regression.simulate_rare_levels(args.num_data, args.rows, args.levels)
     model = logistic_regression.model(covariates, response)
-    mean, sd = laplace_reference(covariates, response)
+    _, covariance, mean = logistic_regression.laplace_reference(covariates, response)
+    sd = np.sqrt(np.diag(covariance))
     print(
         "| seed | look | decision | rows held (rare found) | s | data per kept step (% of N) | setup passes | "
         "max \\|z\\| | sd ratios |"

@@ -27,37 +27,16 @@ LEVELS, ROWS_PER_LEVEL = 6, 20
 def _rare_categories(num_data: int = 300_000, seed: int = 1):
     """Logistic regression: an intercept, two Gaussian covariates and six indicators of 20 rows each whose effects
     (2 to 3) make nearly every one of their outcomes 1, so their posteriors are skewed and wide."""
-    rng = np.random.default_rng(seed)
-    covariates = np.zeros((num_data, 3 + LEVELS), np.float32)
-    covariates[:, 0] = 1.0
-    covariates[:, 1:3] = rng.standard_normal((num_data, 2))
-    rare = rng.choice(num_data, ROWS_PER_LEVEL * LEVELS, replace=False).reshape(LEVELS, ROWS_PER_LEVEL)
-    for level, rows in enumerate(rare):
-        covariates[rows, 3 + level] = 1.0
-    logits = covariates @ np.r_[-0.5, 0.5, -0.3, np.linspace(2.0, 3.0, LEVELS)]
-    response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
-    return covariates, response, rare
+    return logistic_regression.simulate_rare_levels(num_data, ROWS_PER_LEVEL, LEVELS, (2.0, 3.0), seed)
 
 
 def _reference(covariates, response, rare):
     """Posterior means and sds: the bulk coefficients from the float64 Laplace approximation with its first-order
     mean correction (300,000 rows); each rare level's effect by quadrature of its 20 rows' likelihood and its N(0, 1)
     prior on a grid, mixed over 64 Laplace draws of the bulk coefficients."""
-    z, y = covariates.astype(np.float64), response.astype(np.float64)
-    theta = np.zeros(z.shape[1])
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-(z @ theta)))
-        gradient = z.T @ (y - p) - theta
-        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.eye(z.shape[1])
-        step = np.linalg.solve(hessian, gradient)
-        theta = theta + step
-        if gradient @ step < 1e-16:
-            break
-    covariance = np.linalg.inv(hessian)
-    third = -p * (1 - p) * (1 - 2 * p)
-    leverage = ((z @ covariance) * z).sum(1)
-    mean = theta + 0.5 * covariance @ (z.T @ (third * leverage))
+    theta, covariance, mean = logistic_regression.laplace_reference(covariates, response)
     sd = np.sqrt(np.diag(covariance))
+    z, y = covariates.astype(np.float64), response.astype(np.float64)
     grid = np.linspace(-4.0, 9.0, 6001)
     bulk = np.random.default_rng(0).multivariate_normal(theta[:3], covariance[:3, :3], size=64)
     for level, rows in enumerate(rare):

@@ -32,7 +32,15 @@ from tallmcmc.examples._bounds import flat, host_rows, norms
 from tallmcmc.model import Model
 from tallmcmc.precision import unwrapped
 
-__all__ = ["log_likelihood", "model", "sample_tall", "simulate", "tuna_bound"]
+__all__ = [
+    "laplace_reference",
+    "log_likelihood",
+    "model",
+    "sample_tall",
+    "simulate",
+    "simulate_rare_levels",
+    "tuna_bound",
+]
 
 #: ``third derivative`` bound of log σ(z): max |σ(1 − σ)(1 − 2σ)| = 1/(6√3), at σ = (3 − √3)/6.
 _LOG_SIGMOID_THIRD = 1.0 / (6.0 * math.sqrt(3.0))
@@ -128,6 +136,64 @@ def simulate(num_data: int, dimension: int, seed: int = 0) -> tuple[np.ndarray, 
     truth = rng.standard_normal(dimension) / 2
     response = (rng.random(num_data) < 1 / (1 + np.exp(-(covariates @ truth)))).astype(np.float32)
     return covariates, response
+
+
+def simulate_rare_levels(
+    num_data: int, rows_per_level: int, levels: int, effects: tuple[float, float] = (0.5, 1.0), seed: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Synthetic data with rare categories, the case of ``docs/sample_tall.md``'s "Rows the minibatch cannot estimate":
+    columns an intercept, two N(0, 1) covariates and ``levels`` indicators, each 1 on ``rows_per_level`` rows of its
+    own (disjoint); coefficients −0.5, 0.5, −0.3 and the level effects evenly from ``effects[0]`` to ``effects[1]``.
+
+    Returns
+    -------
+    (covariates, response, rare)
+        float32 (N, 3 + levels) and (N,), and the rare rows' indices, (levels, rows_per_level).
+    """
+    rng = np.random.default_rng(seed)
+    covariates = np.zeros((num_data, 3 + levels), np.float32)
+    covariates[:, 0] = 1.0
+    covariates[:, 1:3] = rng.standard_normal((num_data, 2))
+    rare = rng.choice(num_data, rows_per_level * levels, replace=False).reshape(levels, rows_per_level)
+    for level, rows in enumerate(rare):
+        covariates[rows, 3 + level] = 1.0
+    logits = covariates @ np.r_[-0.5, 0.5, -0.3, np.linspace(effects[0], effects[1], levels)]
+    response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
+    return covariates, response, rare
+
+
+def laplace_reference(
+    covariates: np.ndarray, response: np.ndarray, prior_variance: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A float64 reference for :func:`model`'s posterior, on the host (NumPy, no JAX): Newton's method to the mode,
+    the Laplace covariance (the inverse Hessian of −log π there), and the mean to first order beyond Laplace,
+    mode + ½ Σ Xᵀ(ℓ‴ ⊙ h), with ℓ‴ᵢ the third derivative of log σ at xᵢᵀβ̂ and hᵢ = xᵢᵀΣxᵢ (the skewness correction
+    of Kass, Tierney & Kadane 1990 for a GLM with a Gaussian prior).
+
+    Accurate where every direction of the posterior is informed by many rows; along a direction few rows inform (a
+    rare category) its sd is off by O(1/rows), so tests there need their own reference.
+
+    Returns
+    -------
+    (mode, covariance, mean)
+    """
+    x, y = np.asarray(covariates, np.float64), np.asarray(response, np.float64)
+    precision = np.eye(x.shape[1]) / float(prior_variance)
+    theta = np.zeros(x.shape[1])
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-(x @ theta)))
+        gradient = x.T @ (y - p) - precision @ theta
+        hessian = (x * (p * (1 - p))[:, None]).T @ x + precision
+        step = np.linalg.solve(hessian, gradient)
+        theta = theta + step
+        if gradient @ step < 1e-16:
+            break
+    p = 1 / (1 + np.exp(-(x @ theta)))
+    hessian = (x * (p * (1 - p))[:, None]).T @ x + precision
+    covariance = np.linalg.inv(hessian)
+    third = -p * (1 - p) * (1 - 2 * p)
+    leverage = ((x @ covariance) * x).sum(1)
+    return theta, covariance, theta + 0.5 * covariance @ (x.T @ (third * leverage))
 
 
 def tuna_bound(model: Model, control_variate=None) -> TunaBound:
