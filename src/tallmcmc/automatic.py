@@ -127,7 +127,7 @@ from tallmcmc.sampling.ahead import compile_ahead
 from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.drivers import HeldBar
 from tallmcmc.sampling.warmup_phase import compile_warmup
-from tallmcmc.setup_fast import UNSETTLED, fast_setup, placeholder_control_variate
+from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
@@ -789,10 +789,11 @@ def sample_tall(
             control_variate = taylor_control_variate(model, mode.position)
         if callable(bound):
             bound = _bound_for(bound, control_variate)
-        if LOOK_FOR_OUTLYING_ROWS and bound is None and one_device and any(UNSETTLED in why for why in fallbacks):
-            # the subsample phase could not settle: the usual cause is a direction few rows inform, whose rows' residuals
-            # the minibatch cannot estimate; look for them now, on Laplace draws, rather than after a warm-up that
-            # would spend most of N per step on them
+        if LOOK_FOR_OUTLYING_ROWS and bound is None and one_device and fallbacks:
+            # fast_setup fell back (its subsample phase did not settle, its curvature was not positive definite, its
+            # second pass landed far from the mode): the usual cause is a direction few rows inform, whose rows'
+            # residuals the minibatch cannot estimate either; look for them now, on Laplace draws, rather than after
+            # a warm-up that would spend most of N per step on them (the sixth user-model audit: 150 passes)
             early = _outlying_look(
                 model, control_variate, _laplace_pairs(mode.position, covariance, seed), batch_size, run, "early"
             )

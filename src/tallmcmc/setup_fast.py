@@ -246,11 +246,6 @@ def _unsettled_cause(attempt: _Attempt) -> str:
     )
 
 
-#: The words every reason of a subsample phase that did not settle holds (``FastSetup.fallback``): ``sample_tall``
-#: then looks for outlying rows before its warm-up (:mod:`tallmcmc.outlying_rows`).
-UNSETTLED = "did not settle"
-
-
 class _Fallback(Exception):
     """The fast path cannot go on; ``args[0]`` says why, ``start`` is the best point to continue from."""
 
@@ -367,7 +362,7 @@ def fast_setup(
         warnings.warn(
             f"fast_setup: {why}; falling back to the full-data find_mode"
             + (" from the best point reached" if failure.start is not None else "")
-            + (_unsettled_cause(attempt) if UNSETTLED in why else ""),
+            + (_unsettled_cause(attempt) if "did not settle" in why else ""),
             RuntimeWarning,
             stacklevel=2,
         )
@@ -520,7 +515,7 @@ class _Attempt(PassCounter):
                     # λ₁ exactly and falls back if it is above the limit, so try it (2 passes) rather than find_mode
                     return theta
                 raise _Fallback(
-                    f"the subsample phase {UNSETTLED} within subsample_budget = {self.budget:g} passes (it had "
+                    f"the subsample phase did not settle within subsample_budget = {self.budget:g} passes (it had "
                     f"spent {self.spent / num_data:.3g} and a level of {rows:,} rows needs two evaluations more); "
                     + self._last_prediction(),
                     start=theta,
@@ -564,7 +559,7 @@ class _Attempt(PassCounter):
             if not size <= 1.0:
                 if stop == "reached max_iterations":
                     raise _Fallback(
-                        f"the subsample phase {UNSETTLED} within subsample_budget = {self.budget:g} passes (the "
+                        f"the subsample phase did not settle within subsample_budget = {self.budget:g} passes (the "
                         f"level of {rows:,} rows stopped at Newton decrement {decrement:.3g}, {size:.3g} times its "
                         "tolerance)",
                         start=theta,
@@ -580,7 +575,7 @@ class _Attempt(PassCounter):
                 return theta
             previous = rows
         raise _Fallback(
-            f"the subsample phase {UNSETTLED} on subsamples of up to N/2 = {sizes[-1]:,} rows; "
+            f"the subsample phase did not settle on subsamples of up to N/2 = {sizes[-1]:,} rows; "
             + self._last_prediction(),
             start=theta,
         )
