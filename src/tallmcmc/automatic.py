@@ -184,8 +184,11 @@ SD_ESS_RATIO_LIMIT = 0.5
 FAST_SETUP_MIN_ROWS = 200_000
 #: ... and from this many rows per coordinate, up to :data:`FAST_SETUP_MAX_DIMENSION` coordinates.
 FAST_SETUP_ROWS_PER_DIMENSION = 10_000
-#: Above this many coordinates ``setup="auto"`` uses ``find_mode`` (a d × d Hessian per row chunk per pass).
-FAST_SETUP_MAX_DIMENSION = 100
+#: Above this many coordinates ``setup="auto"`` uses ``find_mode`` (a d × d Hessian per row chunk per pass, as
+#: ``find_mode``'s own Newton iterations up to :data:`tallmcmc.mode.NEWTON_MAX_DIMENSION`, 200, build). 100 until
+#: 2026-11-30; measured at d = 150 and 200 (N = 1.5·10⁶ and 2·10⁶, logistic): 2.57 and 2.53 setup passes against 9.18
+#: and 9.15, 11.5 and 13.7 s against 16.9 and 23.9 (``docs/setup.md``, "Where it pays").
+FAST_SETUP_MAX_DIMENSION = 200
 #: With a TunaMH ``bound``, the kept steps of its pilot (the first kept draws if TunaMH is chosen, else counted and
 #: set aside): TunaMH is Metropolis-type and may touch fewer residuals per step than the minibatch test (docs/tuna.md).
 TUNA_PILOT_STEPS = 50
