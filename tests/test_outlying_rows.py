@@ -169,7 +169,7 @@ def test_holding_the_rows_without_their_exact_sum_fails_the_same_comparison(monk
     assert np.max(np.abs(z[3:])) > 4, z
 
 
-def test_the_look_after_warm_up_is_only_for_heavy_tails_that_made_the_minibatch_grow():
+def test_the_look_after_warm_up_is_only_for_heavy_tails_on_a_costly_minibatch():
     from tallmcmc.automatic import _outlying_rows_may_pay, _RunShape
     from tallmcmc.run_warnings import DataUse
 
@@ -182,6 +182,7 @@ def test_the_look_after_warm_up_is_only_for_heavy_tails_that_made_the_minibatch_
     assert _outlying_rows_may_pay(choice("spread", float("nan")), run)  # unmeasured kurtosis: look
     assert not _outlying_rows_may_pay(choice("spread", 4.8), run)  # spread over every row: nothing to hold
     assert not _outlying_rows_may_pay(choice("spread", 5000.0, chosen_cause="rejected"), run)
-    assert not _outlying_rows_may_pay(choice("small N", 5000.0), run)
+    assert _outlying_rows_may_pay(choice("small N", 5000.0), run)  # one chain guarding from its first step
+    assert not _outlying_rows_may_pay(choice("small N", 3.0), run)
     assert not _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.005), run)
     assert _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.05), run)
