@@ -1154,10 +1154,15 @@ def _laplace_pairs(center: Position, covariance: np.ndarray, seed: int) -> tuple
 
 def _warmup_pairs(warmed: WarmupResult) -> tuple[Position, Position]:
     """:data:`tallmcmc.outlying_rows.PAIRS` pairs of warm-up draws: chain c's draw at the start of the measurement
-    window and its last one, cycling over the chains (and one draw further in, and one back, on the next cycle)."""
+    window and its last one, cycling over the chains; with fewer chains than pairs, each further cycle's pair further
+    in from both ends, the pairs spread over the window (draws close in time would give the same residuals twice)."""
     chains = warmed.num_chains
     half = warmed.num_warmup // 2
-    picks = [(k % chains, half + k // chains, warmed.num_warmup - 1 - k // chains) for k in range(PAIRS)]
+    cycles = -(-PAIRS // chains)
+    step = max((warmed.num_warmup - half) // (2 * cycles), 1)
+    picks = [
+        (k % chains, half + (k // chains) * step, warmed.num_warmup - 1 - (k // chains) * step) for k in range(PAIRS)
+    ]
     chain, first, last = (np.asarray(column) for column in zip(*picks))
     return (
         jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[chain, first], warmed.positions),
