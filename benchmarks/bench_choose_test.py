@@ -92,7 +92,7 @@ def measure(num_data: int, dimension: int, args) -> dict:
     model = logistic_regression.model(*logistic_regression.simulate(num_data, dimension, seed=0))
     start = jnp.zeros(dimension)
     wall = time.perf_counter()
-    mode, control_variate = automatic.default_setup(model, start)
+    mode, control_variate, _ = automatic.default_setup(model, start)
     if control_variate is None:  # as sample_tall builds it: from find_mode's last pass
         control_variate = control_variate_at_mode(model, mode)
     setup_seconds = time.perf_counter() - wall

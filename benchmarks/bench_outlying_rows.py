@@ -56,7 +56,7 @@ def leverage(num_data: int) -> None:
     from tallmcmc.outlying_rows import find_outlying_rows
 
     model = leverage_model(num_data)
-    mode, control_variate = default_setup(model, default_start(model.position_shape, 0, DEFAULT_START_SPREAD))
+    mode, control_variate, _ = default_setup(model, default_start(model.position_shape, 0, DEFAULT_START_SPREAD))
     if control_variate is None:
         control_variate = tallmcmc.taylor_control_variate(model, mode.position)
     covariance = tallmcmc.laplace_covariance(mode)

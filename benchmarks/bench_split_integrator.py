@@ -74,7 +74,7 @@ def target(name: str, num_data: int):
 def setup(model, start):
     """The mode and control variate ``sample_tall(setup="auto")`` would build, and the seconds it took."""
     began = time.perf_counter()
-    mode, control_variate = automatic.default_setup(model, start)
+    mode, control_variate, _ = automatic.default_setup(model, start)
     if control_variate is None:  # as sample_tall builds it: from find_mode's last pass
         control_variate = control_variate_at_mode(model, mode)
     return mode, control_variate, time.perf_counter() - began

@@ -712,11 +712,11 @@ def sample_tall(
         )
     found_here = mode is None  # a mode found here on this model: its last pass's sums may build the control variate
     setup_warnings: list[warnings.WarningMessage] = []
-    fallbacks: list[str] = []
+    fallback = None  # fast_setup's reason for falling back to find_mode, if it did
     if mode is None:
         with warnings.catch_warnings(record=True) as setup_warnings:
             warnings.simplefilter("always")
-            mode, built = default_setup(model, start, setup if control_variate is None else "exact", say, fallbacks)
+            mode, built, fallback = default_setup(model, start, setup if control_variate is None else "exact", say)
         control_variate = built if control_variate is None else control_variate
     off = float(getattr(mode, "newton_decrement", 0.0)) if not bool(getattr(mode, "converged", True)) else 0.0
     near_enough = off <= MODE_NEAR_ENOUGH  # False for NaN and inf: a Hessian that is not positive definite
@@ -792,7 +792,8 @@ def sample_tall(
             control_variate = taylor_control_variate(model, mode.position)
         if callable(bound):
             bound = _bound_for(bound, control_variate)
-        if LOOK_FOR_OUTLYING_ROWS and bound is None and one_device and fallbacks:
+        may_look = LOOK_FOR_OUTLYING_ROWS and bound is None and one_device
+        if may_look and fallback is not None:
             # fast_setup fell back (its subsample phase did not settle, its curvature was not positive definite, its
             # second pass landed far from the mode): the usual cause is a direction few rows inform, whose rows'
             # residuals the minibatch cannot estimate either; look for them now, on Laplace draws, rather than after
@@ -808,24 +809,12 @@ def sample_tall(
         choice, minibatch, measured = _measured_choice(
             model, warmed, warmup_test, control_variate, minibatch_test, batch_size, residual_cost
         )
-        if (
-            LOOK_FOR_OUTLYING_ROWS
-            and bound is None
-            and one_device
-            and not control_variate.num_outlying
-            and _outlying_rows_may_pay(choice, run)
-        ):
+        if may_look and not control_variate.num_outlying and _outlying_rows_may_pay(choice, run):
             outlying = _with_outlying_rows(
                 model, mode, covariance, control_variate, warmed, choice, batch_size, minibatch_test, residual_cost, run
             )
-            if outlying.kept:
-                control_variate, warmed, proposal, warmup_test = (
-                    outlying.control_variate,
-                    outlying.warmed,
-                    outlying.proposal,
-                    outlying.test,
-                )
-                choice, minibatch, measured = outlying.choice, outlying.minibatch, outlying.measured
+            if outlying.kept is not None:
+                control_variate, warmed, proposal, warmup_test, choice, minibatch, measured = outlying.kept
         walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
         if bound is None and (choice.minibatch_cost if choice.minibatch else choice.exact_cost) > walk_cost:
             # the Laplace approximation does not describe the posterior: its proposals are rejected so often that
@@ -1098,9 +1087,8 @@ def _measured_choice(
 #: Whether ``sample_tall`` looks for outlying rows at all (``benchmarks/bench_outlying_rows.py`` turns it off to measure
 #: the path without the look: then it draws what it drew before the look existed, bit for bit).
 LOOK_FOR_OUTLYING_ROWS = True
-#: ``sample_tall`` looks for outlying rows (:mod:`tallmcmc.outlying_rows`) where warm-up's minibatch grew for the
-#: residuals' spread or tail weight and the exact test was chosen, or the minibatch test kept used more than this
-#: fraction of N per step ...
+#: After warm-up ``sample_tall`` looks for outlying rows (:mod:`tallmcmc.outlying_rows`) where the exact test was
+#: chosen or the minibatch test kept used more than this fraction of N per step ...
 OUTLYING_LOOK_FRACTION = 0.01
 #: ... and the residuals' pooled kurtosis was at least this (or unmeasured): a few rows far out make it large (6,200–8,400
 #: on the fifth audit's rare categories), residuals spread over every row do not (4.8 on bench_user_models'
@@ -1118,18 +1106,13 @@ class _Look(NamedTuple):
 
 
 class _Outlying(NamedTuple):
-    """The look after warm-up: whether the warm-up again with the rows held is kept, its pieces, its cost, in words."""
+    """The look after warm-up: its cost, in words, and where the warm-up again with the rows held is kept, its
+    pieces — ``(control_variate, warmed, proposal, warmup_test, choice, minibatch, measured)`` as ``sample_tall``
+    names them (``None`` where it is not)."""
 
-    kept: bool
-    control_variate: ControlVariate | None
-    warmed: WarmupResult | None
-    proposal: Proposal | None
-    test: Any
-    choice: TestChoice | None
-    minibatch: Any
-    measured: str
     setup_data_used: dict[str, int]
     summary: str
+    kept: tuple | None = None
 
 
 def _outlying_rows_may_pay(choice: TestChoice, run: _RunShape) -> bool:
@@ -1209,13 +1192,13 @@ def _with_outlying_rows(
     residual_cost: float | None,
     run: _RunShape,
 ) -> _Outlying:
-    """After a warm-up whose minibatch grew: look for outlying rows and, where some are found, warm up again with them
+    """After a warm-up whose residuals were heavy-tailed: look for outlying rows and, where some are found, warm up again with them
     summed exactly, kept where its measured cost per effective draw is lower (``docs/sample_tall.md``, "Rows the
     minibatch cannot estimate"). Every residual of the look and of the warm-up not kept is counted."""
     look = _outlying_look(model, control_variate, _warmup_pairs(warmed), batch_size, run, "after warm-up")
     counted = dict(look.setup_data_used)
     if look.found is None or not look.found.indices.size:
-        return _Outlying(False, None, None, None, None, None, None, "", counted, look.summary)
+        return _Outlying(counted, look.summary)
     held = with_outlying_rows(control_variate, model, look.found.indices)
     run.say(f"sample_tall: {look.found.describe()}; warming up again with them summed exactly ...", flush=True)
     warmed_again, proposal, test = _warmed_up(
@@ -1229,10 +1212,10 @@ def _with_outlying_rows(
     if after < before:
         counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
         summary = f"{look.summary}; before them, {choice.describe(model.num_data)}"
-        return _Outlying(True, held, warmed_again, proposal, test, again, minibatch, measured, counted, summary)
+        return _Outlying(counted, summary, (held, warmed_again, proposal, test, again, minibatch, measured))
     counted["warm-up with outlying rows held (not kept)"] = _warmup_points(warmed_again)
     summary = f"{look.found.indices.size:,} outlying rows summed exactly did not pay ({look.found.describe()}; measured: {measured})"
-    return _Outlying(False, None, None, None, None, None, None, "", counted, summary)
+    return _Outlying(counted, summary)
 
 
 def _warmup_points(warmed: WarmupResult) -> int:
@@ -1443,16 +1426,15 @@ def _continued_exactly(
     return joined, test
 
 
-def default_setup(
-    model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None, fallbacks: list | None = None
-):
+def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda *_, **__: None):
     """The mode and, from ``fast_setup``, the control variate ``sample_tall(model, start, setup=setup)`` builds first
     (``benchmarks/`` share it).
 
     ``fast_setup`` where :func:`_fast_setup_pays`, else ``find_mode`` and ``None``: ``sample_tall`` builds that
     control variate from the mode's final pass (:func:`tallmcmc.control_variate.control_variate_at_mode`) once the
     Hessian there has proved positive definite (else there is no Laplace approximation and no control variate).
-    ``say`` prints the phase; ``fallbacks``, if given, gets ``fast_setup``'s reason for falling back, if it did.
+    ``say`` prints the phase. Returns ``(mode, control_variate, fallback)``, ``fallback`` ``fast_setup``'s reason
+    for falling back to ``find_mode`` (``None`` where it did not, or did not run).
     """
     if _fast_setup_pays(setup, model, start):
         say(
@@ -1460,11 +1442,9 @@ def default_setup(
             flush=True,
         )
         built = fast_setup(model, start)
-        if fallbacks is not None and built.fallback is not None:
-            fallbacks.append(built.fallback)
-        return built.mode, built.control_variate
+        return built.mode, built.control_variate, built.fallback
     say("sample_tall: finding the mode ...", flush=True)
-    return find_mode(model, start), None
+    return find_mode(model, start), None, None
 
 
 def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:

@@ -325,10 +325,9 @@ class ResidualModel(Model):
 
     def outlying_log_ratio(self, position: Position, proposed: Position) -> jax.Array:
         """(1/K) Σ of the residuals of the control variate's outlying rows (m residuals; 0 without any)."""
-        rows = self.control_variate.outlying_rows
         if self.control_variate.outlying_indices is None:
             return jnp.zeros(())
-        return jnp.sum(self.log_likelihood_ratios(position, proposed, rows))
+        return jnp.sum(self.log_likelihood_ratios(position, proposed, self.control_variate.outlying_rows))
 
 
 def taylor_control_variate(

@@ -42,9 +42,17 @@ import numpy as np
 
 from tallmcmc.control_variate import ControlVariate
 from tallmcmc.model import Model, Position, rows_of
+from tallmcmc.run_warnings import TAIL_GUARD_VARIANCE_RSE
 from tallmcmc.sharding import row_sharding
 
-__all__ = ["MAX_ROWS", "OutlyingRows", "find_outlying_rows", "outlying_residual_sizes", "with_outlying_rows"]
+__all__ = [
+    "MAX_ROWS",
+    "OutlyingRows",
+    "choose_outlying_rows",
+    "find_outlying_rows",
+    "row_residuals",
+    "with_outlying_rows",
+]
 
 #: Pairs of posterior draws at which every row's residual is evaluated (a pass of this many residuals per row).
 PAIRS = 4
@@ -55,7 +63,6 @@ MAX_FRACTION = 1 / 8
 #: Rows are held only where the predicted residuals per step fall to at most this fraction of those without holding.
 MIN_GAIN = 0.5
 _CHUNK_ROWS = 2**15  # rows evaluated per compiled call of the pass
-_VARIANCE_RSE = 0.35  # the minibatch Barker test's tail guard (run_warnings.data_use)
 
 
 class OutlyingRows(NamedTuple):
@@ -89,20 +96,16 @@ class OutlyingRows(NamedTuple):
         )
 
 
-def _residual_chunk(residual_model, data, positions, proposed, first):
-    rows = jax.tree_util.tree_map(lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, first, _chunk(leaf), 0), data)
+def _residual_chunk(residual_model, data, positions, proposed, first, rows: int):
+    chunk = jax.tree_util.tree_map(lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, first, rows, 0), data)
 
     def one(position, new):
-        return residual_model.log_likelihood_ratios(position, new, rows)  # the data never enter as a constant
+        return residual_model.log_likelihood_ratios(position, new, chunk)  # the data never enter as a constant
 
     return jax.vmap(one)(positions, proposed)
 
 
-def _chunk(leaf) -> int:
-    return min(_CHUNK_ROWS, int(np.shape(leaf)[0]))
-
-
-def outlying_residual_sizes(model: Model, control_variate: ControlVariate, positions: Position, proposed: Position):
+def row_residuals(model: Model, control_variate: ControlVariate, positions: Position, proposed: Position) -> np.ndarray:
     """Every row's residual r̃ᵢ(θₖ, θ′ₖ) at each pair k: a (K, N) NumPy array (K = leading axis of ``positions``).
 
     One compiled program evaluates :data:`_CHUNK_ROWS` rows at all K pairs; the data are its argument. The
@@ -111,7 +114,7 @@ def outlying_residual_sizes(model: Model, control_variate: ControlVariate, posit
     residual_model = control_variate.residual_model(model)
     num_data = model.num_data
     step = min(_CHUNK_ROWS, num_data)
-    program = jax.jit(lambda data, p, q, first: _residual_chunk(residual_model, data, p, q, first))
+    program = jax.jit(lambda data, p, q, first: _residual_chunk(residual_model, data, p, q, first, step))
     out = np.empty((jax.tree_util.tree_leaves(positions)[0].shape[0], num_data), np.float64)
     for first in range(0, num_data, step):
         first = min(first, num_data - step)  # the last chunk overlaps the one before: the same values again
@@ -163,7 +166,7 @@ def _predicted_sizes(variance: np.ndarray, fourth: np.ndarray, num_data: int, ba
     spread_size = spread / (1.0 + spread / num_data)
     # the guard as if it always acted: whether it stands down is decided step by step, on minibatches that may hold
     # the few rows a pair here left quiet
-    guard_size = (kurtosis - 1.0) / _VARIANCE_RSE**2
+    guard_size = (kurtosis - 1.0) / TAIL_GUARD_VARIANCE_RSE**2
     size = np.minimum(np.maximum.reduce([np.full_like(spread, batch_size), spread_size, guard_size]), num_data)
     return size, kurtosis
 
@@ -179,14 +182,13 @@ def choose_outlying_rows(residuals: np.ndarray, batch_size: int = 100, max_rows:
     if residuals.ndim != 2 or not np.all(np.isfinite(residuals)):
         raise ValueError("residuals: a finite (pairs, N) array of every row's residual at each pair")
     num_pairs, num_data = residuals.shape
-    most = min(MAX_ROWS if max_rows is None else int(max_rows), int(num_data * MAX_FRACTION))
+    most = max(min(MAX_ROWS if max_rows is None else int(max_rows), int(num_data * MAX_FRACTION)), 0)
     score = np.zeros(num_data)
     for pair in residuals:  # Σₖ zₖᵢ⁴, a pair at a time
         spread = pair.std()
         z = (pair - pair.mean()) / (spread if spread > 0 else 1.0)
         z *= z
         score += z * z
-    most = max(most, 0)
     top = np.argpartition(score, num_data - most)[num_data - most :] if most else np.zeros((0,), np.int64)
     top = top[np.argsort(score[top], kind="stable")]  # the candidates, least outlying first
     variance, fourth = _moments_with_rows_held(residuals, top)
@@ -237,7 +239,7 @@ def find_outlying_rows(
     """
     if row_sharding(model.data, "find_outlying_rows") is not None:
         raise ValueError("model: find_outlying_rows needs the data on one device (not split over a mesh)")
-    residuals = outlying_residual_sizes(model, control_variate, positions, proposed)
+    residuals = row_residuals(model, control_variate, positions, proposed)
     if not np.all(np.isfinite(residuals)):
         raise ValueError(
             "positions, proposed: a residual is not finite at these pairs; pass draws from the posterior, where the "

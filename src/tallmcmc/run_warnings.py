@@ -51,6 +51,9 @@ VACUOUS_ERROR_BOUND = 0.25
 #: log-likelihood): ``sample`` warns.
 MOST_OF_THE_DATA = 0.25
 _SMALL_NOISE = 0.1  # the minibatch Barker test's tail guard stands down below this typical first-stage Var(Δ*) (σ² = 1)
+#: The tail guard's relative standard error of the variance estimate, the minibatch tests' default ``variance_rse``:
+#: it asks for b ≥ (κ − 1)/0.35² before it trusts the variance of lᵢ with kurtosis κ.
+TAIL_GUARD_VARIANCE_RSE = 0.35
 
 
 class DataUse(NamedTuple):
@@ -65,7 +68,9 @@ class DataUse(NamedTuple):
     cause: str  # "spread", "tail weight", "small N" or "" (not measured)
 
 
-def data_use(info: dict[str, np.ndarray], num_data: int, cache: Any = None, variance_rse: float = 0.35) -> DataUse:
+def data_use(
+    info: dict[str, np.ndarray], num_data: int, cache: Any = None, variance_rse: float = TAIL_GUARD_VARIANCE_RSE
+) -> DataUse:
     """Measure a subsampling run's data use and its cause from ``info`` (and the tail guard's ``cache``).
 
     N²·Var(lᵢ) is recovered from each step's reported Var(Δ*) and minibatch
