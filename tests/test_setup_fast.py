@@ -14,6 +14,7 @@ spread at N = 10⁵.
 """
 
 import dataclasses
+import functools
 import math
 import types
 import warnings
@@ -332,6 +333,23 @@ def test_sample_tall_setup_choice(logistic):
     assert sum(fast.setup_data_used.values()) < sum(exact.setup_data_used.values())
     with pytest.raises(ValueError, match="setup must be one of 'auto', 'fast', 'exact'"):
         tallmcmc.sample_tall(model, setup="quick", progress=False)
+
+
+@pytest.mark.filterwarnings("ignore:sample_tall:RuntimeWarning")  # 20 draws: only the setup is looked at
+def test_sample_tall_warns_of_a_fallback_that_the_look_for_outlying_rows_does_not_explain(logistic, monkeypatch):
+    """No rare rows here: the fallback (a budget too small to settle) stands as a warning, and the diagnosis keeps
+    its reason (test_outlying_rows.py checks that a fallback whose cause the look holds is only printed)."""
+    import tallmcmc.automatic
+
+    monkeypatch.setattr(tallmcmc.automatic, "fast_setup", functools.partial(fast_setup, subsample_budget=0.3))
+    with pytest.warns(RuntimeWarning, match="fast_setup: the subsample phase did not settle"):
+        result = tallmcmc.sample_tall(
+            logistic[0], num_samples=20, num_chains=2, num_warmup=20, progress=False, setup="fast"
+        )
+    assert "did not settle within subsample_budget = 0.3" in result.diagnosis.setup_fallback
+    assert result.diagnosis.setup_passes["outlying rows (look, early)"] == 4.0  # it looked, and held nothing
+    assert not result.diagnosis.control_variate.num_outlying
+    assert "fast_setup fell back to find_mode: " in str(result.diagnosis)
 
 
 # ------------------------------------------------------------------------------------------ a hierarchical model

@@ -474,6 +474,12 @@ class TallDiagnosis:
         Where the kept draws switched from the minibatch test to the exact
         test: the number of kept draws per chain made before (``None``: no
         switch; :data:`KEPT_CHECKS`).
+    setup_fallback
+        Why :func:`tallmcmc.fast_setup` gave up and the full-data
+        :func:`tallmcmc.find_mode` found the mode (its passes are in
+        ``setup_passes``); ``None`` where it did not, or did not run. Warned
+        about, unless the look for outlying rows found the cause and held
+        those rows (then only printed, with ``progress=True``).
     """
 
     decision: str
@@ -495,6 +501,7 @@ class TallDiagnosis:
     test: Any = None
     ess_sd_ratio_min: float = float("nan")
     switched_at: int | None = None
+    setup_fallback: str | None = None
 
     def __repr__(self) -> str:
         """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
@@ -508,6 +515,8 @@ class TallDiagnosis:
         lines = [f"decision: {self.decision} — {self.reason}"]
         setup = ", ".join(f"{name} {_passes(passes)}" for name, passes in self.setup_passes.items())
         lines.append(f"setup passes over N: {_passes(sum(self.setup_passes.values()))} ({setup})")
+        if self.setup_fallback is not None:
+            lines.append(f"fast_setup fell back to find_mode: {self.setup_fallback}")
         lines.append(
             f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {_passes(self.warmup_passes)} "
             f"passes, kept draws {_passes(self.sampling_passes)} passes"
@@ -720,11 +729,15 @@ def sample_tall(
         control_variate = built if control_variate is None else control_variate
     off = float(getattr(mode, "newton_decrement", 0.0)) if not bool(getattr(mode, "converged", True)) else 0.0
     near_enough = off <= MODE_NEAR_ENOUGH  # False for NaN and inf: a Hessian that is not positive definite
+    fallback_warnings = []  # fast_setup's, held until the early look for outlying rows has said whether it found why
     for caught in setup_warnings:  # find_mode's "did not converge" only where it matters
-        if not (
-            near_enough and str(caught.message).startswith("find_mode:") and "without converging" in str(caught.message)
-        ):
-            warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+        text = str(caught.message)
+        if near_enough and text.startswith("find_mode:") and "without converging" in text:
+            continue
+        if fallback is not None and text.startswith("fast_setup:"):
+            fallback_warnings.append(caught)
+        else:
+            _warn_again([caught])
     if near_enough and off > 0:
         say(
             f"sample_tall: the mode search stopped {off:.3g} posterior sd from the mode ({mode.message}); near "
@@ -783,6 +796,7 @@ def sample_tall(
             f"{why}, so there is no Laplace approximation to build a control variate or a proxy proposal on; exact "
             "Metropolis with a random walk whose covariance warm-up adapts"
         )
+        _warn_again(fallback_warnings)
         result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
     else:
         if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:
@@ -803,6 +817,16 @@ def sample_tall(
             )
             if early.found is not None and early.found.indices.size:
                 control_variate = with_outlying_rows(control_variate, model, early.found.indices)
+                # the fallback's usual cause, found and dealt with: the full-data find_mode cost passes (counted in
+                # setup_passes), not accuracy, so it is said rather than warned (diagnosis.setup_fallback keeps it)
+                if fallback_warnings:
+                    say(
+                        f"sample_tall: fast_setup fell back to find_mode ({fallback}); its usual cause, rows the "
+                        f"subsamples could not estimate, is dealt with: {early.summary}",
+                        flush=True,
+                    )
+                fallback_warnings = []
+        _warn_again(fallback_warnings)
         warmed, proposal, warmup_test = _warmed_up(
             model, mode, covariance, control_variate, batch_size, minibatch_test, run
         )
@@ -893,6 +917,7 @@ def sample_tall(
         proposal=kept_proposal,
         test=kept_test,
         switched_at=None if switch is None else switch.at,
+        setup_fallback=fallback,
     )
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
     if rounding is not None:  # its four passes ran, whatever they found
@@ -1447,6 +1472,12 @@ def default_setup(model: Model, start: Position, setup: str = "auto", say=lambda
     return find_mode(model, start), None, None
 
 
+def _warn_again(caught: list[warnings.WarningMessage]) -> None:
+    """Issue warnings recorded earlier (``warnings.catch_warnings(record=True)``) as they were."""
+    for message in caught:
+        warnings.warn_explicit(message.message, message.category, message.filename, message.lineno)
+
+
 def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:
     """``sample_tall(model, resume=result)``: the run extended with the proposal and test its diagnosis names."""
     diagnosis = getattr(resume, "diagnosis", None)
@@ -1478,6 +1509,7 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
         ),
         proposal=diagnosis.proposal,
         test=diagnosis.test,
+        setup_fallback=diagnosis.setup_fallback,
     )
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=3)
