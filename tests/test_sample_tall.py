@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import pathlib
 import sys
 import warnings
@@ -720,9 +721,24 @@ def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression
     diagnosis = diagnose(positions={"L": constant[..., :1], "beta": constant[..., 1:]})
     assert diagnosis.r_hat_max > 1.5 and np.isfinite(diagnosis.ess_bulk_min)
     assert any("on beta[" in problem and "more coordinates" in problem for problem in diagnosis.problems)
-    # chains that accepted nothing: said, and the r̂ advice no longer says "run longer"
+    # chains this far apart have a bulk ESS of a few: the advice says how long a run would reach 400 at that rate,
+    # and that it is the costly way (the seventh audit: "run longer" on a run of ESS 16 from 8,000 draws)
+    (advice,) = [problem for problem in diagnosis.problems if problem.startswith("r̂")]
+    needed = math.ceil(300 * tallmcmc.automatic.TARGET_ESS / diagnosis.ess_bulk_min)
+    assert f"about num_samples={needed:,}, over 20 times this run" in advice and "NUTS" in advice, advice
+    # chains that accepted nothing: said, and no advice says "run longer"
     said = diagnose(info={**result.info, "accepted": np.zeros_like(result.info["accepted"])}).problems
     assert any("accepted 0% of their proposals" in problem and "will not fix it" in problem for problem in said)
+    assert not any("longer run (num_samples)" in problem or "run longer" in problem for problem in said), said
+
+
+def test_the_advice_to_run_longer_says_how_much_longer():
+    run_longer = tallmcmc.automatic._run_longer
+    assert run_longer(800.0, 2000) == "run longer (num_samples, num_warmup) before trusting the draws"
+    assert run_longer(300.0, 2000).endswith(
+        "from 2,000 draws a chain, so a bulk ESS of 400 would take about num_samples=2,667"
+    )
+    assert "about num_samples=50,000, over 20 times this run" in run_longer(16.0, 2000)
 
 
 def rare_event_logistic(num_data=10_000, seed=2):

@@ -152,6 +152,11 @@ RHAT_LIMIT = 1.01
 #: "When the posterior is far from its Laplace approximation"); a test choice whose warm-up accepted less under
 #: either test gives that as its cause (``"rejected"``).
 LOW_ACCEPTANCE = 0.05
+#: The bulk ESS a run's advice to run longer aims at (Vehtari et al. 2021: 100 per chain for 4 chains). Where the
+#: run fell short, the advice says how many draws a chain would take to reach it at the run's own rate ...
+TARGET_ESS = 400
+#: ... and where that is more than this many times the draws the run made, that a longer run is the costly way.
+LONGER_RUN_LIMIT = 20
 #: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
 #: optimal scale on a Gaussian target). Where the Laplace approximation's proposal costs more per effective draw than
 #: such a walk would (N·d/0.3 plain points), the path takes the walk (docs/sample_tall.md, "When the posterior is far
@@ -1755,7 +1760,7 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
             f"{f' and {int(np.sum(rhat > RHAT_LIMIT)) - 1} more coordinates' if np.sum(rhat > RHAT_LIMIT) > 1 else ''}"
             ": the chains disagree; "
             + (
-                "run longer (num_samples, num_warmup) before trusting the draws"
+                _run_longer(float(np.min(ess)), int(flat.shape[1]))
                 if acceptance >= LOW_ACCEPTANCE
                 else "do not trust the draws (the acceptance rate says why)"
             )
@@ -1773,8 +1778,9 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
             f"{names[worst]}'s sd mixed far slower than its mean (ESS of the sd {sd_ratios[worst]:.2f} of the "
             f"bulk ESS {ess[worst]:.0f}; about 1 on a Gaussian posterior): the chains rarely reach the posterior's "
             "tails, which are heavier than the Laplace approximation the proposal follows, and stay there long when "
-            "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; compare a much longer "
-            "run (num_samples), or sample this posterior with full-data gradients: minibatch_hamiltonian(ε, 3, N, "
+            "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; "
+            + ("compare a much longer run (num_samples), or " if acceptance >= LOW_ACCEPTANCE else "")
+            + "sample this posterior with full-data gradients: minibatch_hamiltonian(ε, 3, N, "
             "minibatch='trajectory', preconditioner=laplace_covariance(mode)) under exact_metropolis(), or NUTS "
             "(docs/sample_tall.md, 'When the second moments mix slower than the means')"
         )
@@ -1806,6 +1812,27 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
         problems=problems,
         ess_sd_ratio_min=float(np.nanmin(sd_ratios)) if worst is not None else float("nan"),
     )
+
+
+def _run_longer(ess_min: float, draws: int) -> str:
+    """The advice for chains that disagree but accept: run longer, with how much longer at the run's own rate."""
+    advice = "run longer (num_samples, num_warmup) before trusting the draws"
+    if not (np.isfinite(ess_min) and 0 < ess_min < TARGET_ESS):
+        return advice
+    needed = math.ceil(draws * TARGET_ESS / ess_min)
+    advice += (
+        f": the least bulk ESS is {ess_min:.0f} from {draws:,} draws a chain, so a bulk ESS of {TARGET_ESS} would take "
+        f"about num_samples={needed:,}"
+    )
+    if needed > LONGER_RUN_LIMIT * draws:
+        advice += (
+            f", over {LONGER_RUN_LIMIT} times this run: the proposal, built on the Laplace approximation at the mode, "
+            "fits this posterior poorly, and a sampler that follows its gradient is the cheaper way (full-data "
+            "gradients: minibatch_hamiltonian(ε, 3, N, minibatch='trajectory', preconditioner=laplace_covariance(mode)) "
+            "under exact_metropolis(), or NumPyro's NUTS; docs/sample_tall.md, 'When the posterior is far from its "
+            "Laplace approximation')"
+        )
+    return advice
 
 
 def _coordinate_names(positions) -> list[str]:
