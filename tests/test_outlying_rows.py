@@ -174,6 +174,7 @@ def test_the_default_path_holds_rare_categories_and_keeps_the_minibatch_test_exa
     assert diagnosis.decision == "minibatch", diagnosis.reason
     assert f"{held.size} outlying rows are summed exactly" in diagnosis.reason
     assert diagnosis.setup_passes[f"outlying rows (look, {look})"] == 4.0
+    assert diagnosis.seconds["look for outlying rows"] > 0  # its time, and the second warm-up's, apart
     if look == "after warm-up":  # the first warm-up's points are counted
         assert diagnosis.setup_passes["warm-up before the outlying rows were held"] > 10
     else:  # fast_setup fell back for want of these rows: with them held, that is said, not warned

@@ -16,6 +16,7 @@ import json
 import math
 import pathlib
 import sys
+import time
 import warnings
 
 import jax
@@ -176,9 +177,16 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     # for ~100 steps (measured: 1-3 blocks of 100 steps below 20% acceptance per 40,000 steps, docs/sample_tall.md),
     # which at 4 x 2,000 draws lifts r-hat above 1.01 in about a third of the runs; 4 x 4,000 dilutes one episode
     num_samples = 2000 if name == "regression" else 4000
+    began = time.perf_counter()
     result = tallmcmc.sample_tall(
         model, start, num_samples=num_samples, seed=5, progress=False, residual_cost=residual_cost
     )
+    elapsed = time.perf_counter() - began
+    # where the call's time went, by phase: every phase that ran, adding up to the call (bar its argument checks)
+    seconds = result.diagnosis.seconds
+    assert list(seconds) == ["setup", "warm-up", "kept draws", "checks after the draws"]
+    assert 0.9 * elapsed <= sum(seconds.values()) <= elapsed and min(seconds.values()) >= 0, (seconds, elapsed)
+    assert "wall time: " in str(result.diagnosis)
     passed, report = reproduces(result, mean, sd, reference_error)
     assert passed, report
     diagnosis = result.diagnosis

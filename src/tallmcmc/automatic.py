@@ -85,6 +85,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -479,6 +480,14 @@ class TallDiagnosis:
         Where the kept draws switched from the minibatch test to the exact
         test: the number of kept draws per chain made before (``None``: no
         switch; :data:`KEPT_CHECKS`).
+    seconds
+        Wall time by phase, in seconds: ``"setup"`` (mode, covariance,
+        control variate), ``"look for outlying rows"`` (with a second
+        warm-up, where it ran one), ``"warm-up"``, ``"TunaMH pilot"``,
+        ``"kept draws"`` (on the random-walk path, with that walk's own
+        warm-up) and ``"checks after the draws"`` (the diagnosis, the float32
+        rounding check, the look for other modes); compilation is in the phase
+        that waited for it. Phases that did not run are absent.
     setup_fallback
         Why :func:`tallmcmc.fast_setup` gave up and the full-data
         :func:`tallmcmc.find_mode` found the mode (its passes are in
@@ -507,6 +516,7 @@ class TallDiagnosis:
     ess_sd_ratio_min: float = float("nan")
     switched_at: int | None = None
     setup_fallback: str | None = None
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __repr__(self) -> str:
         """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
@@ -522,6 +532,9 @@ class TallDiagnosis:
         lines.append(f"setup passes over N: {_passes(sum(self.setup_passes.values()))} ({setup})")
         if self.setup_fallback is not None:
             lines.append(f"fast_setup fell back to find_mode: {self.setup_fallback}")
+        if self.seconds:
+            phases = ", ".join(f"{phase} {seconds:.3g}" for phase, seconds in self.seconds.items())
+            lines.append(f"wall time: {sum(self.seconds.values()):.3g} s ({phases})")
         lines.append(
             f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {_passes(self.warmup_passes)} "
             f"passes, kept draws {_passes(self.sampling_passes)} passes"
@@ -714,6 +727,7 @@ def sample_tall(
     start = as_position(initial_position)
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
+    clock = _Clock()
 
     one_device = row_sharding(model.data, "sample_tall") is None
     if mode is None and control_variate is None and one_device and not sample_options:
@@ -771,6 +785,7 @@ def sample_tall(
     except ValueError:
         covariance = None
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
+    clock.lap("setup")
     run = _RunShape(
         num_samples,
         num_warmup,
@@ -803,6 +818,7 @@ def sample_tall(
         )
         _warn_again(fallback_warnings)
         result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
+        clock.lap("kept draws")
     else:
         if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:
             control_variate = control_variate_at_mode(model, mode)  # find_mode's last pass summed what it needs
@@ -811,6 +827,7 @@ def sample_tall(
             control_variate = taylor_control_variate(model, mode.position)
         if callable(bound):
             bound = _bound_for(bound, control_variate)
+        clock.lap("setup")
         may_look = LOOK_FOR_OUTLYING_ROWS and bound is None and one_device
         if may_look and fallback is not None:
             # fast_setup fell back (its subsample phase did not settle, its curvature was not positive definite, its
@@ -832,18 +849,22 @@ def sample_tall(
                     )
                 fallback_warnings = []
         _warn_again(fallback_warnings)
+        if early is not None:
+            clock.lap("look for outlying rows")
         warmed, proposal, warmup_test = _warmed_up(
             model, mode, covariance, control_variate, batch_size, minibatch_test, run
         )
         choice, minibatch, measured = _measured_choice(
             model, warmed, warmup_test, control_variate, minibatch_test, batch_size, residual_cost
         )
+        clock.lap("warm-up")
         if may_look and not control_variate.num_outlying and _outlying_rows_may_pay(choice, run):
             outlying = _with_outlying_rows(
                 model, mode, covariance, control_variate, warmed, choice, batch_size, minibatch_test, residual_cost, run
             )
             if outlying.kept is not None:
                 control_variate, warmed, proposal, warmup_test, choice, minibatch, measured = outlying.kept
+            clock.lap("look for outlying rows")
         walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
         if bound is None and (choice.minibatch_cost if choice.minibatch else choice.exact_cost) > walk_cost:
             # the Laplace approximation does not describe the posterior: its proposals are rejected so often that
@@ -862,6 +883,7 @@ def sample_tall(
                 f"path fell back to an adapted random walk, exact but slow in d = {dimension}. " + FAR_FROM_LAPLACE
             )
             result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
+            clock.lap("kept draws")
             result.setup_data_used.update(warmed.setup_data_used)
             result.setup_data_used["warm-up with the proxy proposal (rejected)"] = int(
                 np.sum(to_host(warmed.info["data_used"]))
@@ -886,6 +908,7 @@ def sample_tall(
             if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
                 tuna_test = tuna(chi, bound, control_variate=control_variate)
                 pilot, violated = _tuna_pilot(model, tuned, tuna_test, warmed, run)
+                clock.lap("TunaMH pilot")
                 if violated is not None:
                     problems.append(
                         f"TunaMH was not used: {violated} in its {TUNA_PILOT_STEPS}-step pilot, so the bound does not "
@@ -912,6 +935,7 @@ def sample_tall(
             result, kept_proposal, kept_test, switch = _kept_run(
                 model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
             )
+            clock.lap("kept draws")
             if switch is not None:
                 decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
     for look in (early, outlying):  # on every path after them, the random walk's included
@@ -923,6 +947,7 @@ def sample_tall(
         test=kept_test,
         switched_at=None if switch is None else switch.at,
         setup_fallback=fallback,
+        seconds=clock.seconds,  # the checks below are added to it as they end
     )
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
     if rounding is not None:  # its four passes ran, whatever they found
@@ -938,6 +963,7 @@ def sample_tall(
             result.diagnosis.setup_passes["other modes"] = look.data_used / model.num_data
             if look.other is not None:
                 result.diagnosis.problems.insert(0, look.other.problem())
+    clock.lap("checks after the draws")
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
@@ -1125,6 +1151,19 @@ OUTLYING_LOOK_FRACTION = 0.01
 #: non-centred hierarchical model, where the look held nothing; 3.9–11 on the rare-category models once their rows
 #: are held).
 OUTLYING_LOOK_KURTOSIS = 20.0
+
+
+class _Clock:
+    """Wall time by phase: :meth:`lap` adds the time since the last lap (or the start) to a phase."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
 
 
 class _Look(NamedTuple):
@@ -1509,9 +1548,11 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
             "test, resume=result), or run sample_tall again with the same seed and the total num_samples you want "
             "(its setup and warm-up are deterministic given the seed)"
         )
+    began = time.perf_counter()
     result = sample(
         model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples, progress=progress, **options
     )
+    kept_seconds = time.perf_counter() - began
     result.diagnosis = dataclasses.replace(
         _diagnose(
             result,
@@ -1527,6 +1568,7 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
         proposal=diagnosis.proposal,
         test=diagnosis.test,
         setup_fallback=diagnosis.setup_fallback,
+        seconds={"kept draws": kept_seconds},  # this call's (the run it continues kept its own)
     )
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=3)
