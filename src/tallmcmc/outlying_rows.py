@@ -26,9 +26,8 @@ Which rows: :func:`find_outlying_rows` evaluates every row's residual at a few p
 :data:`PAIRS` residuals per row), ranks the rows by their standardised fourth powers, and keeps the m that minimise the
 residuals a step is predicted to need, m + b(m), with b(m) the minibatch the Barker test's two rules ask for on the
 other rows (their spread, N²·Var(r̃ᵢ), and the tail guard's (κ − 1)/0.35² for their kurtosis κ, counted as if the
-guard always acted; :mod:`tallmcmc.run_warnings`), never more than :data:`MAX_ROWS` (their data are copied to sit beside the step). b(m) is
-predicted out of sample: at each pair, with the m rows the other pairs rank highest held, so that rows outlying at
-some pairs only (heavy tails spread over many rows) are not held. A prediction only: ``sample_tall`` then warms up again with the rows held and measures what the test really uses
+guard always acted; :mod:`tallmcmc.run_warnings`), never more than :data:`MAX_ROWS` (their data are copied to sit beside the step). A
+prediction only: ``sample_tall`` then warms up again with the rows held and measures what the test really uses
 before it keeps it (``docs/sample_tall.md``, "Rows the minibatch cannot estimate").
 """
 
@@ -79,6 +78,11 @@ class OutlyingRows(NamedTuple):
         The other rows' residual kurtosis (pooled over the pairs), with and without.
     data_used
         Residuals evaluated: :data:`PAIRS` · N.
+    size_out_of_sample
+        ``size`` predicted on residuals the ranking did not see: at each pair, the m rows that the other pairs rank
+        highest held (NaN with one pair). Near ``size`` where the same rows are outlying at every pair (a rare
+        category's); far above it where heavy tails are spread over many rows, each outlying at some pairs only,
+        so that the rows held at these pairs are not those of the next step.
     """
 
     indices: np.ndarray
@@ -87,6 +91,7 @@ class OutlyingRows(NamedTuple):
     kurtosis: float
     kurtosis_without: float
     data_used: int
+    size_out_of_sample: float = float("nan")
 
     def describe(self) -> str:
         """The prediction in words."""
@@ -130,22 +135,6 @@ def _powers(x: np.ndarray) -> tuple[np.ndarray, ...]:
     took)."""
     square = x * x
     return x, square, square * x, square * square
-
-
-def _fourth_powers(values: np.ndarray) -> np.ndarray:
-    """zᵢ⁴, zᵢ the values standardised over the rows."""
-    spread = values.std()
-    z = (values - values.mean()) / (spread if spread > 0 else 1.0)
-    z *= z
-    return z * z
-
-
-def _candidates(score: np.ndarray, most: int) -> np.ndarray:
-    """The ``most`` rows of highest ``score``, in ascending order of it."""
-    if not most:
-        return np.zeros((0,), np.int64)
-    top = np.argpartition(score, score.size - most)[score.size - most :]
-    return top[np.argsort(score[top], kind="stable")]
 
 
 def _moments_with_rows_held(values: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,9 +182,7 @@ def choose_outlying_rows(residuals: np.ndarray, batch_size: int = 100, max_rows:
 
     Rows are ranked by Σₖ zₖᵢ⁴, zₖᵢ their residual standardised over the rows at pair k; of the first j = 0 …
     ``max_rows`` (default :data:`MAX_ROWS`, at most N/8) the j with the fewest predicted residuals per step, j + b(j),
-    is taken, unless that is more than :data:`MIN_GAIN` of b(0) (no rows then). b(j) is predicted out of sample:
-    pair k's moments with the first j rows held in the ranking of the other pairs, pooled over k (with one pair, in
-    sample).
+    is taken, unless that is more than :data:`MIN_GAIN` of b(0) (no rows then).
     """
     residuals = np.asarray(residuals, np.float64)
     if residuals.ndim != 2 or not np.all(np.isfinite(residuals)):
@@ -203,19 +190,11 @@ def choose_outlying_rows(residuals: np.ndarray, batch_size: int = 100, max_rows:
     num_pairs, num_data = residuals.shape
     most = max(min(MAX_ROWS if max_rows is None else int(max_rows), int(num_data * MAX_FRACTION)), 0)
     score = np.zeros(num_data)
-    for values in residuals:  # Σₖ zₖᵢ⁴, a pair at a time
-        score += _fourth_powers(values)
-    top = _candidates(score, most)
-    if num_pairs == 1:
-        variance, fourth = _moments_with_rows_held(residuals, top)
-    else:  # each pair's moments with the rows the other pairs rank highest held: a prediction tested on residuals
-        # the ranking never saw (rows outlying at every pair, a rare category's, rank the same; heavy tails spread
-        # over many rows, each outlying at some pairs only, do not, and holding those fails: the seventh audit)
-        variance, fourth = np.empty((num_pairs, most + 1)), np.empty((num_pairs, most + 1))
-        for pair in range(num_pairs):
-            held = _candidates(score - _fourth_powers(residuals[pair]), most)
-            moments = _moments_with_rows_held(residuals[pair : pair + 1], held)
-            variance[pair], fourth[pair] = moments[0][0], moments[1][0]
+    for pair in residuals:  # Σₖ zₖᵢ⁴, a pair at a time
+        score += _fourth_powers(pair)
+    top = np.argpartition(score, num_data - most)[num_data - most :] if most else np.zeros((0,), np.int64)
+    top = top[np.argsort(score[top], kind="stable")]  # the candidates, least outlying first
+    variance, fourth = _moments_with_rows_held(residuals, top)
     size, kurtosis = _predicted_sizes(variance, fourth, num_data, batch_size)
     cost = size + np.arange(size.shape[0])
     best = int(np.argmin(cost))
@@ -229,7 +208,30 @@ def choose_outlying_rows(residuals: np.ndarray, batch_size: int = 100, max_rows:
         float(kurtosis[best]),
         float(kurtosis[0]),
         num_pairs * num_data,
+        _out_of_sample_size(residuals, score, best, batch_size) if num_pairs > 1 else float("nan"),
     )
+
+
+def _fourth_powers(values: np.ndarray) -> np.ndarray:
+    """zᵢ⁴, zᵢ the values standardised over the rows."""
+    spread = values.std()
+    z = (values - values.mean()) / (spread if spread > 0 else 1.0)
+    z *= z
+    return z * z
+
+
+def _out_of_sample_size(residuals: np.ndarray, score: np.ndarray, held: int, batch_size: int) -> float:
+    """m + b(m) with, at each pair k, the ``held`` rows of highest score over the other pairs held (see
+    :attr:`OutlyingRows.size_out_of_sample`)."""
+    num_pairs, num_data = residuals.shape
+    variance, fourth = np.empty((num_pairs, 1)), np.empty((num_pairs, 1))
+    for pair in range(num_pairs):
+        others = score - _fourth_powers(residuals[pair])  # Σ zⱼᵢ⁴ over the other pairs
+        rows = np.argpartition(others, num_data - held)[num_data - held :] if held else np.zeros((0,), np.int64)
+        moments = _moments_with_rows_held(residuals[pair : pair + 1], rows)
+        variance[pair], fourth[pair] = moments[0][0, -1], moments[1][0, -1]
+    size, _ = _predicted_sizes(variance, fourth, num_data, batch_size)
+    return float(size[-1]) + held
 
 
 def find_outlying_rows(
