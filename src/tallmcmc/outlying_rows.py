@@ -27,8 +27,9 @@ Which rows: :func:`find_outlying_rows` evaluates every row's residual at a few p
 residuals a step is predicted to need, m + b(m), with b(m) the minibatch the Barker test's two rules ask for on the
 other rows (their spread, N²·Var(r̃ᵢ), and the tail guard's (κ − 1)/0.35² for their kurtosis κ, counted as if the
 guard always acted; :mod:`tallmcmc.run_warnings`), never more than :data:`MAX_ROWS` (their data are copied to sit beside the step). A
-prediction only: ``sample_tall`` then warms up again with the rows held and measures what the test really uses
-before it keeps it (``docs/sample_tall.md``, "Rows the minibatch cannot estimate").
+prediction only: ``sample_tall`` then warms up again with the rows held — where the prediction made out of sample
+(:attr:`OutlyingRows.size_out_of_sample`) could pay — and measures what the test really uses before it keeps it
+(``docs/sample_tall.md``, "Rows the minibatch cannot estimate").
 """
 
 from __future__ import annotations
