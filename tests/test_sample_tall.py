@@ -746,7 +746,10 @@ def test_the_advice_to_run_longer_says_how_much_longer():
     assert run_longer(300.0, 2000).endswith(
         "from 2,000 draws a chain, so a bulk ESS of 400 would take about num_samples=2,667"
     )
-    assert "about num_samples=50,000, over 20 times this run" in run_longer(16.0, 2000)
+    assert "about num_samples=50,000, over 20 times this run: the proposal, built on the Laplace" in run_longer(
+        16.0, 2000
+    )
+    assert "over 20 times this run: a random walk mixes slowly" in run_longer(16.0, 2000, random_walk=True)
 
 
 def rare_event_logistic(num_data=10_000, seed=2):

@@ -1816,7 +1816,7 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
             f"{f' and {int(np.sum(rhat > RHAT_LIMIT)) - 1} more coordinates' if np.sum(rhat > RHAT_LIMIT) > 1 else ''}"
             ": the chains disagree; "
             + (
-                _run_longer(float(np.min(ess)), int(flat.shape[1]))
+                _run_longer(float(np.min(ess)), int(flat.shape[1]), decision == "random walk")
                 if acceptance >= LOW_ACCEPTANCE
                 else "do not trust the draws (the acceptance rate says why)"
             )
@@ -1870,8 +1870,9 @@ def _diagnose(result, decision, reason, mode, control_variate, choice, proposal,
     )
 
 
-def _run_longer(ess_min: float, draws: int) -> str:
-    """The advice for chains that disagree but accept: run longer, with how much longer at the run's own rate."""
+def _run_longer(ess_min: float, draws: int, random_walk: bool = False) -> str:
+    """The advice for chains that disagree but accept: run longer, with how much longer at the run's own rate
+    (``random_walk``: the kept draws' proposal was the adapted random walk, not the Laplace approximation's)."""
     advice = "run longer (num_samples, num_warmup) before trusting the draws"
     if not (np.isfinite(ess_min) and 0 < ess_min < TARGET_ESS):
         return advice
@@ -1882,8 +1883,13 @@ def _run_longer(ess_min: float, draws: int) -> str:
     )
     if needed > LONGER_RUN_LIMIT * draws:
         advice += (
-            f", over {LONGER_RUN_LIMIT} times this run: the proposal, built on the Laplace approximation at the mode, "
-            "fits this posterior poorly, and a sampler that follows its gradient is the cheaper way (full-data "
+            f", over {LONGER_RUN_LIMIT} times this run: "
+            + (
+                "a random walk mixes slowly in many dimensions"
+                if random_walk
+                else "the proposal, built on the Laplace approximation at the mode, fits this posterior poorly"
+            )
+            + ", and a sampler that follows its gradient is the cheaper way (full-data "
             "gradients: minibatch_hamiltonian(ε, 3, N, minibatch='trajectory', preconditioner=laplace_covariance(mode)) "
             "under exact_metropolis(), or NumPyro's NUTS; docs/sample_tall.md, 'When the posterior is far from its "
             "Laplace approximation')"
