@@ -1235,7 +1235,8 @@ def _outlying_look(
     )
     counted = {f"outlying rows (look, {when})": PAIRS * model.num_data}
     try:
-        found = find_outlying_rows(model, control_variate, *pairs, batch_size=batch_size)
+        # the out-of-sample prediction gates only the second warm-up after warm-up (_with_outlying_rows)
+        found = find_outlying_rows(model, control_variate, *pairs, batch_size=batch_size, out_of_sample=when != "early")
     except ValueError as error:  # a residual not finite at a draw: nothing to learn from the look
         return _Look(None, counted, f"no outlying rows held ({error})")
     if not found.indices.size:
