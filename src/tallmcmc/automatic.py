@@ -120,7 +120,7 @@ from tallmcmc.outlying_rows import PAIRS, OutlyingRows, find_outlying_rows, with
 from tallmcmc.precision import unwrapped
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
-from tallmcmc.proposals.proxy import proxy_hamiltonian
+from tallmcmc.proposals.proxy import HAMILTONIAN_PROXY_TARGET, MAX_TUNED_STEPS, proxy_hamiltonian
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, DataUseWarning, data_use
 from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
@@ -251,6 +251,11 @@ RESIDUAL_POINT_COST = {
     "per_datum": ((10, 45.0), (50, 30.0), (100, 20.0), (500, 11.0)),
     "gradient": ((10, 40.0), (50, 28.0), (100, 17.0), (500, 8.0)),
 }
+#: What one row read by a proxy that follows the outlying rows exactly (``ControlVariate.outlying_in_proxy``) costs,
+#: in plain points: a log-likelihood and its gradient, for rows read in one block. Measured on the seventh audit's
+#: Poisson intercepts under the exact test (kept draws' wall time with and without the rows in the proxy, compilation
+#: excluded; ``benchmarks/RESULTS.md``, "Rows the proxy cannot follow"): 0.8 at d = 104, 2.0 at d = 504; the larger.
+PROPOSAL_ROW_COST = 2.0
 _RESIDUAL_COST_MEANING = "what one control-variate residual costs, in plain likelihood points; e.g. 10.0"
 _CAUSES = {
     "spread": "the residuals are widely spread",
@@ -276,6 +281,10 @@ def residual_point_cost(control_variate: ControlVariate) -> float:
     table lookup, linear in log d between the calibrated dimensions.
     """
     kind = "per_datum" if control_variate.order == 2 and control_variate.curvature == "per_datum" else "gradient"
+    return _point_cost(kind, control_variate)
+
+
+def _point_cost(kind: str, control_variate: ControlVariate) -> float:
     dimension = int(np.asarray(control_variate.gradient_sum).shape[0])
     points = RESIDUAL_POINT_COST[kind]
     logs = np.log([float(d) for d, _ in points])
@@ -320,6 +329,10 @@ class TestChoice:
         the choice by data points alone).
     minibatch_points
         The minibatch test's data points per effective draw (NaN if not given).
+    proposal_points
+        Rows the proposal read per step (its proxy following the outlying rows
+        exactly; 0 otherwise), priced at :data:`PROPOSAL_ROW_COST` in both
+        costs.
     """
 
     minibatch: bool
@@ -334,6 +347,7 @@ class TestChoice:
     tuna_cost: float = float("inf")
     residual_cost: float = 1.0
     minibatch_points: float = float("nan")
+    proposal_points: float = 0.0
 
     def with_tuna(self, info: dict[str, np.ndarray]) -> TestChoice:
         """This choice with TunaMH's measured acceptance, points per step and cost per effective draw."""
@@ -362,6 +376,12 @@ class TestChoice:
             f"effective draw at ≈ {self.residual_cost:.3g} plain points each, ≈ {self.minibatch_cost:,.0f} plain "
             f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (N plain points per "
             f"step, estimated acceptance {100 * self.metropolis_acceptance:.3g}%)"
+            + (
+                f"; both with the ≈ {self.proposal_points:,.0f} rows per step the proposal read, at "
+                f"{PROPOSAL_ROW_COST:g} plain points each"
+                if self.proposal_points
+                else ""
+            )
         )
 
 
@@ -372,6 +392,7 @@ def choose_test(
     control_variate: ControlVariate | None = None,
     *,
     residual_cost: float | None = None,
+    proposal_points: float = 0.0,
 ) -> TestChoice:
     """Keep the minibatch test or not, from its measured steps ``info`` (see the module docstring, step 5).
 
@@ -390,6 +411,12 @@ def choose_test(
     residual_cost
         A price per residual, in plain points, instead (``1.0``: compare data
         points alone). Without either, 1.0.
+    proposal_points
+        Rows the proposal read per step (a proxy that follows the outlying rows
+        exactly, ``ControlVariate.outlying_in_proxy``; 0 otherwise), included
+        in ``info["data_used"]``: taken out of the test's data use and priced
+        at :data:`PROPOSAL_ROW_COST` in both tests' costs (either test runs
+        the same proposal).
 
     Returns
     -------
@@ -402,13 +429,17 @@ def choose_test(
     if residual_cost is None:
         residual_cost = 1.0 if control_variate is None else residual_point_cost(control_variate)
     residual_cost = positive_finite(residual_cost, "residual_cost", _RESIDUAL_COST_MEANING)
+    proposal_price = 0.0
+    if proposal_points:
+        info = {**info, "data_used": np.maximum(np.asarray(info["data_used"], np.float64) - proposal_points, 0.0)}
+        proposal_price = proposal_points * PROPOSAL_ROW_COST
     use = data_use(info, num_data, cache)
     accepted = float(np.mean(info["accepted"]))
     statistic = np.asarray(info["statistic"], np.float64)
     metropolis = float(np.mean(np.where(np.isfinite(statistic), np.exp(np.minimum(statistic, 0.0)), 0.0)))
     minibatch_points = float(np.mean(info["data_used"])) / _ess_per_draw(accepted)
-    minibatch_cost = minibatch_points * residual_cost
-    exact_cost = num_data / _ess_per_draw(metropolis)
+    minibatch_cost = minibatch_points * residual_cost + proposal_price / _ess_per_draw(accepted)
+    exact_cost = (num_data + proposal_price) / _ess_per_draw(metropolis)
     cause = use.cause or "spread"
     if use.fraction <= MOST_OF_THE_DATA and minibatch_points < exact_cost <= minibatch_cost:
         cause = "residual cost"  # fewer points, but not at their price
@@ -425,6 +456,7 @@ def choose_test(
         exact_cost,
         residual_cost=residual_cost,
         minibatch_points=minibatch_points,
+        proposal_points=proposal_points,
     )
 
 
@@ -931,7 +963,7 @@ def sample_tall(
             if outlying is not None:
                 reason += f"; {outlying.summary}"
             say(f"sample_tall: {decision} — {reason}", flush=True)
-            watch = _Watch(control_variate, residual_cost)
+            watch = _Watch(control_variate, residual_cost, _proposal_rows(control_variate, warmed.step_size_factor))
             result, kept_proposal, kept_test, switch = _kept_run(
                 model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
             )
@@ -1136,8 +1168,21 @@ def _measured_choice(
         to_host(pool) if hasattr(pool, "fourth") else None,
         control_variate,
         residual_cost=residual_cost,
+        proposal_points=_proposal_rows(control_variate, warmed.step_size_factor),
     )
     return choice, minibatch, choice.describe(model.num_data) + note
+
+
+def _proposal_rows(control_variate: ControlVariate, factors) -> float:
+    """Rows the tuned proxy-HMC move reads per step, on average over the chains: (L + 1) evaluations of the outlying
+    rows where its proxy follows them (``ControlVariate.outlying_in_proxy``), L the number of steps each chain's
+    step factor gives (as :func:`tallmcmc.proposals.proxy.proxy_hamiltonian` tunes it); 0 otherwise."""
+    if not control_variate.proposal_rows or factors is None:
+        return 0.0
+    step = INTEGRATION_TIME / NUM_LEAPFROG_STEPS
+    epsilon = np.minimum(step * np.asarray(to_host(factors), np.float64), INTEGRATION_TIME)
+    steps = np.clip(np.round(INTEGRATION_TIME / epsilon), 1, MAX_TUNED_STEPS)
+    return float(np.mean(steps + 1)) * control_variate.proposal_rows
 
 
 #: Whether ``sample_tall`` looks for outlying rows at all (``benchmarks/bench_outlying_rows.py`` turns it off to measure
@@ -1146,6 +1191,12 @@ LOOK_FOR_OUTLYING_ROWS = True
 #: After warm-up ``sample_tall`` looks for outlying rows (:mod:`tallmcmc.outlying_rows`) where the exact test was
 #: chosen or the minibatch test kept used more than this fraction of N per step ...
 OUTLYING_LOOK_FRACTION = 0.01
+#: Where rows are found after warm-up and warm-up's Metropolis acceptance (the mean of min(1, e^{Δ*})) was below
+#: this, the proxy misfits the posterior, and the warm-up again holds the rows in the proxy too: a fitting proxy-HMC
+#: move is accepted about as often as its proxy acceptance, 0.9 (:data:`HAMILTONIAN_PROXY_TARGET`); the seventh audit's
+#: Poisson intercepts of 5-row groups measured 0.06–0.51 (at N = 2·10⁴: 0.51 in warm-up's estimate, 0.41 in the kept
+#: draws, whose bulk ESS was then 405 of 8,000).
+PROXY_MISFIT_ACCEPTANCE = 0.6
 #: ... and the residuals' pooled kurtosis was at least this (or unmeasured): a few rows far out make it large (6,200–8,400
 #: on the fifth audit's rare categories), residuals spread over every row do not (4.8 on bench_user_models'
 #: non-centred hierarchical model, where the look held nothing; 3.9–11 on the rare-category models once their rows
@@ -1267,6 +1318,24 @@ def _with_outlying_rows(
     minibatch cannot estimate"). Every residual of the look and of the warm-up not kept is counted."""
     look = _outlying_look(model, control_variate, _warmup_pairs(warmed), batch_size, run, "after warm-up")
     counted = dict(look.setup_data_used)
+    if (
+        look.found is not None
+        and (look.found.indices.size or (look.found.proxy_indices is not None and look.found.proxy_indices.size))
+        and choice.metropolis_acceptance < PROXY_MISFIT_ACCEPTANCE
+    ):
+        return _with_rows_in_proxy(
+            model,
+            mode,
+            covariance,
+            control_variate,
+            warmed,
+            choice,
+            look,
+            batch_size,
+            minibatch_test,
+            residual_cost,
+            run,
+        )
     if look.found is None or not look.found.indices.size:
         return _Outlying(counted, look.summary)
     # the prediction out of sample (at each pair, the rows the other pairs rank highest held), priced as the window
@@ -1299,6 +1368,78 @@ def _with_outlying_rows(
         return _Outlying(counted, summary, (held, warmed_again, proposal, test, again, minibatch, measured))
     counted["warm-up with outlying rows held (not kept)"] = _warmup_points(warmed_again)
     summary = f"{look.found.indices.size:,} outlying rows summed exactly did not pay ({look.found.describe()}; measured: {measured})"
+    return _Outlying(counted, summary)
+
+
+def _with_rows_in_proxy(
+    model: Model,
+    mode,
+    covariance: np.ndarray,
+    control_variate: ControlVariate,
+    warmed: WarmupResult,
+    choice: TestChoice,
+    look: _Look,
+    batch_size: int,
+    minibatch_test: str,
+    residual_cost: float | None,
+    run: _RunShape,
+) -> _Outlying:
+    """The look found rows, and warm-up's Metropolis acceptance was below :data:`PROXY_MISFIT_ACCEPTANCE`: the moves
+    that follow the proxy are rejected because the proxy misfits the posterior, and the rows whose residuals are
+    extreme are where it does. Warm up again with the proxy following those rows exactly and the test summing them
+    (``with_outlying_rows(..., in_proxy=True)``), where even the best it could give — the exact test at the proxy's
+    own target acceptance, the rows read at every evaluation of a trajectory — could beat the test chosen; keep it
+    where its measured cost per effective draw is lower (``docs/sample_tall.md``, "Rows the proxy cannot follow")."""
+    counted = dict(look.setup_data_used)
+    found = look.found
+    # both rankings' rows: the test's (extreme at the pairs, for the minibatch) and the proxy's (its misfit out of
+    # sample). Either alone held too few on the seventh audit's Poisson intercepts: pairs of warm-up draws from
+    # chains that stick show the proxy's misfit milder than it is (N = 2·10⁴: the proxy's 175 rows gave 34%, the
+    # test's 750 gave 89.5%)
+    extra = found.proxy_indices if found.proxy_indices is not None else np.zeros((0,), np.int32)
+    rows_held = np.union1d(found.indices, extra).astype(np.int32)
+    held = with_outlying_rows(control_variate, model, rows_held, in_proxy=True)
+    rows = _proposal_rows(held, warmed.step_size_factor)
+    best = min(choice.minibatch_cost, choice.exact_cost)
+    optimistic = (model.num_data + rows * PROPOSAL_ROW_COST) / _ess_per_draw(HAMILTONIAN_PROXY_TARGET)
+    if not optimistic < best:
+        summary = (
+            f"{rows_held.size:,} outlying rows followed exactly by the proxy could not pay (≈ {rows:,.0f} rows per "
+            f"step for the proposal: ≈ {optimistic:,.0f} plain points per effective draw at best, against "
+            f"≈ {best:,.0f}), so no second warm-up"
+        )
+        return _Outlying(counted, summary)
+    counted["outlying rows (their Taylor part, for the proxy)"] = rows_held.size
+    run.say(
+        f"sample_tall: warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}%: the proxy misfits "
+        f"the posterior where {rows_held.size:,} rows' residuals are extreme; warming up again with the proxy "
+        "following them exactly ...",
+        flush=True,
+    )
+    warmed_again, proposal, test = _warmed_up(
+        model, mode, covariance, held, batch_size, minibatch_test, run._replace(say=lambda *_, **__: None)
+    )
+    again, minibatch, measured = _measured_choice(
+        model, warmed_again, test, held, minibatch_test, batch_size, residual_cost
+    )
+    before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
+    after = again.minibatch_cost if again.minibatch else again.exact_cost
+    if after < before:
+        counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
+        summary = (
+            f"{rows_held.size:,} outlying rows are followed exactly by the proxy and summed exactly by the test "
+            f"(every row's residual at {PAIRS} pairs of warm-up draws; the others' summed residual between pairs "
+            f"≈ {found.proxy_misfit:.3g} in root mean square with them held): warm-up's Metropolis "
+            f"acceptance {100 * choice.metropolis_acceptance:.3g}% before, {100 * again.metropolis_acceptance:.3g}% "
+            f"with them; before them, {choice.describe(model.num_data)}"
+        )
+        return _Outlying(counted, summary, (held, warmed_again, proposal, test, again, minibatch, measured))
+    counted["warm-up with outlying rows in the proxy (not kept)"] = _warmup_points(warmed_again)
+    summary = (
+        f"{rows_held.size:,} outlying rows followed exactly by the proxy did not pay (warm-up's Metropolis "
+        f"acceptance {100 * choice.metropolis_acceptance:.3g}% before, {100 * again.metropolis_acceptance:.3g}% with "
+        f"them; measured: {measured})"
+    )
     return _Outlying(counted, summary)
 
 
@@ -1394,6 +1535,7 @@ class _Watch(NamedTuple):
 
     control_variate: ControlVariate
     residual_cost: float | None
+    proposal_points: float = 0.0
 
 
 class _Switch(NamedTuple):
@@ -1464,6 +1606,7 @@ def _watched_minibatch(
                 pool if hasattr(pool, "fourth") else None,
                 watch.control_variate,
                 residual_cost=watch.residual_cost,
+                proposal_points=watch.proposal_points,
             )
             if choice.minibatch_cost > KEPT_SWITCH_MARGIN * choice.exact_cost:
                 for caught in held:

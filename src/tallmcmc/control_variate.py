@@ -133,6 +133,19 @@ class ControlVariate:
         residual sum to the data-free part of Δ, so its estimate stays
         unbiased and loses their share of the variance (a stratified
         estimator). ``None`` for none (the default).
+    outlying_in_proxy
+        Whether the proxy proposals follow the outlying rows' own
+        log-likelihoods instead of their Taylor proxies
+        (:meth:`proposal_log_likelihood`; ``with_outlying_rows(...,
+        in_proxy=True)``). The test's Δ is the same either way; only the
+        moves change, and each evaluation of the proposal's target reads the
+        m rows.
+    outlying_gradient_sum, outlying_hessian_sum
+        With ``outlying_in_proxy``: the outlying rows' share of G (d,) and, for
+        ``"per_datum"`` curvature, of H̄ (d, d) — their Taylor part, taken out
+        of the proxy so that their own log-likelihoods can replace it
+        (``None`` otherwise; with a shared curvature their share of A is
+        m/N of it).
     """
 
     center: Position
@@ -150,6 +163,9 @@ class ControlVariate:
     hessian_scale: jax.Array | None = None
     outlying_indices: jax.Array | None = None
     outlying_rows: Any = None
+    outlying_in_proxy: bool = False
+    outlying_gradient_sum: jax.Array | None = None
+    outlying_hessian_sum: jax.Array | None = None
 
     @property
     def num_outlying(self) -> int:
@@ -249,6 +265,42 @@ class ControlVariate:
         if self.order == 2:
             value = value + 0.5 * u @ self.hessian_times(u)
         return value / self.temperature
+
+    @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
+    def proposal_log_likelihood(self, position: Position) -> jax.Array:
+        """What the proxy proposals follow: :meth:`proxy_log_likelihood`, and with ``outlying_in_proxy`` the
+        outlying rows' own (1/K) log p(xᵢ|θ) in place of their Taylor proxies qᵢ (up to a constant).
+
+        Data-free without ``outlying_in_proxy``; with it, it reads the m outlying rows. Where a few rows inform
+        directions that the rest barely do (a random intercept of a group of five rows), their Taylor proxies are
+        what makes the proxy misfit the posterior, and the moves that follow them are rejected: following their
+        exact log-likelihood costs m rows per evaluation and leaves the proxy quadratic only where the data are
+        many (``docs/sample_tall.md``, "Rows the proxy cannot follow").
+        """
+        value = self.proxy_log_likelihood(position)
+        return value + self.outlying_excess(position) if self.outlying_in_proxy else value
+
+    @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
+    def outlying_excess(self, position: Position) -> jax.Array:
+        """(1/K) Σ over the outlying rows of [log p(xᵢ|θ) − qᵢ(θ)] (up to a constant): what
+        :meth:`proposal_log_likelihood` adds to the proxy with ``outlying_in_proxy``. Reads the m rows."""
+        theta, _ = ravel_pytree(position)
+        center, _ = self._flat_center(theta.dtype)
+        u = theta - center
+        exact = jnp.sum(jax.vmap(self.log_likelihood, in_axes=(None, 0))(position, self.outlying_rows))
+        taylor = jnp.dot(self.outlying_gradient_sum.astype(theta.dtype), u)
+        if self.order == 2:
+            if self.outlying_hessian_sum is not None:
+                curved = self.outlying_hessian_sum.astype(theta.dtype) @ u
+            else:  # a shared curvature: each row's proxy has A/N
+                curved = self.hessian_times(u) * (self.num_outlying / self.num_data)
+            taylor = taylor + 0.5 * jnp.dot(u, curved)
+        return (exact.astype(theta.dtype) - taylor) / self.temperature
+
+    @property
+    def proposal_rows(self) -> int:
+        """Rows one evaluation of :meth:`proposal_log_likelihood` reads: m with ``outlying_in_proxy``, else 0."""
+        return self.num_outlying if self.outlying_in_proxy else 0
 
     @full_float32_dots  # part of the target: float32 products at full precision (tallmcmc.precision)
     def proxy_differences(self, position: Position, proposed: Position, data) -> jax.Array:

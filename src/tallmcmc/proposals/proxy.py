@@ -89,7 +89,7 @@ def _proxy_log_density(control_variate: ControlVariate, model: Model, unravel):
 
     def log_density(flat):
         position = unravel(flat)
-        return model.log_prior(position) + control_variate.proxy_log_likelihood(position)
+        return model.log_prior(position) + control_variate.proposal_log_likelihood(position)
 
     return log_density
 
@@ -159,7 +159,8 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
             moved = flat + 0.5 * epsilon * m @ gradient(flat) + jnp.sqrt(epsilon) * jnp.asarray(factor, dtype) @ noise
             ratio = log_q(flat, moved) - log_q(moved, flat)
             proxy_ratio = log_density(moved) - log_density(flat) + ratio
-            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+            rows = jnp.asarray(4 * control_variate.proposal_rows, jnp.int32)  # ∇ at θ and θ′, the density at both
+            return Proposed(unravel(moved), ratio, rows, proxy_ratio)
 
         return propose
 
@@ -332,7 +333,7 @@ def _leapfrog(
             )
             ratio = kinetic(momentum) - kinetic(final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            return Proposed(unravel(moved), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+            return Proposed(unravel(moved), ratio, _trajectory_rows(control_variate, num), proxy_ratio)
 
         return propose
 
@@ -358,6 +359,12 @@ def _trajectory(rng_key: jax.Array, step: float, steps: int, multiplier, jitter:
     return momentum_key, epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter), num
 
 
+def _trajectory_rows(control_variate: ControlVariate, num) -> jax.Array:
+    """Rows a trajectory of ``num`` steps reads: (num + 1) evaluations of the proxy's value and gradient, each of the
+    outlying rows where the proxy follows them (``ControlVariate.outlying_in_proxy``), else 0."""
+    return (jnp.asarray(num, jnp.int32) + 1) * control_variate.proposal_rows
+
+
 def _proxy_value_and_gradient(control_variate: ControlVariate, model: Model, unravel):
     """θ ↦ (log π̃(θ), ∇log π̃(θ)) on flat θ with one product by the proxy's curvature A (symmetric: ∇½uᵀAu = Au)."""
     center_flat, _ = ravel_pytree(control_variate.center)
@@ -373,7 +380,16 @@ def _proxy_value_and_gradient(control_variate: ControlVariate, model: Model, unr
             gradient = gradient_sum + curved
         else:
             value, gradient = jnp.dot(gradient_sum, u), gradient_sum
-        return prior + value / control_variate.temperature, prior_gradient + gradient / control_variate.temperature
+        value, gradient = (
+            prior + value / control_variate.temperature,
+            prior_gradient + gradient / control_variate.temperature,
+        )
+        if control_variate.outlying_in_proxy:  # the outlying rows' own log-likelihoods in place of their proxies
+            excess, excess_gradient = jax.value_and_grad(lambda theta: control_variate.outlying_excess(unravel(theta)))(
+                flat
+            )
+            value, gradient = value + excess, gradient + excess_gradient
+        return value, gradient
 
     return value_and_gradient
 
@@ -428,7 +444,7 @@ def _split_hamiltonian(
             z, final_momentum, _, moved_value = jax.lax.fori_loop(0, num, split_step, (whitened, momentum, kick, value))
             ratio = 0.5 * (momentum @ momentum - final_momentum @ final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            return Proposed(unravel(position_of(z)), ratio, jnp.zeros((), jnp.int32), proxy_ratio)
+            return Proposed(unravel(position_of(z)), ratio, _trajectory_rows(control_variate, num), proxy_ratio)
 
         return propose
 
