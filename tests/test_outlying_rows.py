@@ -19,7 +19,13 @@ from scipy.special import log_expit
 import tallmcmc
 from tallmcmc import control_variate as control_variate_module
 from tallmcmc.examples import logistic_regression
-from tallmcmc.outlying_rows import choose_outlying_rows, find_outlying_rows, with_outlying_rows
+from tallmcmc.outlying_rows import (
+    PROXY_MISFIT,
+    choose_outlying_rows,
+    choose_rows_for_the_proxy,
+    find_outlying_rows,
+    with_outlying_rows,
+)
 
 LEVELS, ROWS_PER_LEVEL = 6, 20
 
@@ -116,6 +122,29 @@ def test_the_prediction_out_of_sample_tells_rows_outlying_at_every_pair_from_spr
     held = choose_outlying_rows(spread)
     assert held.indices.size >= 1000 and held.size_out_of_sample > 20 * held.size, held
     assert np.isnan(choose_outlying_rows(spread[:1]).size_out_of_sample)  # one pair: nothing to test it on
+
+
+def test_the_rows_for_the_proxy_bring_its_misfit_down_out_of_sample():
+    """Rows whose residuals are large at every pair (a small group's, whose Taylor proxy misfits wherever the chain
+    is) are found: as many as bring the others' summed residual to 0.5 in root mean square, none of the bulk. Rows
+    large at one pair each cannot be told from the next pair's: out of sample no set brings the misfit down, which the
+    choice reports rather than holding the rows that happened to be large here."""
+    rng = np.random.default_rng(2)
+    bulk = rng.standard_normal((8, 100_000)) * 1e-4
+    assert choose_rows_for_the_proxy(bulk).indices.size == 0
+    planted = rng.choice(100_000, 400, replace=False)
+    every = bulk.copy()
+    every[:, planted] += rng.standard_normal((8, 400)) * 0.1  # summed: sd 2 between pairs
+    found = choose_rows_for_the_proxy(every)
+    assert set(found.indices) <= set(planted) and 350 <= found.indices.size <= 400, found.describe()
+    assert found.misfit <= PROXY_MISFIT < 1.5 < found.misfit_without
+    spread = bulk.copy()
+    for pair in range(8):  # 400 other rows far out at each pair
+        spread[pair, rng.choice(100_000, 400, replace=False)] += rng.standard_normal(400) * 0.1
+    found = choose_rows_for_the_proxy(spread)
+    assert found.misfit > 3 * PROXY_MISFIT, found.describe()
+    with pytest.raises(ValueError, match="residuals"):
+        choose_rows_for_the_proxy(np.full((2, 10), np.nan))
 
 
 def test_bad_input_is_refused_with_the_fix():
@@ -262,7 +291,9 @@ def test_heavy_tails_spread_over_many_small_groups_take_no_second_warm_up(monkey
 def test_a_proxy_that_misfits_small_groups_follows_their_rows_exactly():
     """The same model on the default path: warm-up's Metropolis acceptance was ≈ 51% (the kept draws' 41%, bulk ESS
     405 of 8,000 before): the proxy misfits the 5-row groups' skewed intercepts. The warm-up again with the proxy
-    following the rows the look found is kept, and its moves are accepted as a fitting proxy's are."""
+    following the rows found at pairs of a warm-up state and a Laplace draw is kept, and its moves are accepted as a
+    fitting proxy's are (measured at 4 × 2,000 draws: 647 rows, 86%, r̂ 1.003, bulk ESS 3,710, every mean within 2.3
+    MCSE of NUTS's)."""
     model = _poisson_intercepts()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -273,6 +304,7 @@ def test_a_proxy_that_misfits_small_groups_follows_their_rows_exactly():
     assert diagnosis.setup_passes["warm-up before the outlying rows were held"] > 10
     rows = diagnosis.control_variate.num_outlying
     assert diagnosis.setup_passes["outlying rows (their Taylor part, for the proxy)"] == rows / model.num_data
+    assert diagnosis.setup_passes["rows for the proxy (look, after warm-up)"] == 8.0
     assert diagnosis.choice.metropolis_acceptance > 0.8 and diagnosis.choice.proposal_points >= 2 * rows
     assert float(np.mean(result.info["accepted"])) > 0.8
 
@@ -340,9 +372,9 @@ def _small_groups_run(monkeypatch=None, drop_exact_sum=False):
 
 
 def test_the_default_path_on_small_groups_follows_their_rows_and_matches_the_exact_posterior():
-    """Before: the proxy's moves accepted 19% in warm-up (Metropolis, estimated). Now the 750 rows of the small groups
-    are followed by the proxy, the moves are accepted ≈ 90% of the time, and all 152 coordinates are within 4.5
-    MCSE of the exact posterior mean and 4.5 se of its sd."""
+    """Before: the proxy's moves accepted 19% in warm-up (Metropolis, estimated). Now the small groups' rows are
+    followed by the proxy, the moves are accepted ≈ 90% of the time, and all 152 coordinates are within 4.5 MCSE of
+    the exact posterior mean and 4.5 se of its sd."""
     result, reference = _small_groups_run()
     diagnosis = result.diagnosis
     assert diagnosis.control_variate.outlying_in_proxy, diagnosis.reason

@@ -116,7 +116,14 @@ from tallmcmc.model import (
     rows_of,
 )
 from tallmcmc.other_modes import other_modes
-from tallmcmc.outlying_rows import PAIRS, OutlyingRows, find_outlying_rows, with_outlying_rows
+from tallmcmc.outlying_rows import (
+    PAIRS,
+    PROXY_PAIRS,
+    OutlyingRows,
+    find_outlying_rows,
+    find_rows_for_the_proxy,
+    with_outlying_rows,
+)
 from tallmcmc.precision import unwrapped
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
@@ -238,6 +245,7 @@ _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other 
 _STARTS_STREAM = 0x57A275  # the chains' starts
 _ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
 _OUTLYING_STREAM = 0x0A7  # the Laplace draws at which the early look for outlying rows measures residuals
+_PROXY_STREAM = 0x9A0  # the Laplace draws at which the look for rows the proxy should follow measures residuals
 #: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
 #: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
 #: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
@@ -1318,11 +1326,7 @@ def _with_outlying_rows(
     minibatch cannot estimate"). Every residual of the look and of the warm-up not kept is counted."""
     look = _outlying_look(model, control_variate, _warmup_pairs(warmed), batch_size, run, "after warm-up")
     counted = dict(look.setup_data_used)
-    if (
-        look.found is not None
-        and (look.found.indices.size or (look.found.proxy_indices is not None and look.found.proxy_indices.size))
-        and choice.metropolis_acceptance < PROXY_MISFIT_ACCEPTANCE
-    ):
+    if look.found is not None and choice.metropolis_acceptance < PROXY_MISFIT_ACCEPTANCE:
         return _with_rows_in_proxy(
             model,
             mode,
@@ -1354,19 +1358,15 @@ def _with_outlying_rows(
         return _Outlying(counted, summary)
     held = with_outlying_rows(control_variate, model, look.found.indices)
     run.say(f"sample_tall: {look.found.describe()}; warming up again with them summed exactly ...", flush=True)
-    warmed_again, proposal, test = _warmed_up(
-        model, mode, covariance, held, batch_size, minibatch_test, run._replace(say=lambda *_, **__: None)
+    kept, cheaper = _warmed_up_again(
+        model, mode, covariance, held, choice, batch_size, minibatch_test, residual_cost, run
     )
-    again, minibatch, measured = _measured_choice(
-        model, warmed_again, test, held, minibatch_test, batch_size, residual_cost
-    )
-    before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
-    after = again.minibatch_cost if again.minibatch else again.exact_cost
-    if after < before:
+    measured = kept[-1]
+    if cheaper:
         counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
         summary = f"{look.summary}; before them, {choice.describe(model.num_data)}"
-        return _Outlying(counted, summary, (held, warmed_again, proposal, test, again, minibatch, measured))
-    counted["warm-up with outlying rows held (not kept)"] = _warmup_points(warmed_again)
+        return _Outlying(counted, summary, kept)
+    counted["warm-up with outlying rows held (not kept)"] = _warmup_points(kept[1])
     summary = f"{look.found.indices.size:,} outlying rows summed exactly did not pay ({look.found.describe()}; measured: {measured})"
     return _Outlying(counted, summary)
 
@@ -1384,20 +1384,28 @@ def _with_rows_in_proxy(
     residual_cost: float | None,
     run: _RunShape,
 ) -> _Outlying:
-    """The look found rows, and warm-up's Metropolis acceptance was below :data:`PROXY_MISFIT_ACCEPTANCE`: the moves
-    that follow the proxy are rejected because the proxy misfits the posterior, and the rows whose residuals are
-    extreme are where it does. Warm up again with the proxy following those rows exactly and the test summing them
-    (``with_outlying_rows(..., in_proxy=True)``), where even the best it could give — the exact test at the proxy's
-    own target acceptance, the rows read at every evaluation of a trajectory — could beat the test chosen; keep it
-    where its measured cost per effective draw is lower (``docs/sample_tall.md``, "Rows the proxy cannot follow")."""
+    """Warm-up's Metropolis acceptance was below :data:`PROXY_MISFIT_ACCEPTANCE`: the moves that follow the proxy are
+    rejected because it misfits the posterior. Find the rows where it does (:func:`find_rows_for_the_proxy`, at
+    :data:`~tallmcmc.outlying_rows.PROXY_PAIRS` pairs of a warm-up state and a Laplace draw) and warm up again with
+    the proxy following them and the look's rows exactly and the test summing them
+    (``with_outlying_rows(..., in_proxy=True)``), where even the best it could give — the exact test at the proxy's own
+    target acceptance, the rows read at every evaluation of a trajectory — could beat the test chosen; keep it where
+    its measured cost per effective draw is lower (``docs/sample_tall.md``, "Rows the proxy cannot follow")."""
     counted = dict(look.setup_data_used)
     found = look.found
-    # both rankings' rows: the test's (extreme at the pairs, for the minibatch) and the proxy's (its misfit out of
-    # sample). Either alone held too few on the seventh audit's Poisson intercepts: pairs of warm-up draws from
-    # chains that stick show the proxy's misfit milder than it is (N = 2·10⁴: the proxy's 175 rows gave 34%, the
-    # test's 750 gave 89.5%)
-    extra = found.proxy_indices if found.proxy_indices is not None else np.zeros((0,), np.int32)
-    rows_held = np.union1d(found.indices, extra).astype(np.int32)
+    # the rows whose Taylor proxies the moves misfit, at pairs as the moves see them: a chain's state in warm-up's
+    # window and a Laplace draw (where a trajectory of a quarter period lands). Pairs of warm-up draws alone, from
+    # chains that stick, showed the misfit milder than it was (N = 2·10⁴: 175 rows, 34% accepted)
+    states = _window_states(warmed, PROXY_PAIRS)
+    landings = _starts(mode.position, covariance, PROXY_PAIRS, run.seed, _PROXY_STREAM)
+    counted["rows for the proxy (look, after warm-up)"] = PROXY_PAIRS * model.num_data
+    try:
+        proxy = find_rows_for_the_proxy(model, control_variate, states, landings)
+    except ValueError as error:  # a residual not finite at a Laplace draw: no rows for the proxy from it
+        return _Outlying(counted, f"{look.summary}; no rows for the proxy ({error})")
+    rows_held = np.union1d(found.indices, proxy.indices).astype(np.int32)  # the test's rows are held in it too
+    if not rows_held.size:
+        return _Outlying(counted, f"{look.summary}; no rows for the proxy ({proxy.describe()})")
     held = with_outlying_rows(control_variate, model, rows_held, in_proxy=True)
     rows = _proposal_rows(held, warmed.step_size_factor)
     best = min(choice.minibatch_cost, choice.exact_cost)
@@ -1416,6 +1424,43 @@ def _with_rows_in_proxy(
         "following them exactly ...",
         flush=True,
     )
+    kept, cheaper = _warmed_up_again(
+        model, mode, covariance, held, choice, batch_size, minibatch_test, residual_cost, run
+    )
+    again, measured = kept[4], kept[-1]
+    if cheaper:
+        counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
+        summary = (
+            f"{rows_held.size:,} outlying rows are followed exactly by the proxy and summed exactly by the test "
+            f"(every row's residual at {PROXY_PAIRS} pairs of a warm-up state and a Laplace draw: {proxy.describe()}; "
+            f"and at {PAIRS} pairs of warm-up draws: {found.describe()}): warm-up's Metropolis "
+            f"acceptance {100 * choice.metropolis_acceptance:.3g}% before, {100 * again.metropolis_acceptance:.3g}% "
+            f"with them; before them, {choice.describe(model.num_data)}"
+        )
+        return _Outlying(counted, summary, kept)
+    counted["warm-up with outlying rows in the proxy (not kept)"] = _warmup_points(kept[1])
+    summary = (
+        f"{rows_held.size:,} outlying rows followed exactly by the proxy did not pay (warm-up's Metropolis "
+        f"acceptance {100 * choice.metropolis_acceptance:.3g}% before, {100 * again.metropolis_acceptance:.3g}% with "
+        f"them; measured: {measured})"
+    )
+    return _Outlying(counted, summary)
+
+
+def _warmed_up_again(
+    model: Model,
+    mode,
+    covariance: np.ndarray,
+    held: ControlVariate,
+    choice: TestChoice,
+    batch_size: int,
+    minibatch_test: str,
+    residual_cost: float | None,
+    run: _RunShape,
+) -> tuple[tuple, bool]:
+    """A warm-up again with ``held`` and the choice its window measures: ``(control_variate, warmed, proposal,
+    warmup_test, choice, minibatch, measured)`` as ``sample_tall`` names them, and whether it costs less per effective
+    draw than ``choice``."""
     warmed_again, proposal, test = _warmed_up(
         model, mode, covariance, held, batch_size, minibatch_test, run._replace(say=lambda *_, **__: None)
     )
@@ -1424,23 +1469,18 @@ def _with_rows_in_proxy(
     )
     before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
     after = again.minibatch_cost if again.minibatch else again.exact_cost
-    if after < before:
-        counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
-        summary = (
-            f"{rows_held.size:,} outlying rows are followed exactly by the proxy and summed exactly by the test "
-            f"(every row's residual at {PAIRS} pairs of warm-up draws; the others' summed residual between pairs "
-            f"≈ {found.proxy_misfit:.3g} in root mean square with them held): warm-up's Metropolis "
-            f"acceptance {100 * choice.metropolis_acceptance:.3g}% before, {100 * again.metropolis_acceptance:.3g}% "
-            f"with them; before them, {choice.describe(model.num_data)}"
-        )
-        return _Outlying(counted, summary, (held, warmed_again, proposal, test, again, minibatch, measured))
-    counted["warm-up with outlying rows in the proxy (not kept)"] = _warmup_points(warmed_again)
-    summary = (
-        f"{rows_held.size:,} outlying rows followed exactly by the proxy did not pay (warm-up's Metropolis "
-        f"acceptance {100 * choice.metropolis_acceptance:.3g}% before, {100 * again.metropolis_acceptance:.3g}% with "
-        f"them; measured: {measured})"
-    )
-    return _Outlying(counted, summary)
+    return (held, warmed_again, proposal, test, again, minibatch, measured), after < before
+
+
+def _window_states(warmed: WarmupResult, count: int) -> Position:
+    """``count`` chain states from warm-up's measurement window (its second half), cycling over the chains and spread
+    evenly over the window's steps."""
+    chains, steps = warmed.num_chains, warmed.num_warmup
+    half = steps // 2
+    picks = np.arange(count)
+    chain = picks % chains
+    step = half + (picks * (steps - half)) // count
+    return jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[chain, step], warmed.positions)
 
 
 def _warmup_points(warmed: WarmupResult) -> int:

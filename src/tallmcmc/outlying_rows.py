@@ -30,6 +30,11 @@ guard always acted; :mod:`tallmcmc.run_warnings`), never more than :data:`MAX_RO
 prediction only: ``sample_tall`` then warms up again with the rows held — where the prediction made out of sample
 (:attr:`OutlyingRows.size_out_of_sample`) could pay — and measures what the test really uses before it keeps it
 (``docs/sample_tall.md``, "Rows the minibatch cannot estimate").
+
+Rows whose Taylor proxies misfit the posterior also make the proxy proposals' moves rejected, whatever the test: a
+proxy can follow them exactly instead (``with_outlying_rows(..., in_proxy=True)``), and
+:func:`find_rows_for_the_proxy` finds them from every row's residual at pairs as the moves see them
+(``docs/sample_tall.md``, "Rows the proxy cannot follow").
 """
 
 from __future__ import annotations
@@ -50,24 +55,29 @@ from tallmcmc.sharding import row_sharding
 __all__ = [
     "MAX_ROWS",
     "OutlyingRows",
+    "RowsForTheProxy",
     "choose_outlying_rows",
+    "choose_rows_for_the_proxy",
     "find_outlying_rows",
+    "find_rows_for_the_proxy",
     "row_residuals",
     "with_outlying_rows",
 ]
 
 #: Pairs of posterior draws at which every row's residual is evaluated (a pass of this many residuals per row).
 PAIRS = 4
+#: Pairs at which :func:`sample_tall <tallmcmc.sample_tall>` looks for the rows a proxy should follow (a pass of this
+#: many residuals per row, only where the proxy misfits, before a warm-up again that costs far more).
+PROXY_PAIRS = 8
 #: The most rows held (their data are copied beside the step, and each step evaluates all of them).
 MAX_ROWS = 2**14
 #: ... and at most this fraction of N.
 MAX_FRACTION = 1 / 8
 #: Rows are held only where the predicted residuals per step fall to at most this fraction of those without holding.
 MIN_GAIN = 0.5
-#: The root mean square of the summed residual between pairs of posterior draws that the rows a proxy follows
-#: (:attr:`OutlyingRows.proxy_indices`) should bring the rest to: a log-ratio of spread τ between an independent
-#: proposal and the posterior is accepted about 2Φ(−τ/2) of the time where it is normal: 80% at τ = 0.5. Measured out
-#: of sample (:func:`choose_outlying_rows`).
+#: The root mean square of the summed residual between pairs that the rows a proxy follows
+#: (:func:`choose_rows_for_the_proxy`) should bring the rest to, out of sample: a log-ratio of spread τ between an
+#: independent proposal and the posterior is accepted about 2Φ(−τ/2) of the time where it is normal, 80% at τ = 0.5.
 PROXY_MISFIT = 0.5
 _CHUNK_ROWS = 2**15  # rows evaluated per compiled call of the pass
 
@@ -90,13 +100,6 @@ class OutlyingRows(NamedTuple):
         highest held (NaN with one pair). Near ``size`` where the same rows are outlying at every pair (a rare
         category's); far above it where heavy tails are spread over many rows, each outlying at some pairs only,
         so that the rows held at these pairs are not those of the next step.
-    proxy_indices, proxy_misfit
-        The rows for a proxy to follow exactly (``with_outlying_rows(..., in_proxy=True)``), sorted: ranked by
-        Σₖ rₖᵢ², the fewest that bring the others' summed residual to a root mean square over the pairs of at most
-        :data:`PROXY_MISFIT` out of sample (at each pair, the rows the other pairs rank highest held; where no set of
-        at most ``max_rows`` does, the set that brings it lowest), and that root mean square (NaN with one pair). Between a pair of posterior draws the summed residual is
-        log[π(θ′)/π̃(θ′)] − log[π(θ)/π̃(θ)], so its spread is what rejects moves that follow the proxy π̃. ``None``
-        and NaN where not computed.
     """
 
     indices: np.ndarray
@@ -106,8 +109,6 @@ class OutlyingRows(NamedTuple):
     kurtosis_without: float
     data_used: int
     size_out_of_sample: float = float("nan")
-    proxy_indices: np.ndarray | None = None
-    proxy_misfit: float = float("nan")
 
     def describe(self) -> str:
         """The prediction in words."""
@@ -224,7 +225,6 @@ def choose_outlying_rows(
     tested = float("nan")
     if out_of_sample and num_pairs > 1:  # with nothing held, b(0) either way
         tested = _out_of_sample_size(residuals, score, best, batch_size) if best else float(cost[0])
-    proxy_indices, proxy_misfit = _rows_for_the_proxy(residuals, most)
     return OutlyingRows(
         indices.astype(np.int32),
         float(cost[best]),
@@ -233,23 +233,65 @@ def choose_outlying_rows(
         float(kurtosis[0]),
         num_pairs * num_data,
         tested,
-        proxy_indices,
-        proxy_misfit,
     )
 
 
-def _rows_for_the_proxy(residuals: np.ndarray, most: int) -> tuple[np.ndarray, float]:
-    """:attr:`OutlyingRows.proxy_indices` and ``proxy_misfit``: at most ``most`` rows ranked by Σₖ rₖᵢ², as many as
-    bring the root mean square over the pairs of the others' summed residual to :data:`PROXY_MISFIT` **out of
-    sample**: at each pair k, the rows held are those the other pairs rank highest (held in sample, the rows chosen
-    for their large residuals at these very pairs looked enough where the next pairs' other small groups were not:
-    44% accepted where 80% was predicted, on the seventh audit's Poisson intercepts at N = 10⁵)."""
+class RowsForTheProxy(NamedTuple):
+    """What :func:`find_rows_for_the_proxy` found.
+
+    Attributes
+    ----------
+    indices
+        The rows a proxy should follow exactly, sorted (``with_outlying_rows(..., in_proxy=True)``).
+    misfit
+        The root mean square over the pairs of the other rows' summed residual with them held, out of sample (NaN
+        with one pair).
+    misfit_without
+        The same with no row held.
+    data_used
+        Residuals evaluated: K · N.
+    """
+
+    indices: np.ndarray
+    misfit: float
+    misfit_without: float
+    data_used: int
+
+    def describe(self) -> str:
+        """What it found, in words."""
+        return (
+            f"{self.indices.size:,} rows followed: the others' summed residual between pairs ≈ {self.misfit:.3g} in root "
+            f"mean square, out of sample (all rows: {self.misfit_without:.3g})"
+        )
+
+
+def choose_rows_for_the_proxy(residuals: np.ndarray, max_rows: int | None = None) -> RowsForTheProxy:
+    """The rows a proxy should follow, from every row's residual at K pairs (``residuals``, (K, N)).
+
+    Between a pair (θ, θ′) the summed residual is log[π(θ′)/π̃(θ′)] − log[π(θ)/π̃(θ)], whose spread is what rejects
+    the moves that follow the proxy π̃. Rows are ranked by Σₖ rₖᵢ²; of the first ``max_rows`` (default
+    :data:`MAX_ROWS`, at most N/8) as many are taken as bring the root mean square over the pairs of the others'
+    summed residual to :data:`PROXY_MISFIT` **out of sample** — at each pair k, the rows held are those the other
+    pairs rank highest (held in sample, rows chosen for their large residuals at these very pairs looked enough
+    where the next pairs' other small groups were not: 44% accepted where 80% was predicted, on the seventh audit's
+    Poisson intercepts at N = 10⁵) — or, where none does, as many as bring it lowest.
+    """
+    residuals = np.asarray(residuals, np.float64)
+    if residuals.ndim != 2 or not np.all(np.isfinite(residuals)):
+        raise ValueError("residuals: a finite (pairs, N) array of every row's residual at each pair")
+    num_pairs, num_data = residuals.shape
+    most = max(min(MAX_ROWS if max_rows is None else int(max_rows), int(num_data * MAX_FRACTION)), 0)
+    indices, misfit, without = _rows_for_the_proxy(residuals, most)
+    return RowsForTheProxy(indices, misfit, without, num_pairs * num_data)
+
+
+def _rows_for_the_proxy(residuals: np.ndarray, most: int) -> tuple[np.ndarray, float, float]:
     num_pairs, num_data = residuals.shape
     squares = residuals * residuals
     score = squares.sum(axis=0)
     total = residuals.sum(axis=1)
     if num_pairs == 1 or not most:
-        return np.zeros((0,), np.int32), float("nan")
+        return np.zeros((0,), np.int32), float("nan"), float(np.sqrt(np.mean(total**2)))
     summed = np.empty((num_pairs, most + 1))
     for pair in range(num_pairs):
         others = score - squares[pair]  # Σ rⱼᵢ² over the other pairs
@@ -260,7 +302,7 @@ def _rows_for_the_proxy(residuals: np.ndarray, most: int) -> tuple[np.ndarray, f
     within = np.flatnonzero(misfit <= PROXY_MISFIT)
     held = int(within[0]) if within.size else int(np.argmin(misfit))
     rows = np.argpartition(score, num_data - held)[num_data - held :] if held else np.zeros((0,), np.int64)
-    return np.sort(rows).astype(np.int32), float(misfit[held])
+    return np.sort(rows).astype(np.int32), float(misfit[held]), float(misfit[0])
 
 
 def _fourth_powers(values: np.ndarray) -> np.ndarray:
@@ -326,6 +368,38 @@ def find_outlying_rows(
             "model's log-likelihood is finite for every row"
         )
     return choose_outlying_rows(residuals, batch_size, max_rows, out_of_sample=out_of_sample)
+
+
+def find_rows_for_the_proxy(
+    model: Model, control_variate: ControlVariate, positions: Position, proposed: Position, *, max_rows=None
+) -> RowsForTheProxy:
+    """The rows a proxy should follow exactly, from every row's residual at K pairs of draws (one pass of K·N).
+
+    Parameters
+    ----------
+    model, control_variate
+        The model (its data on one device) and the control variate whose proxy misfits.
+    positions, proposed
+        K pairs (θₖ, θ′ₖ) stacked on a leading axis, as its moves see them: θ a chain's state, θ′ where a move from
+        it lands — for proxy HMC of integration time π/2 preconditioned by the Laplace covariance, nearly a draw from
+        the proxy (``sample_tall`` pairs warm-up states with Laplace draws).
+    max_rows
+        The most rows (default :data:`MAX_ROWS`; never more than N/8).
+
+    Returns
+    -------
+    RowsForTheProxy
+        See :func:`choose_rows_for_the_proxy`.
+    """
+    if row_sharding(model.data, "find_rows_for_the_proxy") is not None:
+        raise ValueError("model: find_rows_for_the_proxy needs the data on one device (not split over a mesh)")
+    residuals = row_residuals(model, control_variate, positions, proposed)
+    if not np.all(np.isfinite(residuals)):
+        raise ValueError(
+            "positions, proposed: a residual is not finite at these pairs; pass draws where the model's "
+            "log-likelihood is finite for every row"
+        )
+    return choose_rows_for_the_proxy(residuals, max_rows)
 
 
 def with_outlying_rows(
