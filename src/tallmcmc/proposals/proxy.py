@@ -159,7 +159,7 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
             moved = flat + 0.5 * epsilon * m @ gradient(flat) + jnp.sqrt(epsilon) * jnp.asarray(factor, dtype) @ noise
             ratio = log_q(flat, moved) - log_q(moved, flat)
             proxy_ratio = log_density(moved) - log_density(flat) + ratio
-            rows = jnp.asarray(4 * control_variate.proposal_rows, jnp.int32)  # ∇ at θ and θ′, the density at both
+            rows = _trajectory_rows(control_variate, 3)  # ∇ at θ and θ′, the density at both: 4 evaluations
             return Proposed(unravel(moved), ratio, rows, proxy_ratio)
 
         return propose
@@ -362,6 +362,8 @@ def _trajectory(rng_key: jax.Array, step: float, steps: int, multiplier, jitter:
 def _trajectory_rows(control_variate: ControlVariate, num) -> jax.Array:
     """Rows a trajectory of ``num`` steps reads: (num + 1) evaluations of the proxy's value and gradient, each of the
     outlying rows where the proxy follows them (``ControlVariate.outlying_in_proxy``), else 0."""
+    if not control_variate.proposal_rows:  # data-free: the same program as a proxy without rows
+        return jnp.zeros((), jnp.int32)
     return (jnp.asarray(num, jnp.int32) + 1) * control_variate.proposal_rows
 
 
