@@ -359,15 +359,21 @@ def find_outlying_rows(
     OutlyingRows
         The rows and the prediction; ``data_used`` K·N residuals (one pass).
     """
-    if row_sharding(model.data, "find_outlying_rows") is not None:
-        raise ValueError("model: find_outlying_rows needs the data on one device (not split over a mesh)")
+    residuals = _finite_residuals(model, control_variate, positions, proposed, "find_outlying_rows")
+    return choose_outlying_rows(residuals, batch_size, max_rows, out_of_sample=out_of_sample)
+
+
+def _finite_residuals(model: Model, control_variate: ControlVariate, positions, proposed, name: str) -> np.ndarray:
+    """:func:`row_residuals`, refused on a mesh and where one is not finite (named as ``name``'s arguments)."""
+    if row_sharding(model.data, name) is not None:
+        raise ValueError(f"model: {name} needs the data on one device (not split over a mesh)")
     residuals = row_residuals(model, control_variate, positions, proposed)
     if not np.all(np.isfinite(residuals)):
         raise ValueError(
-            "positions, proposed: a residual is not finite at these pairs; pass draws from the posterior, where the "
-            "model's log-likelihood is finite for every row"
+            "positions, proposed: a residual is not finite at these pairs; pass draws where the model's "
+            "log-likelihood is finite for every row (from the posterior, or the Laplace approximation near it)"
         )
-    return choose_outlying_rows(residuals, batch_size, max_rows, out_of_sample=out_of_sample)
+    return residuals
 
 
 def find_rows_for_the_proxy(
@@ -391,14 +397,7 @@ def find_rows_for_the_proxy(
     RowsForTheProxy
         See :func:`choose_rows_for_the_proxy`.
     """
-    if row_sharding(model.data, "find_rows_for_the_proxy") is not None:
-        raise ValueError("model: find_rows_for_the_proxy needs the data on one device (not split over a mesh)")
-    residuals = row_residuals(model, control_variate, positions, proposed)
-    if not np.all(np.isfinite(residuals)):
-        raise ValueError(
-            "positions, proposed: a residual is not finite at these pairs; pass draws where the model's "
-            "log-likelihood is finite for every row"
-        )
+    residuals = _finite_residuals(model, control_variate, positions, proposed, "find_rows_for_the_proxy")
     return choose_rows_for_the_proxy(residuals, max_rows)
 
 
