@@ -240,6 +240,26 @@ def test_the_look_after_warm_up_is_only_for_heavy_tails_on_a_costly_minibatch():
     assert _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.05), run)
 
 
+def test_the_look_for_a_misfitting_proxy_is_for_heavy_tails_and_rejected_moves():
+    """Where the moves are rejected (Metropolis acceptance under 0.6) and the residuals heavy-tailed, the look runs
+    whatever the minibatch cost, proposals almost never accepted included; not where the proxy fits, nor where the
+    residuals are spread over every row."""
+    from tallmcmc.automatic import _proxy_may_misfit, _RunShape
+    from tallmcmc.run_warnings import DataUse
+
+    def choice(kurtosis, metropolis, fraction=0.9, cause="spread"):
+        use = DataUse(fraction, 800.0, kurtosis, 0.0, 0.0, 100.0, cause)
+        return tallmcmc.automatic.TestChoice(False, cause, use, 0.01, metropolis, 1.0, 1.0)
+
+    run = _RunShape(1000, 200, 0, {}, print, True)
+    assert _proxy_may_misfit(choice(3600.0, 0.01, cause="rejected"), run)
+    assert _proxy_may_misfit(choice(900.0, 0.5, fraction=0.001), run)
+    assert _proxy_may_misfit(choice(float("nan"), 0.3), run)
+    assert not _proxy_may_misfit(choice(900.0, 0.85), run)  # the proxy fits
+    assert not _proxy_may_misfit(choice(4.8, 0.01), run)  # nothing a few rows could explain
+    assert not _proxy_may_misfit(choice(900.0, 0.3), run._replace(num_warmup=4))
+
+
 def _poisson_intercepts(num_data=20_000, num_groups=100, seed=0):
     """The seventh audit's Poisson random intercepts (a NumPyro model as a user writes it): an intercept, three
     slopes, u_g ~ N(0, 0.5²) for groups of 5 rows (most of them) to N/4 (sizes 5·R^(t^p) over t ∈ [0, 1])."""
