@@ -127,7 +127,7 @@ from tallmcmc.outlying_rows import (
 from tallmcmc.precision import unwrapped
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
-from tallmcmc.proposals.proxy import HAMILTONIAN_PROXY_TARGET, MAX_TUNED_STEPS, proxy_hamiltonian
+from tallmcmc.proposals.proxy import HAMILTONIAN_PROXY_TARGET, proxy_hamiltonian, tuned_step
 from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, DataUseWarning, data_use
 from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
@@ -289,10 +289,6 @@ def residual_point_cost(control_variate: ControlVariate) -> float:
     table lookup, linear in log d between the calibrated dimensions.
     """
     kind = "per_datum" if control_variate.order == 2 and control_variate.curvature == "per_datum" else "gradient"
-    return _point_cost(kind, control_variate)
-
-
-def _point_cost(kind: str, control_variate: ControlVariate) -> float:
     dimension = int(np.asarray(control_variate.gradient_sum).shape[0])
     points = RESIDUAL_POINT_COST[kind]
     logs = np.log([float(d) for d, _ in points])
@@ -975,7 +971,7 @@ def sample_tall(
             if outlying is not None:
                 reason += f"; {outlying.summary}"
             say(f"sample_tall: {decision} — {reason}", flush=True)
-            watch = _Watch(control_variate, residual_cost, _proposal_rows(control_variate, warmed.step_size_factor))
+            watch = _Watch(control_variate, residual_cost, choice.proposal_points)
             result, kept_proposal, kept_test, switch = _kept_run(
                 model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
             )
@@ -1191,9 +1187,8 @@ def _proposal_rows(control_variate: ControlVariate, factors) -> float:
     step factor gives (as :func:`tallmcmc.proposals.proxy.proxy_hamiltonian` tunes it); 0 otherwise."""
     if not control_variate.proposal_rows or factors is None:
         return 0.0
-    step = INTEGRATION_TIME / NUM_LEAPFROG_STEPS
-    epsilon = np.minimum(step * np.asarray(to_host(factors), np.float64), INTEGRATION_TIME)
-    steps = np.clip(np.round(INTEGRATION_TIME / epsilon), 1, MAX_TUNED_STEPS)
+    factors = np.asarray(to_host(factors), np.float64)
+    _, steps = tuned_step(INTEGRATION_TIME / NUM_LEAPFROG_STEPS, NUM_LEAPFROG_STEPS, factors, xp=np)
     return float(np.mean(steps + 1)) * control_variate.proposal_rows
 
 
@@ -1206,8 +1201,8 @@ OUTLYING_LOOK_FRACTION = 0.01
 #: Where rows are found after warm-up and warm-up's Metropolis acceptance (the mean of min(1, e^{Δ*})) was below
 #: this, the proxy misfits the posterior, and the warm-up again holds the rows in the proxy too: a fitting proxy-HMC
 #: move is accepted about as often as its proxy acceptance, 0.9 (:data:`HAMILTONIAN_PROXY_TARGET`); the seventh audit's
-#: Poisson intercepts of 5-row groups measured 0.06–0.51 (at N = 2·10⁴: 0.51 in warm-up's estimate, 0.41 in the kept
-#: draws, whose bulk ESS was then 405 of 8,000).
+#: Poisson intercepts of 5-row groups measured 0.08 at N = 10⁵ and 0.51 at N = 2·10⁴ (warm-up's estimate; 0.41 in the
+#: kept draws, whose bulk ESS was then 405 of 8,000).
 PROXY_MISFIT_ACCEPTANCE = 0.6
 #: ... and the residuals' pooled kurtosis was at least this (or unmeasured): a few rows far out make it large (6,200–8,400
 #: on the fifth audit's rare categories), residuals spread over every row do not (4.8 on bench_user_models'
@@ -1431,7 +1426,6 @@ def _with_rows_in_proxy(
             f"≈ {best:,.0f}), so no second warm-up"
         )
         return _Outlying(counted, summary)
-    counted["outlying rows (their Taylor part, for the proxy)"] = rows_held.size
     run.say(
         f"sample_tall: warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}%: the proxy misfits "
         f"the posterior where {rows_held.size:,} rows' residuals are extreme; warming up again with the proxy "

@@ -133,15 +133,10 @@ class ControlVariate:
         residual sum to the data-free part of Δ, so its estimate stays
         unbiased and loses their share of the variance (a stratified
         estimator). ``None`` for none (the default).
-    outlying_in_proxy
-        Whether the proxy proposals follow the outlying rows' own
-        log-likelihoods instead of their Taylor proxies
-        (:meth:`proposal_log_likelihood`; ``with_outlying_rows(...,
-        in_proxy=True)``). The test's Δ is the same either way; only the
-        moves change, and each evaluation of the proposal's target reads the
-        m rows.
     outlying_gradient_sum, outlying_hessian_sum
-        With ``outlying_in_proxy``: the outlying rows' share of G (d,) and, for
+        Where the proxy proposals follow the outlying rows' own
+        log-likelihoods (:attr:`outlying_in_proxy`; ``with_outlying_rows(...,
+        in_proxy=True)``): those rows' share of G (d,) and, for
         ``"per_datum"`` curvature, of H̄ (d, d) — their Taylor part, taken out
         of the proxy so that their own log-likelihoods can replace it
         (``None`` otherwise; with a shared curvature their share of A is
@@ -163,7 +158,6 @@ class ControlVariate:
     hessian_scale: jax.Array | None = None
     outlying_indices: jax.Array | None = None
     outlying_rows: Any = None
-    outlying_in_proxy: bool = False
     outlying_gradient_sum: jax.Array | None = None
     outlying_hessian_sum: jax.Array | None = None
 
@@ -296,6 +290,13 @@ class ControlVariate:
                 curved = self.hessian_times(u) * (self.num_outlying / self.num_data)
             taylor = taylor + 0.5 * jnp.dot(u, curved)
         return (exact.astype(theta.dtype) - taylor) / self.temperature
+
+    @property
+    def outlying_in_proxy(self) -> bool:
+        """Whether the proxy proposals follow the outlying rows' own log-likelihoods instead of their Taylor proxies
+        (:meth:`proposal_log_likelihood`): the test's Δ is the same either way; only the moves change, and each
+        evaluation of the proposal's target reads the m rows."""
+        return self.outlying_gradient_sum is not None
 
     @property
     def proposal_rows(self) -> int:

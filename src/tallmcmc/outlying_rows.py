@@ -448,7 +448,6 @@ def with_outlying_rows(
         control_variate,
         outlying_indices=on_device,
         outlying_rows=rows_of(model.data, on_device),
-        outlying_in_proxy=False,
         outlying_gradient_sum=None,
         outlying_hessian_sum=None,
     )
@@ -465,7 +464,6 @@ def with_outlying_rows(
         )
     return dataclasses.replace(
         held,
-        outlying_in_proxy=True,
         outlying_gradient_sum=alone.gradient_sum,
         outlying_hessian_sum=alone.hessian_sum if per_datum else None,
         data_used=control_variate.data_used + rows.size,

@@ -159,7 +159,7 @@ def proxy_langevin(control_variate: ControlVariate, step_size: float, *, precond
             moved = flat + 0.5 * epsilon * m @ gradient(flat) + jnp.sqrt(epsilon) * jnp.asarray(factor, dtype) @ noise
             ratio = log_q(flat, moved) - log_q(moved, flat)
             proxy_ratio = log_density(moved) - log_density(flat) + ratio
-            rows = _trajectory_rows(control_variate, 3)  # ∇ at θ and θ′, the density at both: 4 evaluations
+            rows = _rows_read(control_variate, 4)  # ∇ at θ and θ′, the density at both
             return Proposed(unravel(moved), ratio, rows, proxy_ratio)
 
         return propose
@@ -333,7 +333,7 @@ def _leapfrog(
             )
             ratio = kinetic(momentum) - kinetic(final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            return Proposed(unravel(moved), ratio, _trajectory_rows(control_variate, num), proxy_ratio)
+            return Proposed(unravel(moved), ratio, _rows_read(control_variate, num + 1), proxy_ratio)
 
         return propose
 
@@ -350,21 +350,28 @@ def _trajectory(rng_key: jax.Array, step: float, steps: int, multiplier, jitter:
     if multiplier is None:
         epsilon, num = jnp.asarray(step, dtype), steps
     else:
-        integration_time = step * steps
-        epsilon = jnp.minimum(jnp.asarray(step, dtype) * multiplier, jnp.asarray(integration_time, dtype))
-        num = jnp.clip(jnp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(jnp.int32)
+        epsilon, num = tuned_step(step, steps, multiplier, dtype=dtype)
     if not jitter:
         return rng_key, epsilon, num
     momentum_key, jitter_key = jax.random.split(rng_key)
     return momentum_key, epsilon * jax.random.uniform(jitter_key, (), dtype, 1.0 - jitter, 1.0 + jitter), num
 
 
-def _trajectory_rows(control_variate: ControlVariate, num) -> jax.Array:
-    """Rows a trajectory of ``num`` steps reads: (num + 1) evaluations of the proxy's value and gradient, each of the
-    outlying rows where the proxy follows them (``ControlVariate.outlying_in_proxy``), else 0."""
-    if not control_variate.proposal_rows:  # data-free: the same program as a proxy without rows
+def tuned_step(step: float, steps: int, multiplier, *, xp=jnp, dtype=None) -> tuple:
+    """(ε, L) of a tuned :func:`proxy_hamiltonian`: the step times ``multiplier``, at most the integration time
+    ``step × steps``, and the number of steps that keeps that time, round(time / ε) in [1, :data:`MAX_TUNED_STEPS`].
+    ``xp`` = ``numpy`` gives the same on the host (``sample_tall`` counts the rows a trajectory reads with it)."""
+    integration_time = step * steps
+    epsilon = xp.minimum(xp.asarray(step, dtype) * multiplier, xp.asarray(integration_time, dtype))
+    return epsilon, xp.clip(xp.round(integration_time / epsilon), 1, MAX_TUNED_STEPS).astype(xp.int32)
+
+
+def _rows_read(control_variate: ControlVariate, evaluations) -> jax.Array:
+    """Rows a proposal reads in ``evaluations`` evaluations of its target: the outlying rows each time where the proxy
+    follows them (``ControlVariate.outlying_in_proxy``), else the constant 0 (the same program as before them)."""
+    if not control_variate.proposal_rows:
         return jnp.zeros((), jnp.int32)
-    return (jnp.asarray(num, jnp.int32) + 1) * control_variate.proposal_rows
+    return jnp.asarray(evaluations, jnp.int32) * control_variate.proposal_rows
 
 
 def _proxy_value_and_gradient(control_variate: ControlVariate, model: Model, unravel):
@@ -446,7 +453,7 @@ def _split_hamiltonian(
             z, final_momentum, _, moved_value = jax.lax.fori_loop(0, num, split_step, (whitened, momentum, kick, value))
             ratio = 0.5 * (momentum @ momentum - final_momentum @ final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            return Proposed(unravel(position_of(z)), ratio, _trajectory_rows(control_variate, num), proxy_ratio)
+            return Proposed(unravel(position_of(z)), ratio, _rows_read(control_variate, num + 1), proxy_ratio)
 
         return propose
 
