@@ -57,8 +57,6 @@ def test_no_source_file_points_outside_the_repository():
 
 #: Modules that may use the examples: the reproductions, the command line, the examples themselves.
 NOT_CORE = ("tallmcmc.examples", "tallmcmc.reproduce", "tallmcmc.cli", "tallmcmc.__main__")
-#: Deprecation aliases that import an example when an old name is used (PEP 562 ``__getattr__``), by module.
-DEPRECATED_EXAMPLE_ALIASES = {"tallmcmc.acceptance.tuna": "__getattr__", "tallmcmc.testing": "__getattr__"}
 
 
 def module_names() -> dict[str, pathlib.Path]:
@@ -87,17 +85,16 @@ def imported_modules(node, module: str, known: dict[str, pathlib.Path]) -> list[
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Imports between the package's modules, at any level (a lazy import inside a function is still a dependency;
-    only the deprecation aliases of ``DEPRECATED_EXAMPLE_ALIASES`` are left out), with the parent packages a target's
-    import runs (those that are not the importer's own ancestors, which are running already)."""
+    """Imports between the package's modules, at any level (a lazy import inside a function is still a dependency),
+    with the parent packages a target's import runs (those that are not the importer's own ancestors, which are
+    running already)."""
     known = module_names()
     graph = {}
     for module, path in known.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        aliases = deprecation_alias_nodes(tree, DEPRECATED_EXAMPLE_ALIASES.get(module))
         edges = set()
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in aliases:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             for target in imported_modules(node, module, known):
                 parts = target.split(".")
@@ -108,16 +105,6 @@ def import_graph() -> dict[str, set[str]]:
                         edges.add(parent)
         graph[module] = edges
     return graph
-
-
-def deprecation_alias_nodes(tree, function_name: str | None) -> set[int]:
-    """The nodes inside the module's deprecation-alias function (``__getattr__``), if it has one."""
-    return {
-        id(inner)
-        for function in ast.walk(tree)
-        if isinstance(function, ast.FunctionDef) and function.name == function_name
-        for inner in ast.walk(function)
-    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -163,16 +150,14 @@ def test_the_cycle_check_can_fail():
 
 
 def test_core_modules_import_no_example():
-    """Nothing outside the examples, the reproductions and the command line imports an example, at any level
-    (deprecation aliases that import one when an old name is used excepted, by name)."""
+    """Nothing outside the examples, the reproductions and the command line imports an example, at any level."""
     offenders = []
     for module, path in module_names().items():
         if module.startswith(NOT_CORE):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        allowed_nodes = deprecation_alias_nodes(tree, DEPRECATED_EXAMPLE_ALIASES.get(module))
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in allowed_nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 if any(name.startswith("tallmcmc.examples") for name in names):
                     offenders.append(f"{module}:{node.lineno}")

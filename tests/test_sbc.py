@@ -302,9 +302,11 @@ def test_minibatch_barker_without_correction_fails_the_full_check():
     assert not result.passed, str(result)
 
 
-def test_the_old_name_of_the_calibration_problem_still_works_with_a_warning():
+def test_the_old_name_of_the_calibration_problem_names_where_it_moved():
+    """``tallmcmc.testing.gaussian_mean_problem`` (removed after 0.1.0) raises an AttributeError naming the new home."""
     import tallmcmc.testing
 
-    with pytest.warns(DeprecationWarning, match="calibration_problem"):
-        old = tallmcmc.testing.gaussian_mean_problem
-    assert old is gaussian_mean_problem
+    with pytest.raises(AttributeError, match=r"tallmcmc\.examples\.gaussian_mean\.calibration_problem"):
+        tallmcmc.testing.gaussian_mean_problem  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'no_such_problem'"):
+        tallmcmc.testing.no_such_problem  # noqa: B018

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
+import sys
 from typing import Any
 
 import jax
@@ -264,18 +264,16 @@ def repeated_decisions(
 
 
 def __getattr__(name: str):
-    """Deprecated names: ``gaussian_mean_problem`` moved to :func:`tallmcmc.examples.gaussian_mean.calibration_problem`.
+    """``gaussian_mean_problem`` was removed after 0.1.0: an ``AttributeError`` that names where it moved.
 
-    The example is imported here, when the old name is used, so that this core module imports no example.
+    It is :func:`tallmcmc.examples.gaussian_mean.calibration_problem`; nothing is imported (this core module
+    imports no example).
     """
     if name == "gaussian_mean_problem":
-        warnings.warn(
-            "tallmcmc.testing.gaussian_mean_problem is deprecated: use "
+        raise AttributeError(
+            "tallmcmc.testing.gaussian_mean_problem was removed after 0.1.0 (deprecated there): use "
             "tallmcmc.examples.gaussian_mean.calibration_problem (the same function)",
-            DeprecationWarning,
-            stacklevel=2,
+            name=name,
+            obj=sys.modules[__name__],
         )
-        from tallmcmc.examples.gaussian_mean import calibration_problem
-
-        return calibration_problem
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name, obj=sys.modules[__name__])

@@ -325,13 +325,13 @@ def test_bad_input_names_the_argument(gaussian):
         ("weighted_mean_bound", weighted_mean),
     ],
 )
-def test_the_old_names_of_the_example_bounds_still_work_and_warn(old, example):
-    """``tallmcmc.acceptance.tuna.<example>_bound`` is the example's ``tuna_bound``, with a DeprecationWarning."""
-    with pytest.warns(DeprecationWarning, match=f"tallmcmc.examples.{example.__name__.rsplit('.', 1)[-1]}.tuna_bound"):
-        function = getattr(tuna_module, old)
-    assert function is example.tuna_bound
-    with pytest.warns(DeprecationWarning):
+def test_the_old_names_of_the_example_bounds_name_where_they_moved(old, example):
+    """``tallmcmc.acceptance.tuna.<example>_bound`` (removed after 0.1.0) raises an AttributeError naming the new home."""
+    new = f"tallmcmc.examples.{example.__name__.rsplit('.', 1)[-1]}.tuna_bound"
+    with pytest.raises(AttributeError, match=new.replace(".", r"\.")):
+        getattr(tuna_module, old)
+    with pytest.raises(ImportError, match=old):  # Python's own message: AttributeError's is not passed on
         exec(f"from tallmcmc.acceptance.tuna import {old}", {})
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="no attribute 'no_such_bound'"):
         tuna_module.no_such_bound  # noqa: B018
     assert old not in tuna_module.__all__

@@ -91,7 +91,7 @@ References
 from __future__ import annotations
 
 import dataclasses
-import warnings
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -587,28 +587,19 @@ _MOVED_TO_EXAMPLES = {
 
 
 def __getattr__(name: str):
-    """The example bounds' old names (PEP 562): each returns its example's ``tuna_bound`` with a ``DeprecationWarning``.
+    """The example bounds' old names (removed after 0.1.0): an ``AttributeError`` that names where each moved.
 
     ``tallmcmc.acceptance.tuna.logistic_regression_bound`` is now
     ``tallmcmc.examples.logistic_regression.tuna_bound``, and likewise for
     ``gaussian_mixture_bound``, ``gaussian_mean_bound`` and ``weighted_mean_bound``.
+    Nothing is imported: this core module imports no example.
     """
-    if name not in _MOVED_TO_EXAMPLES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # imported here, not at the top: the examples import this module (their bounds are TunaBounds), and the core
-    # must not import the examples; this deprecation alias is the one place it does
-    from tallmcmc.examples import gaussian_mean, gaussian_mixture, logistic_regression, weighted_mean
-
-    modules = {
-        "gaussian_mean": gaussian_mean,
-        "gaussian_mixture": gaussian_mixture,
-        "logistic_regression": logistic_regression,
-        "weighted_mean": weighted_mean,
-    }
-    module, new_name = _MOVED_TO_EXAMPLES[name]
-    warnings.warn(
-        f"tallmcmc.acceptance.tuna.{name} is deprecated: use tallmcmc.examples.{module}.{new_name} (the same function)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(modules[module], new_name)
+    if name in _MOVED_TO_EXAMPLES:
+        module, new_name = _MOVED_TO_EXAMPLES[name]
+        raise AttributeError(
+            f"tallmcmc.acceptance.tuna.{name} was removed after 0.1.0 (deprecated there): use "
+            f"tallmcmc.examples.{module}.{new_name} (the same function)",
+            name=name,
+            obj=sys.modules[__name__],
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name, obj=sys.modules[__name__])

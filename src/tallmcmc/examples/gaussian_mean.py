@@ -66,8 +66,8 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     :math:`|\cdot| \le \|δ\|(\|x_i - x_0\| + \|\bar θ - x_0\|) \le \tilde c_i M`,
     :math:`\tilde c_i = \|x_i - x_0\| + s`, :math:`M = \|δ\| \max(1, \|\bar θ - x_0\|/s)`.
 
-    Formerly ``tallmcmc.acceptance.tuna.gaussian_mean_bound`` (still there,
-    with a ``DeprecationWarning``).
+    Formerly ``tallmcmc.acceptance.tuna.gaussian_mean_bound`` (removed after
+    0.1.0).
     """
     if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(

@@ -107,8 +107,8 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     mean), hence :math:`\tilde c_i = (2/σ^2)(|x_i - x_0| + s)` and
     :math:`M = \|θ' - θ\| \max(1, R/s)`.
 
-    Formerly ``tallmcmc.acceptance.tuna.gaussian_mixture_bound`` (still
-    there, with a ``DeprecationWarning``).
+    Formerly ``tallmcmc.acceptance.tuna.gaussian_mixture_bound`` (removed after
+    0.1.0).
     """
     if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(

@@ -214,8 +214,8 @@ def tuna_bound(model: Model, control_variate=None) -> TunaBound:
     :math:`|f'(z) - f'(\hat z)| \le |z - \hat z|/4`, so
     :math:`\tilde c_i = \|x_i\|^2/4`, :math:`M = \|β'-β\| \max(\|u\|, \|u'\|)`.
 
-    Formerly ``tallmcmc.acceptance.tuna.logistic_regression_bound`` (still
-    there, with a ``DeprecationWarning``).
+    Formerly ``tallmcmc.acceptance.tuna.logistic_regression_bound`` (removed after
+    0.1.0).
     """
     if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(

@@ -76,8 +76,8 @@ def tuna_bound(model: Model, scale: float = 1.0) -> TunaBound:
     :math:`\tilde c_i = w_i(|x_i - x_0| + s)`, :math:`M = |δ| \max(1, |\bar θ - x_0|/s)`,
     x₀ the weighted data mean.
 
-    Formerly ``tallmcmc.acceptance.tuna.weighted_mean_bound`` (still there,
-    with a ``DeprecationWarning``).
+    Formerly ``tallmcmc.acceptance.tuna.weighted_mean_bound`` (removed after
+    0.1.0).
     """
     if unwrapped(model.log_likelihood) is not log_likelihood:
         raise ValueError(
