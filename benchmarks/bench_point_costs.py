@@ -3,7 +3,10 @@
 Calibrates ``tallmcmc.automatic.RESIDUAL_POINT_COST`` (the cost of one residual in plain points, which
 ``choose_test`` uses to weigh the minibatch test's points against the exact test's): for each d in
 ``--dimensions`` (default 10, 50, 100, 500), untempered logistic regression ``logistic_regression.simulate(N, d,
-seed=0)`` (float32, prior N(0, I)), ``--chains`` chains (default 4, ``sample_tall``'s), on this CPU:
+seed=0)`` (float32, prior N(0, I)); and for each G in ``--intercepts`` (default 100, 500; none: ``--intercepts``
+with no value), the random-intercepts model ``random_intercepts.simulate(N, G, seed=0)`` (d = G + 1, a row touching
+one intercept: a model whose plain point costs the same at every d); ``--chains`` chains (default 4,
+``sample_tall``'s), on this CPU:
 
 * **plain** — what the exact test does per step: the per-datum log-likelihoods at θ′ on all N rows
   (``tallmcmc.acceptance.exact.per_datum_log_likelihood``, the chains vmapped, chain by chain on a CPU) and
@@ -12,8 +15,10 @@ seed=0)`` (float32, prior N(0, I)), ``--chains`` chains (default 4, ``sample_tal
   points: keyed-permutation indices (``permuted_indices``), then ``ResidualModel.log_likelihood_ratios_at`` (the two
   log-likelihoods minus the Taylor proxy difference, gathered rows), summed; ``--residual-chunks`` chunks per step,
   in a ``fori_loop`` as the sequential test runs them;
-  for each control variate kind: ``per_datum`` (order 2, one jvp of the gradient per datum: ``sample_tall``'s) and
-  ``gradient`` (order 1, or order 2 with a shared curvature: one gradient per datum).
+  for each control variate kind: ``per_datum`` (order 2, one forward-over-forward jvp per datum: ``sample_tall``'s)
+  and ``gradient`` (order 1, or order 2 with a shared curvature: one jvp per datum);
+* **index** — the keyed permutation's indices of those residuals alone (their share of a residual: the cycle walk
+  back into [0, N) costs most where 4^h is far above N, as at N = 10⁵).
 
 Each kernel runs as a compiled loop of steps whose position depends on the previous step's result (nothing can be
 hoisted out of the loop); the times are the best of ``--repeats`` (rotating the kernels' order between repeats, so
@@ -39,11 +44,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 import tallmcmc
 from tallmcmc.acceptance.exact import per_datum_log_likelihood
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
-from tallmcmc.examples import logistic_regression
+from tallmcmc.examples import logistic_regression, random_intercepts
+from tallmcmc.model import default_start
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import timed  # noqa: E402
@@ -52,14 +59,16 @@ KINDS = {"per_datum": dict(order=2), "gradient": dict(order=1)}
 
 
 def plain_loop(model, iterations: int, chains: int):
-    """``run(data, cache, theta, key)``: ``iterations`` exact-test evaluations (θ′ on all rows, Σ(new − cache))."""
+    """``run(data, cache, theta, key)``: ``iterations`` exact-test evaluations (θ′ on all rows, Σ(new − cache));
+    ``theta`` is the chains' flattened positions, (chains, d)."""
+    unravel = ravel_pytree(default_start(model.position_shape, 0))[1]
 
     def step(t, carry):
         data, cache, theta, key = carry
         held = model.with_data(data)
         noise = 1e-3 * jax.random.normal(jax.random.fold_in(key, t), theta.shape, theta.dtype)
         proposed = theta + noise
-        new = jax.vmap(lambda position: per_datum_log_likelihood(held, position))(proposed)
+        new = jax.vmap(lambda flat: per_datum_log_likelihood(held, unravel(flat)))(proposed)
         delta = jnp.sum(new - cache, axis=1)
         return data, cache, theta + 1e-30 * delta[:, None], key
 
@@ -70,10 +79,12 @@ def plain_loop(model, iterations: int, chains: int):
     return run
 
 
-def residual_loop(model, control_variate, iterations: int, chunks: int, chunk: int):
-    """``run(data, theta, key)``: ``iterations`` steps of ``chunks`` chunks of ``chunk`` residuals per chain."""
+def residual_loop(model, control_variate, iterations: int, chunks: int, chunk: int, index_only: bool = False):
+    """``run(data, theta, key)``: ``iterations`` steps of ``chunks`` chunks of ``chunk`` residuals per chain (with
+    ``index_only``, only the keyed permutation's indices of those residuals)."""
     num_data = model.num_data
     lanes = jnp.arange(chunk, dtype=jnp.int32)
+    unravel = ravel_pytree(default_start(model.position_shape, 0))[1]
 
     def one_chain(held, theta, key):
         proposed = theta + 1e-3 * jax.random.normal(key, theta.shape, theta.dtype)
@@ -82,7 +93,10 @@ def residual_loop(model, control_variate, iterations: int, chunks: int, chunk: i
 
         def body(c, total):
             indices = permuted_indices(round_keys, c * chunk + lanes, num_data)
-            return total + jnp.sum(residuals.log_likelihood_ratios_at(theta, proposed, indices))
+            if index_only:
+                return total + 1e-30 * jnp.sum(indices).astype(total.dtype)
+            ratios = residuals.log_likelihood_ratios_at(unravel(theta), unravel(proposed), indices)
+            return total + jnp.sum(ratios)
 
         return jax.lax.fori_loop(0, chunks, body, jnp.zeros((), theta.dtype))
 
@@ -116,17 +130,37 @@ def best_seconds(calls: dict, repeats: int) -> tuple[dict[str, float], dict[str,
     return {name: min(values) for name, values in wall.items()}, {name: min(values) for name, values in cpu.items()}
 
 
-def measure(dimension: int, args) -> dict:
+def models(args):
+    """(label, d, the model on N rows, the same on the first N/10) for each row of the table."""
+    num_data = args.num_data
+    for dimension in args.dimensions:
+        covariates, response = logistic_regression.simulate(num_data, dimension, seed=0)
+        yield (
+            "logistic",
+            dimension,
+            logistic_regression.model(covariates, response),
+            logistic_regression.model(covariates[: num_data // 10], response[: num_data // 10]),
+        )
+    for num_groups in args.intercepts:
+        groups, response = random_intercepts.simulate(num_data, num_groups, seed=0)
+        yield (
+            f"intercepts G={num_groups}",
+            num_groups + 1,
+            random_intercepts.model(groups, response, num_groups),
+            random_intercepts.model(groups[: num_data // 10], response[: num_data // 10], num_groups),
+        )
+
+
+def measure(model, small, args) -> dict:
     num_data, chains = args.num_data, args.chains
-    covariates, response = logistic_regression.simulate(num_data, dimension, seed=0)
-    model = logistic_regression.model(covariates, response)
-    small = logistic_regression.model(covariates[: num_data // 10], response[: num_data // 10])
-    centre = jnp.zeros(dimension, jnp.float32)
+    flat_start, unravel = ravel_pytree(default_start(model.position_shape, 0))
+    dimension = flat_start.shape[0]
+    centre = unravel(jnp.zeros(dimension, jnp.float32))
     theta = jnp.asarray(np.random.default_rng(1).normal(size=(chains, dimension)) / np.sqrt(num_data), jnp.float32)
     key = jax.random.key(0)
     calls, points = {}, {}
     for name, held in (("plain N", model), ("plain N/10", small)):
-        cache = jax.vmap(held.per_datum_log_likelihood)(theta)
+        cache = jax.vmap(lambda flat, held=held: held.per_datum_log_likelihood(unravel(flat)))(theta)
         run = plain_loop(held, args.iterations, chains)
         calls[name] = lambda run=run, held=held, cache=cache: run(held.data, cache, theta, key)
         points[name] = held.num_data
@@ -137,6 +171,10 @@ def measure(dimension: int, args) -> dict:
             name = f"{kind} x{count}"
             calls[name] = lambda run=run: run(model.data, theta, key)
             points[name] = count * args.chunk
+    for count in args.residual_chunks:  # the keyed permutation's share: the indices alone
+        run = residual_loop(model, control_variate, args.iterations, count, args.chunk, index_only=True)
+        calls[f"index x{count}"] = lambda run=run: run(model.data, theta, key)
+        points[f"index x{count}"] = count * args.chunk
     load = os.getloadavg()[0]
     wall, cpu = best_seconds(calls, args.repeats)
     row = {"d": dimension, "load_start": load, "load_end": os.getloadavg()[0]}
@@ -145,7 +183,7 @@ def measure(dimension: int, args) -> dict:
         row[f"{clock}_per_point"] = {name: seconds[name] / (args.iterations * chains * points[name]) for name in calls}
         plain = (seconds["plain N"] - seconds["plain N/10"]) / (args.iterations * chains * (num_data - num_data // 10))
         row[f"{clock}_plain_marginal"] = plain
-        for kind in KINDS:
+        for kind in (*KINDS, "index"):
             marginal = (seconds[f"{kind} x{high}"] - seconds[f"{kind} x{low}"]) / (
                 args.iterations * chains * (high - low) * args.chunk
             )
@@ -156,7 +194,8 @@ def measure(dimension: int, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dimensions", type=int, nargs="+", default=[10, 50, 100, 500])
+    parser.add_argument("--dimensions", type=int, nargs="*", default=[10, 50, 100, 500])
+    parser.add_argument("--intercepts", type=int, nargs="*", default=[100, 500])
     parser.add_argument("--num-data", type=int, default=100_000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--chunk", type=int, default=100)
@@ -168,22 +207,24 @@ def main() -> None:
     started = datetime.datetime.now(datetime.UTC)
     print(f"# {' '.join(sys.argv)}  ({started:%Y-%m-%d %H:%M} UTC, jax {jax.__version__}, {jax.devices()[0]})")
     print(
-        "| d | plain ns/pt, marginal (wall; CPU) | per_datum residual ns/pt, marginal (wall; CPU) | cost (wall; CPU) | "
-        "gradient residual ns/pt (wall; CPU) | cost (wall; CPU) | load |"
+        "| model | d | plain ns/pt, marginal (wall; CPU) | per_datum residual ns/pt, marginal (wall; CPU) | cost (wall; CPU) | "
+        "gradient residual ns/pt (wall; CPU) | cost (wall; CPU) | of which the index, ns/pt (wall; CPU) | load |"
     )
-    print("|---:|---|---|---|---|---|---|")
+    print("|---|---:|---|---|---|---|---|---|---|")
     rows = []
-    for dimension in args.dimensions:
+    for label, dimension, model, small in models(args):
         started_here = time.perf_counter()
-        row = measure(dimension, args)
+        row = measure(model, small, args)
+        row["model"] = label
         row["seconds"] = time.perf_counter() - started_here
         rows.append(row)
         print(
-            f"| {dimension} | {1e9 * row['wall_plain_marginal']:.2f}; {1e9 * row['cpu_plain_marginal']:.2f} | "
+            f"| {label} | {dimension} | {1e9 * row['wall_plain_marginal']:.2f}; {1e9 * row['cpu_plain_marginal']:.2f} | "
             f"{1e9 * row['wall_per_datum_marginal']:.1f}; {1e9 * row['cpu_per_datum_marginal']:.1f} | "
             f"{row['wall_per_datum_cost']:.1f}; {row['cpu_per_datum_cost']:.1f} | "
             f"{1e9 * row['wall_gradient_marginal']:.1f}; {1e9 * row['cpu_gradient_marginal']:.1f} | "
             f"{row['wall_gradient_cost']:.1f}; {row['cpu_gradient_cost']:.1f} | "
+            f"{1e9 * row['wall_index_marginal']:.1f}; {1e9 * row['cpu_index_marginal']:.1f} | "
             f"{row['load_start']:.1f}–{row['load_end']:.1f} |",
             flush=True,
         )

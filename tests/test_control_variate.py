@@ -44,6 +44,43 @@ def test_proxy_sum_equals_the_sum_of_per_datum_proxies(logistic):
     np.testing.assert_allclose(float(first.proxy_log_ratio(theta, theta_new)), float(jnp.sum(per_datum)), rtol=2e-3)
 
 
+@pytest.mark.parametrize("order, curvature", [(2, "per_datum"), (1, "per_datum"), (2, "shared")])
+def test_per_datum_proxy_differences_are_the_taylor_quadratic_on_a_model_with_a_dict_position(order, curvature):
+    """qᵢ(θ′) − qᵢ(θ) = gᵢᵀδ + ūᵀHᵢδ (forward-over-forward in the library) against gᵢ and Hᵢ written out by hand.
+
+    The random-intercepts model: a row's log-likelihood −½(yᵢ − u_{gᵢ})² touches one coordinate, so gᵢ and Hᵢ are
+    zero but for u_{gᵢ} (gᵢ = yᵢ − u_{gᵢ}, Hᵢ = −1 there); log τ does not enter the likelihood. A proxy that took
+    another row's coordinate, dropped the curvature or the midpoint fails at 10⁻⁴.
+    """
+    from tallmcmc.examples import random_intercepts
+
+    groups, response = random_intercepts.simulate(300, 7, seed=3)
+    model = random_intercepts.model(groups, response, 7)
+    rng = np.random.default_rng(5)
+    center = {"log_tau": jnp.float32(-0.3), "u": jnp.asarray(rng.normal(0, 0.5, 7), jnp.float32)}
+    theta = {"log_tau": jnp.float32(0.1), "u": center["u"] + jnp.asarray(rng.normal(0, 0.2, 7), jnp.float32)}
+    proposed = {"log_tau": jnp.float32(-0.2), "u": theta["u"] + jnp.asarray(rng.normal(0, 0.2, 7), jnp.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the centre is no mode: the summed Hessian's warning is not the point here
+        cv = tallmcmc.taylor_control_variate(model, center, order=order, curvature=curvature)
+    got = np.asarray(cv.proxy_differences(theta, proposed, model.data), np.float64)
+
+    u_c, u, u_new = (np.asarray(p["u"], np.float64)[groups] for p in (center, theta, proposed))
+    y = np.asarray(response, np.float64)
+    delta, midpoint = u_new - u, 0.5 * (u + u_new) - u_c
+    expected = (y - u_c) * delta  # gᵢᵀδ
+    if order == 2 and curvature == "per_datum":
+        expected = expected - midpoint * delta  # ūᵀHᵢδ with Hᵢ = −1 on u_{gᵢ}
+    elif order == 2:  # shared: ūᵀ(H̄/N)δ for every row, H̄ = −diag(rows per group) on u
+        counts = np.bincount(groups, minlength=7).astype(np.float64)
+        flat = lambda p: np.asarray(p["u"], np.float64)  # noqa: E731
+        mid = 0.5 * (flat(theta) + flat(proposed)) - flat(center)
+        expected = expected - float(np.sum(mid * counts * (flat(proposed) - flat(theta)))) / len(y)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    wrong = (y - u_c) * delta - (0.5 * (u + u_new)) * delta  # the curvature about 0, not about the centre
+    assert np.max(np.abs(wrong - expected)) > 1e-2
+
+
 def test_residuals_are_far_smaller_than_the_log_ratios(logistic):
     model, mode, cv = logistic
     theta, theta_new = mode + 0.005, mode - 0.005

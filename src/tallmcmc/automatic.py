@@ -42,7 +42,7 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    full pass). The minibatch test costs its measured b residuals per step,
    each priced at :func:`residual_point_cost` plain points (a fixed table
    by d and the control variate's kind, measured once: a residual evaluates
-   two log-likelihoods and a Hessian-vector product on gathered rows, 11–45
+   two log-likelihoods and a nested forward-mode jvp on gathered rows, 8–40
    plain points' worth on a CPU), and accepts at its measured rate; the
    exact Metropolis test costs N per step and accepts at the mean of
    min(1, e^{Δ*}) over the window (Δ* the minibatch test's estimate of Δ,
@@ -248,15 +248,17 @@ _OUTLYING_STREAM = 0x0A7  # the Laplace draws at which the early look for outlyi
 _PROXY_STREAM = 0x9A0  # the Laplace draws at which the look for rows the proxy should follow measures residuals
 #: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
 #: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
-#: log-likelihoods and a Hessian-vector product at the centre, gathered rows) and ``"gradient"`` (first order, or a
-#: shared curvature: two log-likelihoods and a gradient). Measured once, on logistic regression (N = 10⁵, 4 chains,
-#: chunks of 100 residuals as ``sample_tall``'s minibatch test draws them) on a 2-core Xeon CPU, the run at the
-#: lowest load (2.2: both cores), by ``benchmarks/bench_point_costs.py`` (``benchmarks/RESULTS.md``, "What a
-#: residual costs"; ``docs/sample_tall.md``, the same, with how the ratios move with load and N); between the
-#: calibrated d interpolated linearly in log d, outside them the nearest one's value. Fixed numbers, so that the
+#: log-likelihoods and a nested forward-mode jvp at the centre, gathered rows) and ``"gradient"`` (first order, or a
+#: shared curvature: two log-likelihoods and one jvp). Measured on logistic regression (N = 10⁵, 4 chains, chunks of
+#: 100 residuals as ``sample_tall``'s minibatch test draws them) on a 2-core Xeon CPU, the run at the lowest load
+#: (2.2: both cores), by ``benchmarks/bench_point_costs.py`` (``benchmarks/RESULTS.md``, "What a residual costs";
+#: ``docs/sample_tall.md``, the same, with how the ratios move with load and N); between the calibrated d
+#: interpolated linearly in log d, outside them the nearest one's value. Since the per-datum residual is computed
+#: forward-over-forward (2026-11-30) it costs what the gradient kind costs (within 1–6% at every d, same run,
+#: ``benchmarks/RESULTS.md``, "A residual in forward mode"), so the two rows are the same. Fixed numbers, so that the
 #: choice, which changes the draws, does not depend on the timing noise of the run that makes it.
 RESIDUAL_POINT_COST = {
-    "per_datum": ((10, 45.0), (50, 30.0), (100, 20.0), (500, 11.0)),
+    "per_datum": ((10, 40.0), (50, 28.0), (100, 17.0), (500, 8.0)),
     "gradient": ((10, 40.0), (50, 28.0), (100, 17.0), (500, 8.0)),
 }
 #: What one row read by a proxy that follows the outlying rows exactly (``ControlVariate.outlying_in_proxy``) costs,

@@ -23,9 +23,10 @@ built. A subsampling test then estimates only the sum of the **residuals**
 
 whose spread is of order :math:`\|u\|^2\|\delta\|` instead of :math:`\|\delta\|`
 near the mode, and adds :math:`\tfrac1K \sum_i [q_i(\theta') - q_i(\theta)]`
-exactly. Every per-datum residual needs :math:`g_i` and
-:math:`H_i\delta` at the centre for the datum drawn: one forward-over-reverse
-pass (``jax.jvp`` of ``jax.grad``), never a d × d matrix per datum. See
+exactly. Every per-datum residual needs :math:`g_i^\top\delta` and
+:math:`\bar u^\top H_i\delta` at the centre for the datum drawn: one
+forward-over-forward pass (``jax.jvp`` of ``jax.jvp``) through the datum's
+log-likelihood, never a length-d gradient or a d × d matrix per datum. See
 ``docs/control_variates.md`` for the derivation and the variance argument.
 
 With ``curvature`` other than ``"per_datum"`` every datum shares one
@@ -36,7 +37,7 @@ diagonally scaled D^{-1/2}(−H̄)D^{-1/2} (D = −diag(H̄)), exact in their
 directions, with a diagonal across them.
 The proxy sum :math:`G^\top\delta + \bar u^\top A\delta` is still exact and
 data-free, so the decisions stay exact for any :math:`A`; each residual needs
-only :math:`g_i^\top\delta` (one gradient per datum) and storage is O(d) or
+only :math:`g_i^\top\delta` (one forward-mode jvp per datum) and storage is O(d) or
 O(dk). The shared term is the same for every datum, so the residuals' spread
 is that of ``order=1``: :math:`A` only shifts their mean and shapes the proxy
 posterior of the proxy proposals.
@@ -307,9 +308,18 @@ class ControlVariate:
     def proxy_differences(self, position: Position, proposed: Position, data) -> jax.Array:
         """Per-datum qᵢ(θ′) − qᵢ(θ), untempered, for a batch of data.
 
-        ``"per_datum"`` curvature: gᵢᵀδ + ūᵀHᵢδ from one jvp of the gradient
-        per datum. First order and shared curvatures: gᵢᵀδ from one gradient
-        per datum, plus the same ūᵀAδ/N for every datum (ū = ½(u + u′)).
+        ``"per_datum"`` curvature: gᵢᵀδ + ūᵀHᵢδ, the first and the mixed
+        second directional derivatives of ℓᵢ at the centre along δ and
+        ū = ½(u + u′), from one forward-over-forward ``jvp`` per datum. First
+        order and shared curvatures: gᵢᵀδ from one ``jvp`` per datum, plus the
+        same ūᵀAδ/N for every datum.
+
+        Forward mode carries the two directions through ℓᵢ itself, so a datum
+        costs a few evaluations of its own log-likelihood whatever d is; the
+        gradient and Hessian-vector product (reverse mode) it replaces built two
+        length-d vectors per datum, which on a model whose rows each touch a few
+        coordinates (a group's intercept) cost 4× as much at d = 504
+        (``docs/sample_tall.md``, "What a residual costs").
         """
         theta, _ = ravel_pytree(position)
         theta_new, _ = ravel_pytree(proposed)
@@ -319,13 +329,13 @@ class ControlVariate:
         log_likelihood = self.log_likelihood
 
         def one(datum):
-            def gradient(flat):
-                return ravel_pytree(jax.grad(lambda p: log_likelihood(p, datum))(unravel(flat)))[0]
+            def slope_along_delta(flat):  # gᵀδ at flat
+                return jax.jvp(lambda point: log_likelihood(unravel(point), datum), (flat,), (delta,))[1]
 
             if self.order == 1 or self.curvature != "per_datum":
-                return jnp.dot(gradient(center), delta)
-            g, h_delta = jax.jvp(gradient, (center,), (delta,))
-            return jnp.dot(g, delta) + jnp.dot(midpoint_offset, h_delta)
+                return slope_along_delta(center)
+            slope, curvature = jax.jvp(slope_along_delta, (center,), (midpoint_offset,))
+            return slope + curvature
 
         differences = jax.vmap(one)(data)
         if self.order == 2 and self.curvature != "per_datum":
@@ -410,7 +420,7 @@ def taylor_control_variate(
 
         * ``"per_datum"`` (default): each datum's own Hessian Hᵢ in its proxy;
           stores H̄ (d × d, O(d²) per step); residuals of order ‖u‖²‖δ‖; one
-          jvp of the gradient per datum drawn.
+          forward-over-forward jvp per datum drawn.
         * ``"shared"``: every datum's proxy uses H̄/N; stores H̄ (d × d).
         * ``"diagonal"``: every datum's proxy uses diag(H̄)/N; stores O(d).
         * ``"low_rank"``: every datum's proxy uses A/N with
@@ -420,7 +430,7 @@ def taylor_control_variate(
           coordinates Peⱼ: exact along Σ⁻¹V, H̄'s diagonal corrected across
           them, always negative definite; stores O(d·rank).
 
-        With a shared curvature each residual needs one gradient per datum
+        With a shared curvature each residual needs one forward-mode jvp per datum
         drawn and the residuals' spread is exactly that of ``order=1`` (the
         shared term is the same for every datum): the decisions stay exact,
         the curvature shifts the residuals' mean and makes the proxy
