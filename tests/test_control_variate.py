@@ -81,6 +81,54 @@ def test_per_datum_proxy_differences_are_the_taylor_quadratic_on_a_model_with_a_
     assert np.max(np.abs(wrong - expected)) > 1e-2
 
 
+def _shapes_in(jaxpr) -> set[tuple[int, ...]]:
+    """Every intermediate's shape in a closed jaxpr, sub-jaxprs (loops, custom rules) included."""
+    shapes = set()
+    for equation in jaxpr.eqns:
+        shapes.update(tuple(var.aval.shape) for var in equation.outvars if hasattr(var.aval, "shape"))
+        for parameter in equation.params.values():
+            for inner in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    shapes |= _shapes_in(inner)
+    return shapes
+
+
+@pytest.mark.parametrize("order, curvature", [(2, "per_datum"), (1, "per_datum"), (2, "diagonal")])
+def test_a_residual_builds_no_length_d_vector_per_row(order, curvature):
+    """A chunk of 100 residuals on random intercepts (d = 501, a row touches one intercept) has no (100, ·) array
+    longer than a few entries per row: the proxy difference is carried forward through the row's own
+    log-likelihood, so its cost does not grow with d (5.5× cheaper than the gradient and Hessian-vector product
+    it replaced; benchmarks/RESULTS.md, "A residual in forward mode"). A reverse-mode gradient per row, the
+    replaced form, builds (100, 500) arrays and fails."""
+    from tallmcmc.examples import random_intercepts
+
+    groups, response = random_intercepts.simulate(2_000, 500, seed=0)
+    model = random_intercepts.model(groups, response, 500)
+    center = {"log_tau": jnp.float32(0.0), "u": jnp.zeros(500, jnp.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cv = tallmcmc.taylor_control_variate(model, center, order=order, curvature=curvature)
+    residuals = cv.residual_model(model)
+    theta = {"log_tau": jnp.float32(0.1), "u": jnp.full(500, 0.01, jnp.float32)}
+    proposed = {"log_tau": jnp.float32(0.2), "u": jnp.full(500, 0.02, jnp.float32)}
+    indices = jnp.arange(100, dtype=jnp.int32)
+
+    def per_row_widths(function):
+        jaxpr = jax.make_jaxpr(function)(theta, proposed, indices).jaxpr
+        return {shape[1] for shape in _shapes_in(jaxpr) if len(shape) == 2 and shape[0] == 100}
+
+    assert max(per_row_widths(residuals.log_likelihood_ratios_at), default=1) <= 2
+
+    def reverse_mode(position, proposed, indices):  # the replaced form: a gradient per row
+        rows = jax.tree_util.tree_map(lambda column: column[indices], model.data)
+        delta = ravel_pytree(proposed)[0] - ravel_pytree(position)[0]
+        gradient = jax.vmap(lambda row: ravel_pytree(jax.grad(lambda p: model.log_likelihood(p, row))(center))[0])
+        return gradient(rows) @ delta
+
+    assert max(per_row_widths(reverse_mode)) >= 500
+
+
 def test_residuals_are_far_smaller_than_the_log_ratios(logistic):
     model, mode, cv = logistic
     theta, theta_new = mode + 0.005, mode - 0.005

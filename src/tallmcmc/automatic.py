@@ -286,7 +286,7 @@ def residual_point_cost(control_variate: ControlVariate) -> float:
     """What one residual of ``control_variate`` costs in plain likelihood points (:data:`RESIDUAL_POINT_COST`).
 
     The kind is ``"per_datum"`` for a second-order control variate with
-    per-datum curvature (a Hessian-vector product per residual), ``"gradient"``
+    per-datum curvature (a nested forward-mode jvp per residual), ``"gradient"``
     otherwise; d is the length of its flattened centre. Deterministic: a
     table lookup, linear in log d between the calibrated dimensions.
     """

@@ -318,7 +318,7 @@ class ControlVariate:
         costs a few evaluations of its own log-likelihood whatever d is; the
         gradient and Hessian-vector product (reverse mode) it replaces built two
         length-d vectors per datum, which on a model whose rows each touch a few
-        coordinates (a group's intercept) cost 4× as much at d = 504
+        coordinates (a group's intercept) cost 5.5× as much at d = 501
         (``docs/sample_tall.md``, "What a residual costs").
         """
         theta, _ = ravel_pytree(position)
