@@ -565,3 +565,36 @@ def test_at_a_mode_the_prior_outweighs_no_curvature_warning_and_at_a_saddle_one(
         control_variate_at_mode(model, mode)
     with pytest.warns(RuntimeWarning, match="not negative semi-definite"):  # a saddle: no such excuse
         control_variate_at_mode(model, mode._replace(hessian=-np.eye(1)))
+
+
+def test_a_custom_vjp_log_likelihood_gets_the_same_residual_proxy_through_its_backward_rule():
+    """JAX cannot take a jvp of the jvp of a custom_vjp function; the proxy difference then comes from the gradient
+    and a Hessian-vector product (through the backward rule), with the values the plain function gives forward."""
+
+    @jax.custom_vjp
+    def softplus(x):
+        return jnp.logaddexp(x, 0.0)
+
+    softplus.defvjp(lambda x: (jnp.logaddexp(x, 0.0), x), lambda x, cotangent: (cotangent * jax.nn.sigmoid(x),))
+    rng = np.random.default_rng(1)
+    data = {"x": rng.normal(size=(500, 3)).astype(np.float32), "y": (rng.random(500) < 0.5).astype(np.float32)}
+
+    def model_with(function):
+        def log_likelihood(beta, datum):
+            logit = datum["x"] @ beta
+            return datum["y"] * logit - function(logit)
+
+        return tallmcmc.Model(log_likelihood, lambda beta: -0.5 * jnp.sum(beta**2), data)
+
+    center = jnp.asarray([0.2, -0.1, 0.3], jnp.float32)
+    theta, proposed = center + 0.05, center - jnp.asarray([0.02, 0.04, 0.0], jnp.float32)
+    for options in (dict(order=2), dict(order=1)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            custom = tallmcmc.taylor_control_variate(model_with(softplus), center, **options)
+            plain = tallmcmc.taylor_control_variate(model_with(lambda z: jnp.logaddexp(z, 0.0)), center, **options)
+        got = custom.proxy_differences(theta, proposed, data)
+        expected = plain.proxy_differences(theta, proposed, data)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-6)
+        residuals = custom.residual_model(model_with(softplus))
+        assert np.all(np.isfinite(np.asarray(residuals.log_likelihood_ratios_at(theta, proposed, jnp.arange(50)))))

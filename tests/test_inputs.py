@@ -393,3 +393,21 @@ def test_a_non_finite_datum_names_the_data_array_that_holds_it():
         check_model(model, jnp.zeros(2))
     with pytest.raises(ValueError, match=r"in \['X'\]"):
         tallmcmc.find_mode(model, jnp.zeros(2))
+
+
+def test_a_log_likelihood_with_a_while_loop_is_named_before_the_mode_search():
+    import jax
+
+    def log_likelihood(theta, datum):  # a Newton solve by while_loop: JAX has no reverse rule for it
+        def step(state):
+            value, count = state
+            return value - (value - datum - theta) / 1.0, count + 1
+
+        root, _ = jax.lax.while_loop(lambda state: state[1] < 3, step, (jnp.zeros_like(theta), 0))
+        return -0.5 * root**2
+
+    model = tallmcmc.Model(log_likelihood, lambda theta: -0.5 * theta**2, jnp.linspace(-1, 1, 100))
+    with pytest.raises(ValueError, match=r"reverse mode \(jax\.grad\).*find_mode.*while_loop"):
+        tallmcmc.find_mode(model, jnp.float32(0.0))
+    with pytest.raises(ValueError, match=r"reverse mode \(jax\.grad\).*taylor_control_variate.*while_loop"):
+        tallmcmc.taylor_control_variate(model, jnp.float32(0.0))

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -62,7 +63,7 @@ from jax.flatten_util import ravel_pytree
 from tallmcmc import program_cache, sharding  # sharding.gather_partials is looked up at call time (tests replace it)
 from tallmcmc._checks import integer_at_least, optional_integer_at_least
 from tallmcmc._device import to_device
-from tallmcmc.model import Model, Position, check_model
+from tallmcmc.model import Model, Position, check_differentiable, check_model
 from tallmcmc.precision import full_float32_dots, unwrapped
 from tallmcmc.sharding import row_sharding
 
@@ -327,15 +328,27 @@ class ControlVariate:
         delta = theta_new - theta
         midpoint_offset = 0.5 * (theta + theta_new) - center
         log_likelihood = self.log_likelihood
+        per_datum = self.order == 2 and self.curvature == "per_datum"
 
-        def one(datum):
+        def forward(datum):
             def slope_along_delta(flat):  # gᵀδ at flat
                 return jax.jvp(lambda point: log_likelihood(unravel(point), datum), (flat,), (delta,))[1]
 
-            if self.order == 1 or self.curvature != "per_datum":
+            if not per_datum:
                 return slope_along_delta(center)
             slope, curvature = jax.jvp(slope_along_delta, (center,), (midpoint_offset,))
             return slope + curvature
+
+        def reverse(datum):  # the same quantities from a gradient and a Hessian-vector product
+            def gradient(flat):
+                return ravel_pytree(jax.grad(lambda point: log_likelihood(unravel(point), datum))(flat))[0]
+
+            if not per_datum:
+                return jnp.dot(gradient(center), delta)
+            g, h_delta = jax.jvp(gradient, (center,), (delta,))
+            return jnp.dot(g, delta) + jnp.dot(midpoint_offset, h_delta)
+
+        one = reverse if _has_custom_vjp(log_likelihood, unravel, center, data) else forward
 
         differences = jax.vmap(one)(data)
         if self.order == 2 and self.curvature != "per_datum":
@@ -356,6 +369,34 @@ class ControlVariate:
             model.constrain,
             control_variate=self,
         ).with_shards(model.shards)
+
+
+def _has_custom_vjp(log_likelihood: Callable, unravel: Callable, center: jax.Array, data) -> bool:
+    """Whether one datum's log-likelihood calls a ``jax.custom_vjp`` function (seen in its jaxpr, loops and nested
+    calls included).
+
+    JAX differentiates such a function through its backward rule only: a jvp
+    of it fails (eagerly; under ``jit`` a first-order jvp is deferred to a
+    linearisation that a second jvp cannot take). Its residuals then take the
+    gradient-and-Hessian-vector form. Traced apart (``jax.make_jaxpr`` on
+    shapes), so nothing is added to the program being traced.
+    """
+    datum = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), data)
+    point = jax.ShapeDtypeStruct(center.shape, center.dtype)
+    closed = jax.make_jaxpr(lambda flat, row: log_likelihood(unravel(flat), row))(point, datum)
+
+    def found(jaxpr) -> bool:
+        for equation in jaxpr.eqns:
+            if "custom_vjp" in equation.primitive.name:
+                return True
+            for parameter in equation.params.values():
+                for inner in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
+                    inner = getattr(inner, "jaxpr", inner)
+                    if hasattr(inner, "eqns") and found(inner):
+                        return True
+        return False
+
+    return found(closed.jaxpr)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -502,6 +543,7 @@ def taylor_control_variate(
         check_model(model, center, "center")
     else:
         rows.check_model(model, model.data)(center, "center")
+    check_differentiable(model, center, "taylor_control_variate")
     flat_center, unravel = ravel_pytree(center)
     dimension = flat_center.shape[0]
     if curvature == "low_rank" and rank >= dimension:

@@ -56,7 +56,7 @@ from jax.flatten_util import ravel_pytree
 from tallmcmc import program_cache, sharding
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
-from tallmcmc.model import Model, Position, as_position, check_model
+from tallmcmc.model import Model, Position, as_position, check_differentiable, check_model
 from tallmcmc.program_cache import Traced
 from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.sharding import row_sharding
@@ -352,6 +352,7 @@ def find_mode(
         check_model(model, start, "initial_position")
     else:
         rows.check_model(model, model.data)(start, "initial_position")
+    check_differentiable(model, start, "find_mode")
     num_data = model.num_data
     flat, unravel = ravel_pytree(start)
     dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float)

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from tallmcmc._device import jax_dtype, to_device
 from tallmcmc.precision import full_float32_dots
@@ -504,6 +505,44 @@ def non_finite_data_at(data: Data, row: int) -> str:
         if not np.all(np.isfinite(np.asarray(leaf[row]))):
             found.append(jax.tree_util.keystr(path) if path else "the data")
     return ", ".join(found)
+
+
+def check_differentiable(model: Model, position: Position, purpose: str) -> None:
+    """Trace one datum's log-likelihood under ``jax.grad`` at ``position``; a clear error if JAX cannot.
+
+    The mode search and the control variates take gradients (reverse mode). A
+    log-likelihood that JAX cannot differentiate so (usually one with a
+    ``lax.while_loop``) fails deep inside them with JAX's own message; this
+    check names the cause and the fix up front. Nothing is read or compiled:
+    one datum's shape is traced (``jax.eval_shape``).
+
+    Parameters
+    ----------
+    model, position
+        The target and a position of its shape (a start or a centre).
+    purpose
+        What needs the gradient, for the message (``"find_mode"``, ...).
+
+    Raises
+    ------
+    ValueError
+        If ``model.log_likelihood`` cannot be differentiated in reverse mode.
+    """
+    datum = jax.tree_util.tree_map(_datum_type, model.data)
+    flat, unravel = ravel_pytree(position)
+    flat = flat.astype(flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float))
+
+    def gradient(point, row):
+        return jax.grad(lambda p: model.log_likelihood(unravel(p), row))(point)
+
+    try:
+        jax.eval_shape(gradient, flat, datum)
+    except (TypeError, ValueError, NotImplementedError) as error:
+        raise ValueError(
+            f"model.log_likelihood cannot be differentiated in reverse mode (jax.grad), which {purpose} needs: "
+            f"{type(error).__name__}: {str(error).splitlines()[0]} — the usual cause is a lax.while_loop, which JAX "
+            "differentiates forward only: use lax.fori_loop with a fixed number of iterations, or lax.scan"
+        ) from error
 
 
 def check_model(

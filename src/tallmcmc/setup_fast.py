@@ -87,6 +87,7 @@ from tallmcmc.model import (
     Model,
     Position,
     as_position,
+    check_differentiable,
     check_model,
     default_start,
     rows_of,
@@ -501,6 +502,7 @@ class _Attempt(PassCounter):
         first_rows = rows_of(model.data, to_device(order[: self.first]))
         # the start as given (what unravel(flat) gives back, without unravel's eager split program)
         check_model(model.with_data(first_rows), self.start, "initial_position")
+        check_differentiable(model, self.start, "fast_setup (sample_tall's setup)")
         self._count(self.first, subsample=True)  # the start check, on the first subsample
         evaluate = self.passes = _Passes(model, self.unravel, self.dtype, order, self.chunk, self)
         theta = self.flat.copy()
