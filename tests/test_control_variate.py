@@ -12,6 +12,7 @@ from jax.flatten_util import ravel_pytree
 from suite_xla import RUN_HEAVY
 
 import tallmcmc
+from tallmcmc.control_variate import all_equations
 from tallmcmc.examples import logistic_regression
 
 
@@ -81,19 +82,6 @@ def test_per_datum_proxy_differences_are_the_taylor_quadratic_on_a_model_with_a_
     assert np.max(np.abs(wrong - expected)) > 1e-2
 
 
-def _shapes_in(jaxpr) -> set[tuple[int, ...]]:
-    """Every intermediate's shape in a closed jaxpr, sub-jaxprs (loops, custom rules) included."""
-    shapes = set()
-    for equation in jaxpr.eqns:
-        shapes.update(tuple(var.aval.shape) for var in equation.outvars if hasattr(var.aval, "shape"))
-        for parameter in equation.params.values():
-            for inner in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
-                inner = getattr(inner, "jaxpr", inner)
-                if hasattr(inner, "eqns"):
-                    shapes |= _shapes_in(inner)
-    return shapes
-
-
 @pytest.mark.parametrize("order, curvature", [(2, "per_datum"), (1, "per_datum"), (2, "diagonal")])
 def test_a_residual_builds_no_length_d_vector_per_row(order, curvature):
     """A chunk of 100 residuals on random intercepts (d = 501, a row touches one intercept) has no (100, ·) array
@@ -114,9 +102,12 @@ def test_a_residual_builds_no_length_d_vector_per_row(order, curvature):
     proposed = {"log_tau": jnp.float32(0.2), "u": jnp.full(500, 0.02, jnp.float32)}
     indices = jnp.arange(100, dtype=jnp.int32)
 
-    def per_row_widths(function):
+    def per_row_widths(function):  # the widths of every (100, ·) intermediate, loops and nested calls included
         jaxpr = jax.make_jaxpr(function)(theta, proposed, indices).jaxpr
-        return {shape[1] for shape in _shapes_in(jaxpr) if len(shape) == 2 and shape[0] == 100}
+        shapes = {
+            tuple(getattr(var.aval, "shape", ())) for equation in all_equations(jaxpr) for var in equation.outvars
+        }
+        return {shape[1] for shape in shapes if len(shape) == 2 and shape[0] == 100}
 
     assert max(per_row_widths(residuals.log_likelihood_ratios_at), default=1) <= 2
 

@@ -1,8 +1,13 @@
-"""Argument checks shared by every factory: each returns the clean value or raises a ``ValueError`` naming the argument."""
+"""Argument checks shared by every factory: each returns the clean value or raises a ``ValueError`` naming the argument.
+
+And :func:`removed_name`, the ``AttributeError`` of a module's ``__getattr__`` for names removed from it.
+"""
 
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -50,3 +55,14 @@ def positive_finite(value: Any, name: str, meaning: str) -> float:
     if not (math.isfinite(number) and number > 0):
         raise ValueError(f"{name} must be a finite number > 0 ({meaning}); got {value!r}")
     return number
+
+
+def removed_name(module: str, name: str, moved: Mapping[str, str]) -> AttributeError:
+    """The ``AttributeError`` for ``module.name`` (a module's PEP 562 ``__getattr__`` raises it): where ``name`` is
+    one of ``moved`` (old name → its new home's full name), removed after 0.1.0 and where it is now; otherwise the
+    usual "no attribute". Nothing is imported, so a core module can name an example's function this way."""
+    if name in moved:
+        message = f"{module}.{name} was removed after 0.1.0 (deprecated there): use {moved[name]} (the same function)"
+    else:
+        message = f"module {module!r} has no attribute {name!r}"
+    return AttributeError(message, name=name, obj=sys.modules[module])

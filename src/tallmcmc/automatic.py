@@ -254,7 +254,7 @@ _PROXY_STREAM = 0x9A0  # the Laplace draws at which the look for rows the proxy 
 #: (2.2: both cores), by ``benchmarks/bench_point_costs.py`` (``benchmarks/RESULTS.md``, "What a residual costs";
 #: ``docs/sample_tall.md``, the same, with how the ratios move with load and N); between the calibrated d
 #: interpolated linearly in log d, outside them the nearest one's value. Since the per-datum residual is computed
-#: forward-over-forward (2026-11-30) it costs what the gradient kind costs (within 1–6% at every d, same run,
+#: forward-over-forward (2026-11-30) it costs what the gradient kind costs (within 9% at every d, same run,
 #: ``benchmarks/RESULTS.md``, "A residual in forward mode"), so the two rows are the same. Fixed numbers, so that the
 #: choice, which changes the draws, does not depend on the timing noise of the run that makes it.
 RESIDUAL_POINT_COST = {

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -384,19 +384,18 @@ def _has_custom_vjp(log_likelihood: Callable, unravel: Callable, center: jax.Arr
     datum = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), data)
     point = jax.ShapeDtypeStruct(center.shape, center.dtype)
     closed = jax.make_jaxpr(lambda flat, row: log_likelihood(unravel(flat), row))(point, datum)
+    return any("custom_vjp" in equation.primitive.name for equation in all_equations(closed.jaxpr))
 
-    def found(jaxpr) -> bool:
-        for equation in jaxpr.eqns:
-            if "custom_vjp" in equation.primitive.name:
-                return True
-            for parameter in equation.params.values():
-                for inner in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
-                    inner = getattr(inner, "jaxpr", inner)
-                    if hasattr(inner, "eqns") and found(inner):
-                        return True
-        return False
 
-    return found(closed.jaxpr)
+def all_equations(jaxpr) -> Iterator:
+    """Every equation of ``jaxpr`` and of the jaxprs inside it (loop bodies, nested calls, custom rules)."""
+    for equation in jaxpr.eqns:
+        yield equation
+        for parameter in equation.params.values():
+            for inner in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
+                inner = getattr(inner, "jaxpr", inner)  # a ClosedJaxpr holds its Jaxpr
+                if hasattr(inner, "eqns"):
+                    yield from all_equations(inner)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -529,8 +529,7 @@ def check_differentiable(model: Model, position: Position, purpose: str) -> None
         If ``model.log_likelihood`` cannot be differentiated in reverse mode.
     """
     datum = jax.tree_util.tree_map(_datum_type, model.data)
-    flat, unravel = ravel_pytree(position)
-    flat = flat.astype(flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float))
+    flat, unravel = ravel_pytree(as_position(position))
 
     def gradient(point, row):
         return jax.grad(lambda p: model.log_likelihood(unravel(p), row))(point)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tallmcmc._checks import removed_name
 from tallmcmc._sbc import (
     CalibrationProblem,
     CalibrationResult,
@@ -269,11 +269,4 @@ def __getattr__(name: str):
     It is :func:`tallmcmc.examples.gaussian_mean.calibration_problem`; nothing is imported (this core module
     imports no example).
     """
-    if name == "gaussian_mean_problem":
-        raise AttributeError(
-            "tallmcmc.testing.gaussian_mean_problem was removed after 0.1.0 (deprecated there): use "
-            "tallmcmc.examples.gaussian_mean.calibration_problem (the same function)",
-            name=name,
-            obj=sys.modules[__name__],
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name, obj=sys.modules[__name__])
+    raise removed_name(__name__, name, {"gaussian_mean_problem": "tallmcmc.examples.gaussian_mean.calibration_problem"})

@@ -91,7 +91,6 @@ References
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -99,7 +98,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc._checks import integer_at_least, positive_finite
+from tallmcmc._checks import integer_at_least, positive_finite, removed_name
 from tallmcmc.acceptance.base import AcceptanceTest, Decision, StepMachine, decide_by_machine, info_for, is_bad
 from tallmcmc.acceptance.sequential import with_control_variate
 from tallmcmc.model import Model, Position
@@ -577,12 +576,10 @@ def _build(chi, bound, *, chunk_size, max_expected_batch, control_variate, terms
 
 # ---------------------------------------------------------------------------------------------- old names
 
-#: The example bounds that lived here, now each in its example module: old name → (module, new name).
+#: The example bounds that lived here until 0.1.0, each now its example module's ``tuna_bound``: old name → new.
 _MOVED_TO_EXAMPLES = {
-    "gaussian_mean_bound": ("gaussian_mean", "tuna_bound"),
-    "gaussian_mixture_bound": ("gaussian_mixture", "tuna_bound"),
-    "logistic_regression_bound": ("logistic_regression", "tuna_bound"),
-    "weighted_mean_bound": ("weighted_mean", "tuna_bound"),
+    f"{example}_bound": f"tallmcmc.examples.{example}.tuna_bound"
+    for example in ("gaussian_mean", "gaussian_mixture", "logistic_regression", "weighted_mean")
 }
 
 
@@ -594,12 +591,4 @@ def __getattr__(name: str):
     ``gaussian_mixture_bound``, ``gaussian_mean_bound`` and ``weighted_mean_bound``.
     Nothing is imported: this core module imports no example.
     """
-    if name in _MOVED_TO_EXAMPLES:
-        module, new_name = _MOVED_TO_EXAMPLES[name]
-        raise AttributeError(
-            f"tallmcmc.acceptance.tuna.{name} was removed after 0.1.0 (deprecated there): use "
-            f"tallmcmc.examples.{module}.{new_name} (the same function)",
-            name=name,
-            obj=sys.modules[__name__],
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name, obj=sys.modules[__name__])
+    raise removed_name(__name__, name, _MOVED_TO_EXAMPLES)
