@@ -364,13 +364,22 @@ def test_heavy_tailed_residuals_are_named_as_tail_weight():
     assert "kurtosis ≈ 900" in choice.describe(5000)
 
 
-def test_a_mode_without_a_laplace_approximation_falls_back_to_an_adapted_random_walk(regression):
+def test_a_mode_without_a_laplace_approximation_falls_back_to_an_adapted_random_walk(regression, tmp_path):
     model = regression[0]
     mode = tallmcmc.find_mode(model, STARTS["regression"])
     saddle = mode._replace(hessian=-np.eye(10))
     result = tallmcmc.sample_tall(model, mode=saddle, num_samples=200, num_warmup=200, progress=False)
     assert result.diagnosis.decision == "random walk" and result.test_name == "exact_metropolis"
     assert result.adapted_covariance is not None and result.setup_data_used["find_mode"] == mode.data_used
+    # saved and continued in a later process: the random walk's adapted covariance is in the saved state
+    result.save(tmp_path / "walk.nc")
+    here = tallmcmc.sample_tall(model, resume=result, num_samples=50, progress=False)
+    later = tallmcmc.sample_tall(
+        model, mode=saddle, resume=tallmcmc.load_result(tmp_path / "walk.nc"), num_samples=50, progress=False
+    )
+    assert later.diagnosis.decision == "random walk" and later.num_draws == 250
+    for name in here.positions:
+        np.testing.assert_array_equal(np.asarray(later.positions[name]), np.asarray(here.positions[name]))
 
 
 def test_a_mode_found_without_a_laplace_approximation_builds_no_control_variate(regression, monkeypatch):
@@ -492,7 +501,7 @@ def test_a_sample_tall_run_continues_to_one_longer_run():
     assert more.num_draws == 60 and more.diagnosis.decision == whole.diagnosis.decision
     assert np.array_equal(np.asarray(more.positions), np.asarray(whole.positions))
     assert more.setup_data_used == first.setup_data_used  # nothing paid again
-    with pytest.raises(ValueError, match="resume: .*this one: .* same seed"):
+    with pytest.raises(ValueError, match="resume: this result was made by tallmcmc.sample, not sample_tall"):
         tallmcmc.sample_tall(
             model,
             resume=tallmcmc.sample(
@@ -506,8 +515,49 @@ def test_a_sample_tall_run_continues_to_one_longer_run():
         )
 
 
+@pytest.mark.filterwarnings("ignore:sample_tall. r̂")  # 60 draws a chain: r̂ may ask for more; not the point here
+def test_a_saved_sample_tall_run_continues_in_a_later_process_to_one_longer_run(tmp_path):
+    """``sample_tall(model, resume=tallmcmc.load_result(path))``: a loaded result holds no proposal or test (what a
+    later process has), so the call redoes the setup and warm-up from the arguments it is given, checks them against
+    those the file recorded and its warm-up draws against the file's, and continues the saved chains: the draws of
+    one longer run, bit for bit, with what it redid counted. Other arguments are refused, naming them; a file without
+    the record (a checkpoint of the kept draws) whose warm-up the redone one does not reproduce gets a warning."""
+    from tallmcmc.automatic import REDONE
+    from tallmcmc.examples import logistic_regression
+
+    model = logistic_regression.model(*logistic_regression.simulate(5_000, 3, seed=0))
+    options = dict(num_warmup=20, num_chains=2, seed=1, progress=False)
+    whole = tallmcmc.sample_tall(model, num_samples=60, **options)
+    tallmcmc.sample_tall(model, num_samples=30, **options).save(tmp_path / "run.nc")
+    saved = tallmcmc.load_result(tmp_path / "run.nc")
+    assert saved.diagnosis is None and saved.made_by["batch_size"] == 100 and saved.made_by["seed"] == 1
+    more = tallmcmc.sample_tall(model, resume=saved, num_samples=30, **options)
+    assert more.num_draws == 60 and more.diagnosis.decision == whole.diagnosis.decision
+    assert np.array_equal(np.asarray(more.positions), np.asarray(whole.positions))
+    assert np.array_equal(np.asarray(more.info["data_used"]), np.asarray(whole.info["data_used"]))
+    assert more.diagnosis.reason.startswith("continued from the saved run")
+    assert not any("warm-up draws" in problem for problem in more.diagnosis.problems)  # (r̂ may say 60 draws are few)
+    # the saved run's one-off passes stand; what this call redid is counted apart, at least the warm-up's data
+    for name, used in saved.setup_data_used.items():
+        assert more.setup_data_used[name] == used
+    assert more.setup_data_used[REDONE] >= np.sum(saved.warmup_info["data_used"])
+    assert more.made_by == saved.made_by  # a continuation can be saved and continued again
+    # the same call with another argument would redo another setup: refused before anything runs
+    with pytest.raises(ValueError, match=r"this call's differ \(batch_size=100 there, 50 here\)"):
+        tallmcmc.sample_tall(model, resume=saved, num_samples=30, batch_size=50, **options)
+    with pytest.raises(ValueError, match="initial_position: not given there, given here"):
+        tallmcmc.sample_tall(model, np.zeros(3, np.float32), resume=saved, num_samples=30, **options)
+    # without the record, a warm-up redone with other arguments does not give the file's draws again: said
+    saved.made_by = None
+    with pytest.warns(RuntimeWarning, match="did not give its warm-up draws again"):
+        other = tallmcmc.sample_tall(model, resume=saved, num_samples=30, **{**options, "seed": 2})
+    assert other.num_draws == 60 and np.array_equal(
+        np.asarray(other.positions)[:, :30], np.asarray(whole.positions)[:, :30]
+    )
+
+
 @pytest.mark.slow  # 45 s (three compiled runs and a mode search); a path a user opts into with bound=
-def test_with_a_bound_tuna_is_measured_and_kept_where_it_costs_fewer_points_per_effective_draw():
+def test_with_a_bound_tuna_is_measured_and_kept_where_it_costs_fewer_points_per_effective_draw(tmp_path):
     """Logistic regression, d = 2, N = 10⁴, the example's residual bound: TunaMH's pilot measures far fewer points
     per effective draw than the minibatch Barker test (Metropolis-type acceptance near 1 on ~0.2 points per step), so
     it is kept, its pilot draws first; the draws match the posterior computed on a 301 × 301 grid (exact up to the
@@ -546,6 +596,18 @@ def test_with_a_bound_tuna_is_measured_and_kept_where_it_costs_fewer_points_per_
     sd = np.sqrt(weights @ (grid - mean) ** 2)
     passed, report = reproduces(result, mean, sd)
     assert passed, report
+    # saved and continued in a later process: TunaMH again (no pilot), given the bound again, as one longer run
+    result.save(tmp_path / "tuna.nc")
+    saved = tallmcmc.load_result(tmp_path / "tuna.nc")
+    again = dict(seed=1, progress=False, resume=saved, num_samples=50)
+    with pytest.raises(ValueError, match="bound: given there, not given here"):
+        tallmcmc.sample_tall(model, jnp.zeros(2), **again)
+    later = tallmcmc.sample_tall(
+        model, jnp.zeros(2), bound=lambda cv: logistic_regression.tuna_bound(model, cv), **again
+    )
+    here = tallmcmc.sample_tall(model, resume=result, num_samples=50, progress=False)
+    assert later.diagnosis.decision == "tuna" and "TunaMH pilot" not in later.setup_data_used
+    np.testing.assert_array_equal(np.asarray(later.positions), np.asarray(here.positions))
 
 
 @pytest.mark.slow  # 15 s: three compiled programs; the failure mode of a path a user opts into with bound=
@@ -917,7 +979,7 @@ def test_watched_kept_draws_show_one_progress_bar_over_every_segment_and_the_swi
 
 
 def test_kept_draws_whose_minibatch_outgrows_the_exact_test_switch_to_it_and_keep_every_draw(
-    tall_regression_small, monkeypatch
+    tall_regression_small, monkeypatch, tmp_path
 ):
     model, mean, sd = tall_regression_small
     # a margin of 0: any cost is "more than the exact test's", so the first look switches (the mechanics of a switch;
@@ -948,6 +1010,13 @@ def test_kept_draws_whose_minibatch_outgrows_the_exact_test_switch_to_it_and_kee
     longer = tallmcmc.sample_tall(model, resume=result, num_samples=100, progress=False)
     assert longer.num_draws == 2100 and longer.diagnosis.decision == "minibatch, then exact"
     assert np.all(longer.info["data_used"][:, 2000:] == model.num_data)
+    # as it does from the saved run in a later process (the setup and warm-up redone, the saved state's exact test)
+    result.save(tmp_path / "switched.nc")
+    later = tallmcmc.sample_tall(
+        model, seed=3, resume=tallmcmc.load_result(tmp_path / "switched.nc"), num_samples=100, progress=False
+    )
+    assert later.diagnosis.decision == "minibatch, then exact" and later.diagnosis.test.name == "exact_metropolis"
+    np.testing.assert_array_equal(np.asarray(later.positions["beta"]), np.asarray(longer.positions["beta"]))
 
 
 @pytest.mark.slow  # 70 s: the 2026-11-29 audit's case, N = 200,000, with the looks off and on

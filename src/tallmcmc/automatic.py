@@ -699,13 +699,19 @@ def sample_tall(
         file); also ``mode=`` (a :class:`tallmcmc.mode.ModeResult` to use
         instead of searching), ``control_variate=`` (one built at that mode),
         and ``resume=`` (a result of ``sample_tall``: it is extended by
-        ``num_samples`` draws with the same proposal and test, without setup
-        or warm-up; ``docs/long_runs.md``).
+        ``num_samples`` draws with the same proposal and test; one made in
+        this process without setup or warm-up, a saved one —
+        ``tallmcmc.load_result(path)``, which holds no proposal or test — by
+        redoing the setup and warm-up, deterministic given the arguments,
+        which must be those of the call that made it (the file records them;
+        other values are refused, naming them); the redone passes are counted
+        as :data:`REDONE`; ``docs/long_runs.md``).
 
     Returns
     -------
     SamplingResult
-        With ``result.diagnosis`` a :class:`TallDiagnosis`;
+        With ``result.diagnosis`` a :class:`TallDiagnosis`, ``result.made_by``
+        the arguments that shaped the setup and warm-up (saved with the run);
         ``result.setup_data_used`` counts every one-off pass (the mode search
         or ``"fast_setup"``'s subsample phase and first pass, the control
         variate, the start check: ``"start check (subsample)"``, the chains'
@@ -739,10 +745,27 @@ def sample_tall(
             f"are built); got {setup!r}"
         )
     resume = sample_options.pop("resume", None)
-    if resume is not None:
+    if resume is not None and _made_in_this_process(resume):
         return _continued(model, resume, num_samples, progress, num_warmup, sample_options)
     mode = sample_options.pop("mode", None)
     control_variate = sample_options.pop("control_variate", None)
+    made_by = {
+        "function": "sample_tall",
+        "seed": int(seed),
+        "num_chains": num_chains,
+        "num_warmup": num_warmup,
+        "batch_size": batch_size,
+        "minibatch_test": minibatch_test,
+        "setup": setup,
+        "residual_cost": residual_cost,
+        "chi": float(chi),
+        "initial_position": initial_position is not None,
+        "bound": bound is not None,
+        "mode": mode is not None,
+        "control_variate": control_variate is not None,
+    }
+    if resume is not None:
+        _check_saved_run(resume, made_by)
     for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
         if name in sample_options:
             raise ValueError(
@@ -831,6 +854,7 @@ def sample_tall(
         dict(num_chains=num_chains, progress=progress, **sample_options),
         say,
         watch_kept=one_device and not {"mesh", "checkpoint", "checkpoint_every", "driver"} & set(sample_options),
+        resume=resume,
     )
     switch = None
     early = outlying = None  # the looks for outlying rows, before and after warm-up (their passes counted below)
@@ -926,9 +950,10 @@ def sample_tall(
             )
             result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
             clock.lap("kept draws")
-            result.setup_data_used.update(warmed.setup_data_used)
-            result.setup_data_used["warm-up with the proxy proposal (rejected)"] = int(
-                np.sum(to_host(warmed.info["data_used"]))
+            for name, used in warmed.setup_data_used.items():
+                _count(result, name, used, resume)
+            _count(
+                result, "warm-up with the proxy proposal (rejected)", np.sum(to_host(warmed.info["data_used"])), resume
             )
         else:  # the Laplace approximation fits: tune, measure TunaMH, keep draws
             if choice.minibatch:
@@ -947,7 +972,9 @@ def sample_tall(
             factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
             tuned = proposal.tune(to_device(factor, np.float32))
             pilot = tuna_test = None
-            if bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
+            if bound is not None and resume is not None:  # the saved run's test says whether TunaMH was kept
+                tuna_test = tuna(chi, bound, control_variate=control_variate)
+            elif bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
                 tuna_test = tuna(chi, bound, control_variate=control_variate)
                 pilot, violated = _tuna_pilot(model, tuned, tuna_test, warmed, run)
                 clock.lap("TunaMH pilot")
@@ -972,17 +999,26 @@ def sample_tall(
                 reason += f"; {early.summary}"
             if outlying is not None:
                 reason += f"; {outlying.summary}"
-            say(f"sample_tall: {decision} — {reason}", flush=True)
-            watch = _Watch(control_variate, residual_cost, choice.proposal_points)
-            result, kept_proposal, kept_test, switch = _kept_run(
-                model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
-            )
+            if resume is not None:
+                result, kept_proposal, kept_test, decision, differs = _resumed_kept(
+                    model, decision, warmed, proposal, tuned, minibatch, tuna_test, run
+                )
+                reason = f"continued from the saved run, whose setup and warm-up were redone: {reason}"
+                if differs is not None:
+                    problems.append(differs)
+            else:
+                say(f"sample_tall: {decision} — {reason}", flush=True)
+                watch = _Watch(control_variate, residual_cost, choice.proposal_points)
+                result, kept_proposal, kept_test, switch = _kept_run(
+                    model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
+                )
             clock.lap("kept draws")
             if switch is not None:
                 decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
     for look in (early, outlying):  # on every path after them, the random walk's included
         if look is not None:
-            result.setup_data_used.update(look.setup_data_used)
+            for name, used in look.setup_data_used.items():
+                _count(result, name, used, resume)
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
@@ -993,19 +1029,18 @@ def sample_tall(
     )
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
     if rounding is not None:  # its four passes ran, whatever they found
-        result.setup_data_used["float32 rounding check (diagnosis)"] = 4 * model.num_data
-        result.diagnosis.setup_passes["float32 rounding check (diagnosis)"] = 4.0
+        _count(result, "float32 rounding check (diagnosis)", 4 * model.num_data, resume)
         if rounding.noise > ROUNDING_NOISE_LIMIT:
             result.diagnosis.problems.insert(0, rounding.problem())
     if found_here and covariance is not None and one_device:  # the chains sample one mode: is there another?
         say("sample_tall: looking for other modes (Newton from three other starts on a subsample) ...", flush=True)
         look = other_modes(model, mode, covariance, start, seed)
         if look is not None:
-            result.setup_data_used["other modes"] = look.data_used
-            result.diagnosis.setup_passes["other modes"] = look.data_used / model.num_data
+            _count(result, "other modes", look.data_used, resume)
             if look.other is not None:
                 result.diagnosis.problems.insert(0, look.other.problem())
     clock.lap("checks after the draws")
+    result.made_by = made_by
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
@@ -1088,6 +1123,9 @@ class _RunShape(NamedTuple):
     #: whether the minibatch test's kept draws are run in segments and their cost looked at (:data:`KEPT_CHECKS`):
     #: on one device, without a mesh, a checkpoint file or another driver
     watch_kept: bool = False
+    #: a saved run of ``sample_tall`` that this call continues (``resume=``): the setup and warm-up are redone to
+    #: rebuild its proposal and test, and its chains go on instead of new kept draws
+    resume: SamplingResult | None = None
 
 
 def _random_walk_run(model: Model, mode, reason: str, run: _RunShape) -> tuple[SamplingResult, Proposal, Any]:
@@ -1096,6 +1134,11 @@ def _random_walk_run(model: Model, mode, reason: str, run: _RunShape) -> tuple[S
     run.say(f"sample_tall: random walk — {reason}", flush=True)
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
     proposal, test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
+    if run.resume is not None:  # the covariance warm-up adapted is in the saved state
+        _check_rederived(run.resume, proposal, test)
+        result = sample(model, proposal, test, resume=run.resume, num_samples=run.num_samples, **run.options)
+        _count(result, mode.name, mode.data_used, run.resume)
+        return result, proposal, test
     result = sample(
         model,
         proposal,
@@ -1731,19 +1774,9 @@ def _warn_again(caught: list[warnings.WarningMessage]) -> None:
 
 
 def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:
-    """``sample_tall(model, resume=result)``: the run extended with the proposal and test its diagnosis names."""
-    diagnosis = getattr(resume, "diagnosis", None)
-    if not isinstance(diagnosis, TallDiagnosis) or diagnosis.proposal is None:
-        made_by = (
-            f" (this one: {getattr(resume, 'proposal_name', '') or '?'} with {getattr(resume, 'test_name', '') or '?'})"
-        )
-        raise ValueError(
-            "resume: sample_tall continues a result of sample_tall made in this process (its diagnosis holds the "
-            "proposal and test, which a saved file does not); for a loaded result, build the proposal and test that "
-            f"made it{made_by} as docs/sample_tall.md spells the steps out and call tallmcmc.sample(model, proposal, "
-            "test, resume=result), or run sample_tall again with the same seed and the total num_samples you want "
-            "(its setup and warm-up are deterministic given the seed)"
-        )
+    """``sample_tall(model, resume=result)`` for a result made in this process: the run extended with the proposal
+    and test its diagnosis names, without setup or warm-up."""
+    diagnosis = resume.diagnosis
     began = time.perf_counter()
     result = sample(
         model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples, progress=progress, **options
@@ -1769,6 +1802,131 @@ def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmu
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=3)
     return result
+
+
+#: ``result.setup_data_used``'s entry for what a continuation of a saved run redid (its setup and warm-up); the saved
+#: run's own entries stand as they were
+REDONE = "setup and warm-up redone (continuation)"
+
+
+def _count(result: SamplingResult, name: str, used, resume: SamplingResult | None) -> None:
+    """Count ``used`` data points of a one-off pass in ``result.setup_data_used[name]`` (and its diagnosis's
+    ``setup_passes``); in a continuation (``resume``), under :data:`REDONE`, added to what is there."""
+    key = name if resume is None else REDONE
+    used = int(used)
+    result.setup_data_used[key] = used if resume is None else result.setup_data_used.get(key, 0) + used
+    if isinstance(result.diagnosis, TallDiagnosis):
+        result.diagnosis.setup_passes[key] = result.setup_data_used[key] / result.num_data
+
+
+def _made_in_this_process(resume) -> bool:
+    """Whether ``resume`` is a result of ``sample_tall`` made in this process (its diagnosis holds the proposal and
+    test), which :func:`_continued` extends directly."""
+    diagnosis = getattr(resume, "diagnosis", None)
+    return isinstance(diagnosis, TallDiagnosis) and diagnosis.proposal is not None
+
+
+def _check_saved_run(resume, made_by: dict[str, Any]) -> None:
+    """Refuse a ``resume=`` that this call cannot continue by redoing its setup and warm-up: not a result, a result
+    without a state, or one that ``sample_tall`` recorded with other arguments than this call's (naming them)."""
+    if not isinstance(resume, SamplingResult):
+        raise TypeError(
+            f"resume must be a result of sample_tall (or tallmcmc.load_result of its file); got {type(resume).__name__}"
+        )
+    if resume.last_state is None:
+        raise ValueError(
+            "resume: this result cannot be resumed (an interrupted asynchronous run whose chains could not be "
+            "brought level): it has no state to go on from"
+        )
+    if resume.diagnosis is None and resume.final_state is not None and resume.made_by is None:
+        raise ValueError(
+            "resume: this result was made by tallmcmc.sample, not sample_tall; continue it with "
+            "tallmcmc.sample(model, proposal, test, resume=result, num_samples=...)"
+        )
+    recorded = resume.made_by
+    if recorded is None:  # a checkpoint file of sample_tall's kept draws: the warm-up's draws are compared instead
+        return
+    differ = [
+        name
+        for name, value in made_by.items()
+        if name in recorded and recorded[name] != value and not (name == "chi" and not made_by["bound"])
+    ]
+    if differ:
+        given = {True: "given", False: "not given"}
+        spelled = "; ".join(
+            f"{name}: {given[recorded[name]]} there, {given[made_by[name]]} here"
+            if isinstance(recorded[name], bool)
+            else f"{name}={recorded[name]!r} there, {made_by[name]!r} here"
+            for name in differ
+        )
+        raise ValueError(
+            "resume: sample_tall continues a saved run by redoing its setup and warm-up, which needs the arguments "
+            f"of the call that made it, and this call's differ ({spelled}); call sample_tall as that run was "
+            "called, with resume= added and num_samples the draws to add"
+        )
+
+
+def _check_rederived(resume: SamplingResult, proposal: Proposal, test) -> None:
+    """Refuse to continue a saved run whose chains ran another proposal or test than the redone setup gives."""
+    state = resume.last_state
+    if (state.proposal_name, state.test_name) != (proposal.name, test.name):
+        raise ValueError(
+            f"resume: the saved run's chains ran {state.proposal_name} with {state.test_name}, but its setup and "
+            f"warm-up, redone by this call, give {proposal.name} with {test.name}: the run was made with other "
+            "arguments, another model or data, or another tallmcmc. Call sample_tall as that run was called, or "
+            "continue it with tallmcmc.sample(model, proposal, test, resume=result) and the proposal and test "
+            "that made it"
+        )
+
+
+def _resumed_kept(
+    model: Model,
+    decision: str,
+    warmed: WarmupResult,
+    proposal: Proposal,
+    tuned: Proposal,
+    minibatch,
+    tuna_test,
+    run: _RunShape,
+) -> tuple[SamplingResult, Proposal, Any, str, str | None]:
+    """The saved run ``run.resume`` continued by ``run.num_samples`` draws with the proposal and test the redone
+    setup and warm-up rebuilt: the test its chains ran (the minibatch test, the exact one after a switch, or TunaMH),
+    with the warm-up's proposal where the state carries the warm-up's step factors, else the tuned one. Returns the
+    result, the proposal, the test, the decision, and a problem where the redone warm-up's draws are not the saved
+    run's (then the continuation is a valid chain but not the draws one longer run would have given)."""
+    state = run.resume.last_state
+    tests = {test.name: test for test in (minibatch, exact_metropolis(), tuna_test) if test is not None}
+    if state.test_name not in tests and state.test_name.startswith("tuna") and tuna_test is None:
+        raise ValueError(
+            "bound: the saved run kept TunaMH, whose bound a file cannot hold; pass the bound= the run was made with"
+        )
+    test = tests.get(state.test_name, exact_metropolis())
+    _check_rederived(run.resume, tuned, test)
+    kept_proposal = proposal if state.step_size_factor is not None else tuned
+    result = sample(model, kept_proposal, test, resume=run.resume, num_samples=run.num_samples, **run.options)
+    _count(result, REDONE, sum(warmed.setup_data_used.values()) + np.sum(to_host(warmed.info["data_used"])), run.resume)
+    if test is tuna_test:
+        decision = "tuna"
+    elif test is not minibatch:
+        decision = "exact" if decision == "exact" else "minibatch, then exact"
+    else:
+        decision = "minibatch"
+    redone = reported_draws(model, warmed.positions)
+    same = run.resume.warmup_positions is None or all(  # a checkpoint of the kept draws alone: nothing to compare
+        np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(
+            jax.tree_util.tree_leaves(redone), jax.tree_util.tree_leaves(run.resume.warmup_positions), strict=False
+        )
+    )
+    differs = None
+    if not same:
+        differs = (
+            "the setup and warm-up redone to continue the saved run did not give its warm-up draws again (another "
+            "tallmcmc, JAX or device, or other arguments than the run was made with): the continued draws come from "
+            "a valid chain of this proposal and test from the saved chains' states, but not the draws one longer run "
+            "would have given"
+        )
+    return result, kept_proposal, test, decision, differs
 
 
 def _bound_for(make_bound: Callable[[ControlVariate], TunaBound], control_variate: ControlVariate) -> TunaBound:

@@ -136,6 +136,7 @@ def _result_from(tree, meta: dict[str, Any]) -> SamplingResult:
         test_name=meta["test_name"],
         proposal_name=meta["proposal_name"],
         inexact_proposal=bool(meta.get("inexact_proposal", False)),
+        made_by=meta.get("made_by"),
         setup_data_used=dict(meta["setup_data_used"]),
         warmup_positions=warmup_positions,
         warmup_info=warmup_info,
@@ -201,7 +202,8 @@ class CheckpointFile:
             raise ValueError(
                 f"{where} was written by a run of {saved.target_draws} draws per chain; this call asks for {target} "
                 "(num_samples). Resume with the same num_samples, or continue the loaded result with "
-                "sample(..., resume=tallmcmc.load_result(path), num_samples=...)"
+                "sample(..., resume=tallmcmc.load_result(path), num_samples=...) (with sample_tall(..., resume=...) "
+                "for a run of sample_tall)"
             )
         if saved.num_draws > target:
             raise ValueError(f"{where} already holds {saved.num_draws} draws per chain, more than the {target} asked")

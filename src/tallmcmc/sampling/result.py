@@ -75,6 +75,14 @@ class SamplingResult:
         ``True`` if a proposal without its true log ratio (SGHMC) ran under a
         real test (``sample(..., allow_inexact_proposal=True)``): the draws do
         not target the posterior.
+    made_by
+        From :func:`tallmcmc.sample_tall`: the arguments that shape its setup
+        and warm-up (``seed``, ``num_chains``, ``num_warmup``, ``batch_size``,
+        ``minibatch_test``, ``setup``, ``residual_cost``, ``chi``, and whether
+        ``initial_position``, ``bound``, ``mode`` and ``control_variate``
+        were given), JSON-able and saved with the run, so that
+        ``sample_tall(model, resume=tallmcmc.load_result(path))`` can redo
+        them in a later process; ``None`` from :func:`sample`.
     program
         The compiled pieces that made the kept draws
         (:class:`~tallmcmc.sampling.program.ChainProgram`), so that
@@ -103,6 +111,7 @@ class SamplingResult:
     first_draw: int = 0
     target_draws: int | None = None
     inexact_proposal: bool = False
+    made_by: dict[str, Any] | None = None
     program: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @property

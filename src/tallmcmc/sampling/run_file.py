@@ -140,6 +140,7 @@ def _meta(result, target: int | None, keys: dict[str, str]) -> dict[str, Any]:
         "test_name": result.test_name,
         "proposal_name": result.proposal_name,
         "inexact_proposal": bool(result.inexact_proposal),
+        "made_by": result.made_by,
         "driver": result.driver,
         "loop_iterations": result.loop_iterations,
         "compile_seconds": result.compile_seconds,
