@@ -1,14 +1,14 @@
 """What a point costs the minibatch tests: the keyed permutation that orders the data against the likelihood term.
 
 Every minibatch test (and the minibatch proposals) asks the step's keyed permutation
-(:mod:`tallmcmc.acceptance.subsample`: an 8-round Feistel network on ``4**h >= N`` elements, restricted to
+(:mod:`tallmcmc.acceptance.subsample`: an 8-round Feistel network on ``2**k >= N`` elements, restricted to
 ``[0, N)`` by cycle walking) for the indices of each stage's points. This script times, in one compiled program of
 ``--stages`` stages of ``--batch`` points for ``--chains`` vmapped chains (a ``fori_loop``, as the tests' stage loop
 is), the stage's work with and without the permutation: the indices' rows gathered and a Gaussian-mean log-ratio
 term summed (about the cheapest likelihood there is). Printed per N: milliseconds a step and nanoseconds a point
-(a point of one chain), the permutation's share, and the fraction of ``[0, 4**h)`` outside ``[0, N)`` that the
+(a point of one chain), the permutation's share, and the fraction of ``[0, 2**k)`` outside ``[0, N)`` that the
 cycle walking must walk again (its loop runs until every index of the stage is inside, so a larger fraction costs
-rounds for the whole stage). ``N = 4**h`` needs no walking.
+rounds for the whole stage). ``N = 2**k`` needs no walking.
 
     python benchmarks/bench_permutation.py
     python benchmarks/bench_permutation.py --num-data 100000 262144 --batch 1000 --stages 70
@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc.acceptance.subsample import _half_bits, permutation_keys, permuted_indices
+from tallmcmc.acceptance import subsample
+from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 
 
 def step_program(data: jax.Array, batch: int, stages: int, permuted: bool):
@@ -65,7 +66,7 @@ def main() -> None:
     if points > min(arguments.num_data):
         parser.error(f"--batch * --stages = {points} points a step exceeds the smallest --num-data")
     print(f"{jax.devices()[0].device_kind}; {arguments.chains} chains, {arguments.stages} stages of {arguments.batch}")
-    print("| N | outside [0, N) of 4^h | permuted: ms a step | ns a point | plain: ms a step | ns a point | share |")
+    print("| N | outside [0, N) of 2^k | permuted: ms a step | ns a point | plain: ms a step | ns a point | share |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for num_data in arguments.num_data:
         data = jnp.asarray(np.random.default_rng(0).normal(size=num_data).astype(np.float32))
@@ -76,7 +77,11 @@ def main() -> None:
             for permuted in (True, False)
         }
         per_point = {permuted: seconds / (points * arguments.chains) * 1e9 for permuted, seconds in timed.items()}
-        outside = 1.0 - num_data / 4 ** _half_bits(num_data)
+        # the tree before 2026-11-30 had no domain_bits: its square domain 4**h (for --against-style comparisons)
+        bits = (
+            subsample.domain_bits(num_data) if hasattr(subsample, "domain_bits") else 2 * subsample._half_bits(num_data)
+        )
+        outside = 1.0 - num_data / 2**bits
         print(
             f"| {num_data:,} | {outside:.2f} | {timed[True] * 1e3:.2f} | {per_point[True]:.1f} | "
             f"{timed[False] * 1e3:.2f} | {per_point[False]:.1f} | {1 - timed[False] / timed[True]:.0%} |"
