@@ -255,11 +255,14 @@ _PROXY_STREAM = 0x9A0  # the Laplace draws at which the look for rows the proxy 
 #: ``docs/sample_tall.md``, the same, with how the ratios move with load and N); between the calibrated d
 #: interpolated linearly in log d, outside them the nearest one's value. Since the per-datum residual is computed
 #: forward-over-forward (2026-11-30) it costs what the gradient kind costs (within 9% at every d, same run,
-#: ``benchmarks/RESULTS.md``, "A residual in forward mode"), so the two rows are the same. Fixed numbers, so that the
-#: choice, which changes the draws, does not depend on the timing noise of the run that makes it.
+#: ``benchmarks/RESULTS.md``, "A residual in forward mode"), so the two rows are the same. Since the keyed permutation
+#: walks a domain of at most 2N (2026-11-30; it was 4^9 = 2.6 N at N = 10⁵) a residual's index costs 13.5 ns there
+#: instead of 38, and the calibrated values (40, 28, 17, 8) are scaled by what a residual costs after over before at
+#: each d, same runs (0.58, 0.48, 0.54, 0.80; ``benchmarks/RESULTS.md``, "The permutation on 2^k values"). Fixed
+#: numbers, so that the choice, which changes the draws, does not depend on the timing noise of the run that makes it.
 RESIDUAL_POINT_COST = {
-    "per_datum": ((10, 40.0), (50, 28.0), (100, 17.0), (500, 8.0)),
-    "gradient": ((10, 40.0), (50, 28.0), (100, 17.0), (500, 8.0)),
+    "per_datum": ((10, 23.0), (50, 14.0), (100, 9.0), (500, 6.5)),
+    "gradient": ((10, 23.0), (50, 14.0), (100, 9.0), (500, 6.5)),
 }
 #: What one row read by a proxy that follows the outlying rows exactly (``ControlVariate.outlying_in_proxy``) costs,
 #: in plain points: a log-likelihood and its gradient, for rows read in one block. Measured on the seventh audit's
