@@ -42,8 +42,8 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    full pass). The minibatch test costs its measured b residuals per step,
    each priced at :func:`residual_point_cost` plain points (a fixed table
    by d and the control variate's kind, measured once: a residual evaluates
-   two log-likelihoods and a nested forward-mode jvp on gathered rows, 8–40
-   plain points' worth on a CPU), and accepts at its measured rate; the
+   two log-likelihoods and a nested forward-mode jvp on gathered rows,
+   6.5–23 plain points' worth on a CPU), and accepts at its measured rate; the
    exact Metropolis test costs N per step and accepts at the mean of
    min(1, e^{Δ*}) over the window (Δ* the minibatch test's estimate of Δ,
    which it reports). With ESS per draw approximated by a/(2 − a) for an
