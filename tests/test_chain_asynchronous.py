@@ -246,8 +246,9 @@ def test_warmup_and_step_size_schedule_give_the_vmapped_draws(adapt_covariance):
     """The asynchronous driver warms up asynchronously too (each chain adapts its step size as its
     own steps finish): the same warm-up draws, factors and kept draws as the lockstep warm-up. With the adapted
     covariance as well, the kept steps' proposals (the covariance's factor times the step-size factor times the
-    schedule's) are rounded differently in the last place by the two drivers' programs: the same draws and
-    decisions, the reported statistics within float32 rounding (measured 2026-11-29: 4 of the 80 Δ* differ, e.g. -1.8323694
+    schedule's) are rounded differently in the last place by the two drivers' programs: the same decisions, the
+    draws within a few units in the last place and the reported statistics within rounding
+    (:func:`assert_same_decisions_up_to_rounding`; measured 2026-11-29: 4 of the 80 Δ* differ, e.g. -1.8323694
     against -1.8323671; it failed the bit-for-bit check on the tree before that day's change
     of the asynchronous driver too)."""
     test = tallmcmc.minibatch_barker(20)
@@ -284,12 +285,19 @@ def test_temperature_schedule_gives_the_vmapped_draws_up_to_rounding():
 
 
 def assert_same_decisions_up_to_rounding(vmapped, asynchronous) -> None:
-    """The same positions and decisions bit for bit, the reported statistics within float32 rounding."""
-    assert np.array_equal(vmapped.positions, asynchronous.positions)
+    """The same decisions bit for bit; the positions within a few float32 units in the last place (a proposal
+    rounded differently in the last place is accepted or rejected alike, and the chain carries the difference on);
+    the reported statistics, computed at those positions from differences of nearly equal log-likelihoods, within
+    10⁻³ relative. Measured on the 2^k permutation's rows (2026-11-30): positions 1 ulp apart in 39 of 80 entries,
+    Δ*, its variance and the error bound up to 1.8·10⁻⁴, 3.5·10⁻⁴ and 4.0·10⁻⁴ relative with the adapted covariance;
+    with the temperature schedule the positions equal and the statistics within 3.4·10⁻⁵. (Before, the rows of the
+    4^h permutation happened to give equal positions, and 10⁻⁵ was allowed.) A driver that decided differently, or
+    drew other rows, fails the decisions' check."""
     for name in ("accepted", "data_used", "used_full_data", "non_finite"):
         assert np.array_equal(vmapped.info[name], asynchronous.info[name], equal_nan=True), name
+    np.testing.assert_allclose(vmapped.positions, asynchronous.positions, rtol=4 * 2.0**-23, atol=0)
     for name in ("statistic", "variance", "error_bound"):
-        np.testing.assert_allclose(vmapped.info[name], asynchronous.info[name], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(vmapped.info[name], asynchronous.info[name], rtol=1e-3, atol=1e-6, err_msg=name)
 
 
 def test_auto_driver_runs_chunk_by_chunk_tests_of_many_chains_asynchronously():

@@ -754,14 +754,14 @@ def sample_tall(
     control_variate = sample_options.pop("control_variate", None)
     made_by = {
         "function": "sample_tall",
-        "seed": int(seed),
+        "seed": int(seed) if isinstance(seed, (int, np.integer)) else repr(seed),
         "num_chains": num_chains,
         "num_warmup": num_warmup,
         "batch_size": batch_size,
         "minibatch_test": minibatch_test,
         "setup": setup,
         "residual_cost": residual_cost,
-        "chi": float(chi),
+        "chi": float(chi) if isinstance(chi, (int, float, np.integer, np.floating)) else repr(chi),
         "initial_position": initial_position is not None,
         "bound": bound is not None,
         "mode": mode is not None,
@@ -1905,6 +1905,11 @@ def _resumed_kept(
         )
     test = tests.get(state.test_name, exact_metropolis())
     _check_rederived(run.resume, tuned, test)
+    run.say(
+        f"sample_tall: continuing the saved run ({state.steps_done:,} steps a chain) with {test.name}, its setup "
+        "and warm-up redone ...",
+        flush=True,
+    )
     kept_proposal = proposal if state.step_size_factor is not None else tuned
     result = sample(model, kept_proposal, test, resume=run.resume, num_samples=run.num_samples, **run.options)
     _count(result, REDONE, sum(warmed.setup_data_used.values()) + np.sum(to_host(warmed.info["data_used"])), run.resume)
