@@ -18,7 +18,7 @@ one intercept: a model whose plain point costs the same at every d); ``--chains`
   for each control variate kind: ``per_datum`` (order 2, one forward-over-forward jvp per datum: ``sample_tall``'s)
   and ``gradient`` (order 1, or order 2 with a shared curvature: one jvp per datum);
 * **index** — the keyed permutation's indices of those residuals alone (their share of a residual: the cycle walk
-  back into [0, N) costs most where 4^h is far above N, as at N = 10⁵).
+  back into [0, N) costs most where 2^k is far above N: up to 2N since 2026-11-30, 4^h = 2.6N at N = 10⁵ before).
 
 Each kernel runs as a compiled loop of steps whose position depends on the previous step's result (nothing can be
 hoisted out of the loop); the times are the best of ``--repeats`` (rotating the kernels' order between repeats, so

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import pathlib
+import subprocess
 import sys
 import time
 import warnings
@@ -554,6 +555,27 @@ def test_a_saved_sample_tall_run_continues_in_a_later_process_to_one_longer_run(
     assert other.num_draws == 60 and np.array_equal(
         np.asarray(other.positions)[:, :30], np.asarray(whole.positions)[:, :30]
     )
+
+
+@pytest.mark.slow  # 15 s: three processes, each compiling; the same path is checked in one process above
+@pytest.mark.filterwarnings("ignore:sample_tall. r̂")
+def test_a_saved_sample_tall_run_continued_by_another_process_is_one_longer_run(tmp_path):
+    """The claim in earnest: one process runs and saves, a second (nothing of the first in memory: no program, no
+    compile-ahead thread's executable, no diagnosis) loads and continues, and the draws are one longer run's."""
+    from tallmcmc.examples import logistic_regression
+
+    script = pathlib.Path(__file__).parent / "scripts" / "continued_sample_tall.py"
+    path = tmp_path / "run.nc"
+    for stage in ("first", "later"):
+        done = subprocess.run(
+            [sys.executable, str(script), str(path), stage], capture_output=True, text=True, timeout=600, check=False
+        )
+        assert done.returncode == 0 and "DONE" in done.stdout, done.stderr[-3000:]
+    model = logistic_regression.model(*logistic_regression.simulate(5_000, 3, seed=0))
+    whole = tallmcmc.sample_tall(model, num_samples=60, num_warmup=20, num_chains=2, seed=1, progress=False)
+    continued = tallmcmc.load_result(path)
+    assert continued.num_draws == 60 and np.array_equal(np.asarray(continued.positions), np.asarray(whole.positions))
+    assert continued.made_by == whole.made_by
 
 
 @pytest.mark.slow  # 45 s (three compiled runs and a mode search); a path a user opts into with bound=
