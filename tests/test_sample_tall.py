@@ -557,6 +557,33 @@ def test_a_saved_sample_tall_run_continues_in_a_later_process_to_one_longer_run(
     )
 
 
+@pytest.mark.filterwarnings("ignore:sample_tall. r̂")
+def test_a_checkpointed_sample_tall_run_is_returned_again_and_continues_from_its_file(tmp_path):
+    """``sample_tall(..., checkpoint=path)``: the file holds the whole run and the arguments' record; the same call
+    again returns the run from the file (its setup and warm-up redone, no kept draw sampled again); the file
+    continues to one longer run's draws, and a call with other arguments is refused against its record."""
+    from tallmcmc.examples import logistic_regression
+
+    model = logistic_regression.model(*logistic_regression.simulate(5_000, 3, seed=0))
+    options = dict(num_warmup=20, num_chains=2, seed=1, progress=False)
+    path = tmp_path / "run.nc"
+    first = tallmcmc.sample_tall(model, num_samples=30, checkpoint=path, **options)
+    saved = tallmcmc.load_result(path)
+    assert saved.made_by == first.made_by and saved.num_draws == 30 and saved.target_draws == 30
+    assert np.array_equal(np.asarray(saved.positions), np.asarray(first.positions))
+    assert np.array_equal(np.asarray(saved.warmup_positions), np.asarray(first.warmup_positions))
+    again = tallmcmc.sample_tall(model, num_samples=30, checkpoint=path, **options)  # a batch job re-run unchanged
+    assert np.array_equal(np.asarray(again.positions), np.asarray(first.positions))
+    assert again.sampling_seconds == first.sampling_seconds  # read from the file, not sampled again
+    whole = tallmcmc.sample_tall(model, num_samples=60, **options)
+    more = tallmcmc.sample_tall(model, resume=tallmcmc.load_result(path), num_samples=30, **options)
+    assert np.array_equal(np.asarray(more.positions), np.asarray(whole.positions))
+    with pytest.raises(ValueError, match="minibatch_test='auto' there, 'barker' here"):
+        tallmcmc.sample_tall(
+            model, resume=tallmcmc.load_result(path), num_samples=30, minibatch_test="barker", **options
+        )
+
+
 @pytest.mark.slow  # 15 s: three processes, each compiling; the same path is checked in one process above
 @pytest.mark.filterwarnings("ignore:sample_tall. r̂")
 def test_a_saved_sample_tall_run_continued_by_another_process_is_one_longer_run(tmp_path):

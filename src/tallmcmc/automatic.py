@@ -134,6 +134,7 @@ from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draw
 from tallmcmc.sampling.ahead import compile_ahead
 from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.drivers import HeldBar
+from tallmcmc.sampling.run_file import save_result
 from tallmcmc.sampling.warmup_phase import compile_warmup
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
@@ -699,7 +700,8 @@ def sample_tall(
         ``num_chunks=``, ``checkpoint=``, ``checkpoint_every=``: the kept
         draws are checkpointed, and a re-run script redoes the setup and
         warm-up, which are deterministic given ``seed``, then resumes from the
-        file); also ``mode=`` (a :class:`tallmcmc.mode.ModeResult` to use
+        file; at the end the file is written again with the whole run and
+        ``result.made_by``); also ``mode=`` (a :class:`tallmcmc.mode.ModeResult` to use
         instead of searching), ``control_variate=`` (one built at that mode),
         and ``resume=`` (a result of ``sample_tall``: it is extended by
         ``num_samples`` draws with the same proposal and test; one made in
@@ -1044,6 +1046,11 @@ def sample_tall(
                 result.diagnosis.problems.insert(0, look.other.problem())
     clock.lap("checks after the draws")
     result.made_by = made_by
+    checkpoint = sample_options.get("checkpoint")
+    if checkpoint is not None and result.last_state is not None:
+        # the file sample wrote holds the kept draws; written again with the whole run and the arguments' record, so
+        # that sample_tall(model, resume=tallmcmc.load_result(path)) checks a later call's arguments against it
+        save_result(result, checkpoint, target=result.num_draws, argument="checkpoint")
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
