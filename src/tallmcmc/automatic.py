@@ -976,11 +976,11 @@ def sample_tall(
                 decision = "exact"
             factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
             tuned = proposal.tune(to_device(factor, np.float32))
-            pilot = tuna_test = None
-            if bound is not None and resume is not None:  # the saved run's test says whether TunaMH was kept
-                tuna_test = tuna(chi, bound, control_variate=control_variate)
-            elif bound is not None:  # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS
-                tuna_test = tuna(chi, bound, control_variate=control_variate)
+            pilot = None
+            tuna_test = None if bound is None else tuna(chi, bound, control_variate=control_variate)
+            # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS (a continuation does not:
+            # the saved run's test says whether TunaMH was kept)
+            if tuna_test is not None and resume is None:
                 pilot, violated = _tuna_pilot(model, tuned, tuna_test, warmed, run)
                 clock.lap("TunaMH pilot")
                 if violated is not None:
@@ -1854,7 +1854,7 @@ def _check_saved_run(resume, made_by: dict[str, Any]) -> None:
             "tallmcmc.sample(model, proposal, test, resume=result, num_samples=...)"
         )
     recorded = resume.made_by
-    if recorded is None:  # a checkpoint file of sample_tall's kept draws: the warm-up's draws are compared instead
+    if recorded is None:  # a checkpoint written part-way through a run: the warm-up's draws are compared instead
         return
     differ = [
         name
@@ -1905,12 +1905,13 @@ def _resumed_kept(
     result, the proposal, the test, the decision, and a problem where the redone warm-up's draws are not the saved
     run's (then the continuation is a valid chain but not the draws one longer run would have given)."""
     state = run.resume.last_state
-    tests = {test.name: test for test in (minibatch, exact_metropolis(), tuna_test) if test is not None}
+    exact = exact_metropolis()
+    tests = {test.name: test for test in (minibatch, exact, tuna_test) if test is not None}
     if state.test_name not in tests and state.test_name.startswith("tuna") and tuna_test is None:
         raise ValueError(
             "bound: the saved run kept TunaMH, whose bound a file cannot hold; pass the bound= the run was made with"
         )
-    test = tests.get(state.test_name, exact_metropolis())
+    test = tests.get(state.test_name, exact)  # another name: refused just below, naming both
     _check_rederived(run.resume, tuned, test)
     run.say(
         f"sample_tall: continuing the saved run ({state.steps_done:,} steps a chain) with {test.name}, its setup "
@@ -1926,11 +1927,12 @@ def _resumed_kept(
         decision = "exact" if decision == "exact" else "minibatch, then exact"
     else:
         decision = "minibatch"
-    redone = reported_draws(model, warmed.positions)
-    same = run.resume.warmup_positions is None or all(  # a checkpoint of the kept draws alone: nothing to compare
-        np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b))
-        for a, b in zip(
-            jax.tree_util.tree_leaves(redone), jax.tree_util.tree_leaves(run.resume.warmup_positions), strict=False
+    redone = jax.tree_util.tree_leaves(reported_draws(model, warmed.positions))
+    saved = jax.tree_util.tree_leaves(run.resume.warmup_positions)
+    same = run.resume.warmup_positions is None or (  # a file without warm-up draws: nothing to compare
+        len(redone) == len(saved)
+        and all(
+            np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(redone, saved)
         )
     )
     differs = None
