@@ -1,6 +1,7 @@
 """The environment variables that turn one of tallmcmc's defaults off, read one way.
 
-``TALLMCMC_COMPILATION_CACHE``, ``TALLMCMC_COMPILE_AHEAD`` and ``TALLMCMC_THREEFRY_STRAIGHT`` are off at ``0``,
+``TALLMCMC_COMPILATION_CACHE``, ``TALLMCMC_COMPILE_AHEAD``, ``TALLMCMC_IMPORT_AHEAD`` and
+``TALLMCMC_THREEFRY_STRAIGHT`` are off at ``0``,
 ``off``, ``false`` or ``no`` (any case, surrounding spaces ignored), and on otherwise.
 """
 

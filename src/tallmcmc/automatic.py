@@ -95,6 +95,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from tallmcmc import import_ahead
 from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc._device import to_device
 from tallmcmc.acceptance.exact import exact_metropolis
@@ -241,6 +242,9 @@ PENALTY_ERROR_LIMIT = 0.02
 #: for every start) instead of all N; with N at most this, ``sample``'s own full check runs (docs/sample_tall.md,
 #: "The start check").
 START_CHECK_ROWS = 2**14
+#: SciPy's modules the setup imports on first use (``chdtri``, the trust region's ``brentq``), which ArviZ imports too:
+#: imported before the diagnosis's ArviZ starts importing in a thread (:mod:`tallmcmc.import_ahead`).
+_SETUP_IMPORTS = ("scipy.special", "scipy.optimize")
 _START_CHECK_BLOCK = DEFAULT_CHUNK_ROWS  # rows gathered and evaluated at once (a divisor of START_CHECK_ROWS)
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
 _STARTS_STREAM = 0x57A275  # the chains' starts
@@ -794,6 +798,9 @@ def sample_tall(
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
     clock = _Clock()
+    # the diagnosis's ArviZ imported in a thread while the run works (0.5–0.8 s in a fresh process); SciPy's modules
+    # that the setup imports on first use are imported here first, so that the two threads never import one at once
+    diagnostics_import = import_ahead.start(arviz_bridge.diagnostics_module(), first=_SETUP_IMPORTS)
 
     one_device = row_sharding(model.data, "sample_tall") is None
     if mode is None and control_variate is None and one_device and not sample_options:
@@ -1024,6 +1031,7 @@ def sample_tall(
         if look is not None:
             for name, used in look.setup_data_used.items():
                 _count(result, name, used, resume)
+    diagnostics_import.wait()
     result.diagnosis = dataclasses.replace(
         _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,

@@ -143,6 +143,18 @@ def diagnostics_backend() -> int:
     return 1
 
 
+def diagnostics_module() -> str | None:
+    """The module :func:`ess` and :func:`rhat` import: ``"arviz_stats"`` or ``"arviz"`` (see
+    :func:`diagnostics_backend`); ``None`` where neither line can be used (they raise then).
+
+    :func:`tallmcmc.sample_tall` imports it ahead, in a thread (:mod:`tallmcmc.import_ahead`).
+    """
+    try:
+        return "arviz_stats" if diagnostics_backend() == 1 else "arviz"
+    except (ImportError, ValueError):
+        return None
+
+
 # --------------------------------------------------------------------------------------- results as trees
 
 
