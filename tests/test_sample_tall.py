@@ -584,6 +584,42 @@ def test_a_checkpointed_sample_tall_run_is_returned_again_and_continues_from_its
         )
 
 
+@pytest.mark.filterwarnings("ignore:sample_tall. r̂")
+def test_a_killed_checkpointed_sample_tall_run_holds_its_arguments_and_is_rerun_only_as_it_was_called(
+    tmp_path, monkeypatch
+):
+    """Every checkpoint of ``sample_tall`` holds the record of its arguments, those written part-way through a run
+    too: a re-run of a killed run with other arguments is refused before any setup (it would otherwise go on from
+    draws another call made), and the same call again goes on to one uninterrupted run's draws."""
+    from tallmcmc.examples import logistic_regression
+    from tallmcmc.sampling.checkpoint import CheckpointFile
+
+    model = logistic_regression.model(*logistic_regression.simulate(5_000, 3, seed=0))
+    options = dict(num_warmup=20, num_chains=2, seed=1, progress=False)
+    path = tmp_path / "run.nc"
+    whole = tallmcmc.sample_tall(model, num_samples=40, **options)
+    records = []
+    original = CheckpointFile.write
+
+    def killed_after_the_third_write(self, result, target):
+        original(self, result, target)
+        records.append(tallmcmc.load_result(self.path).made_by)
+        if len(records) == 3:  # after warm-up, after 10 and after 20 kept draws
+            raise RuntimeError("killed")
+
+    monkeypatch.setattr(CheckpointFile, "write", killed_after_the_third_write)
+    with pytest.raises(RuntimeError, match="killed"):
+        tallmcmc.sample_tall(model, num_samples=40, checkpoint=path, checkpoint_every=10, **options)
+    monkeypatch.undo()
+    assert records == [whole.made_by] * 3
+    assert tallmcmc.load_result(path).num_draws == 20
+    with pytest.raises(ValueError, match="batch_size=100 there, 50 here"):
+        tallmcmc.sample_tall(model, num_samples=40, checkpoint=path, checkpoint_every=10, batch_size=50, **options)
+    again = tallmcmc.sample_tall(model, num_samples=40, checkpoint=path, checkpoint_every=10, **options)
+    assert np.array_equal(np.asarray(again.positions), np.asarray(whole.positions))
+    assert tallmcmc.load_result(path).made_by == whole.made_by
+
+
 @pytest.mark.slow  # 15 s: three processes, each compiling; the same path is checked in one process above
 @pytest.mark.filterwarnings("ignore:sample_tall. r̂")
 def test_a_saved_sample_tall_run_continued_by_another_process_is_one_longer_run(tmp_path):

@@ -133,6 +133,7 @@ from tallmcmc.proposals.random_walk import random_walk
 from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, DataUseWarning, data_use
 from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
 from tallmcmc.sampling.ahead import compile_ahead
+from tallmcmc.sampling.checkpoint import CheckpointFile
 from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.drivers import HeldBar
 from tallmcmc.sampling.run_file import save_result
@@ -775,6 +776,7 @@ def sample_tall(
     }
     if resume is not None:
         _check_saved_run(resume, made_by)
+    store = _checkpoint_file(sample_options, made_by)
     for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
         if name in sample_options:
             raise ValueError(
@@ -1054,11 +1056,10 @@ def sample_tall(
                 result.diagnosis.problems.insert(0, look.other.problem())
     clock.lap("checks after the draws")
     result.made_by = made_by
-    checkpoint = sample_options.get("checkpoint")
-    if checkpoint is not None and result.last_state is not None:
-        # the file sample wrote holds the kept draws; written again with the whole run and the arguments' record, so
-        # that sample_tall(model, resume=tallmcmc.load_result(path)) checks a later call's arguments against it
-        save_result(result, checkpoint, target=result.num_draws, argument="checkpoint")
+    if store is not None and result.last_state is not None:
+        # the file sample wrote holds the kept draws; written again with the whole run (the setup's counts, the
+        # diagnosis's checks), so that sample_tall(model, resume=tallmcmc.load_result(path)) continues all of it
+        save_result(result, store.path, target=result.num_draws, argument="checkpoint")
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
@@ -1861,27 +1862,58 @@ def _check_saved_run(resume, made_by: dict[str, Any]) -> None:
             "resume: this result was made by tallmcmc.sample, not sample_tall; continue it with "
             "tallmcmc.sample(model, proposal, test, resume=result, num_samples=...)"
         )
-    recorded = resume.made_by
-    if recorded is None:  # a checkpoint written part-way through a run: the warm-up's draws are compared instead
-        return
-    differ = [
-        name
-        for name, value in made_by.items()
-        if name in recorded and recorded[name] != value and not (name == "chi" and not made_by["bound"])
-    ]
-    if differ:
-        given = {True: "given", False: "not given"}
-        spelled = "; ".join(
-            f"{name}: {given[recorded[name]]} there, {given[made_by[name]]} here"
-            if isinstance(recorded[name], bool)
-            else f"{name}={recorded[name]!r} there, {made_by[name]!r} here"
-            for name in differ
-        )
+    spelled = _differing_arguments(resume.made_by, made_by)
+    if spelled:
         raise ValueError(
             "resume: sample_tall continues a saved run by redoing its setup and warm-up, which needs the arguments "
             f"of the call that made it, and this call's differ ({spelled}); call sample_tall as that run was "
             "called, with resume= added and num_samples the draws to add"
         )
+
+
+def _differing_arguments(recorded: dict[str, Any] | None, made_by: dict[str, Any]) -> str:
+    """The arguments in which this call (``made_by``) differs from a saved run's ``recorded`` ones, spelled for an
+    error (``batch_size=100 there, 50 here``); empty where none does, or where the run has no record (a file of
+    tallmcmc before the record was written part-way through a run: its warm-up's draws are compared instead)."""
+    if recorded is None:
+        return ""
+    differ = [
+        name
+        for name, value in made_by.items()
+        if name in recorded and recorded[name] != value and not (name == "chi" and not made_by["bound"])
+    ]
+    given = {True: "given", False: "not given"}
+    return "; ".join(
+        f"{name}: {given[recorded[name]]} there, {given[made_by[name]]} here"
+        if isinstance(recorded[name], bool)
+        else f"{name}={recorded[name]!r} there, {made_by[name]!r} here"
+        for name in differ
+    )
+
+
+def _checkpoint_file(sample_options: dict[str, Any], made_by: dict[str, Any]) -> CheckpointFile | None:
+    """``checkpoint=`` (and ``checkpoint_every=``) of ``sample_options`` as the :class:`CheckpointFile` ``sample``
+    writes, with this call's record of arguments in every checkpoint (those part-way through a run included); put
+    back in ``sample_options``. A file there already (a re-run of a killed or finished run) is checked against the
+    record before any setup: a re-run with other arguments would otherwise go on from draws another call made."""
+    path = sample_options.pop("checkpoint", None)
+    every = sample_options.pop("checkpoint_every", None)
+    if path is None:
+        if every is not None:
+            raise ValueError("checkpoint_every needs checkpoint (the file to write)")
+        return None
+    store = path if isinstance(path, CheckpointFile) else CheckpointFile(path, every, made_by=made_by)
+    saved = store.saved()
+    spelled = "" if saved is None else _differing_arguments(saved.made_by, made_by)
+    if spelled:
+        raise ValueError(
+            f"checkpoint={str(store.path)!r} holds a sample_tall run made with other arguments ({spelled}); a re-run "
+            "goes on from its file only when called as the run was. Call sample_tall with that run's arguments, or "
+            "give another checkpoint path (sample_tall(model, resume=tallmcmc.load_result(path), ...) continues the "
+            "saved run, with its arguments too)"
+        )
+    sample_options["checkpoint"] = store
+    return store
 
 
 def _check_rederived(resume: SamplingResult, proposal: Proposal, test) -> None:

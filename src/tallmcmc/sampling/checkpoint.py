@@ -154,14 +154,20 @@ def _result_from(tree, meta: dict[str, Any]) -> SamplingResult:
 
 
 class CheckpointFile:
-    """The file ``sample(..., checkpoint=path)`` resumes from and writes to (see :func:`tallmcmc.sample`)."""
+    """The file ``sample(..., checkpoint=path)`` resumes from and writes to (see :func:`tallmcmc.sample`).
 
-    def __init__(self, path: str | os.PathLike, every: int | None):
+    ``made_by``: the record of the arguments of the call that runs (``SamplingResult.made_by``), written into every
+    checkpoint of the run, the ones part-way through included; :func:`tallmcmc.sample_tall` passes its own, so that
+    a re-run or a continuation of a killed run is checked against the arguments that made it.
+    """
+
+    def __init__(self, path: str | os.PathLike, every: int | None, made_by: dict[str, Any] | None = None):
         self.path = Path(path)
         check_writable(self.path, "checkpoint")  # before anything is sampled, not after an hour of it
         if every is not None and (isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1):
             raise ValueError(f"checkpoint_every must be a whole number of steps >= 1; got {every!r}")
         self.every = None if every is None else int(every)
+        self.made_by = made_by
 
     def saved(self) -> SamplingResult | None:
         """The run in the file, or ``None`` if there is none yet."""
@@ -210,4 +216,6 @@ class CheckpointFile:
         check_model(state.fingerprint, model, jax.tree_util.tree_map(lambda leaf: leaf[0], starts_of(state)), where)
 
     def write(self, result: SamplingResult, target: int) -> None:
+        if self.made_by is not None and result.made_by is None:
+            result.made_by = self.made_by
         save_result(result, self.path, target=target, argument="checkpoint")

@@ -68,7 +68,7 @@ def sample(
     mesh=None,
     check_starts: bool = True,
     resume: SamplingResult | RunState | None = None,
-    checkpoint: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike | CheckpointFile | None = None,
     checkpoint_every: int | None = None,
     allow_inexact_proposal: bool = False,
 ) -> SamplingResult:
@@ -230,7 +230,10 @@ def sample(
         ``num_samples`` is then the run's total, and a file that already holds
         them is returned as it is. A file from another model, test, proposal,
         seed, number of chains or library version is refused, naming what
-        differs; the file is never executed (``docs/long_runs.md``).
+        differs; the file is never executed (``docs/long_runs.md``). A
+        :class:`~tallmcmc.sampling.checkpoint.CheckpointFile` instead of a
+        path also writes its ``made_by`` record into every checkpoint
+        (:func:`tallmcmc.sample_tall` passes one).
     checkpoint_every
         Kept steps per chain between writes; the chunks are shortened to
         divide it. By default, a write after the first chunk that ends a
@@ -260,7 +263,12 @@ def sample(
     raises :class:`tallmcmc.sharding.DeviceMemoryError` (a ``ValueError``)
     with the estimate and the remedy (``mesh=``) before JAX runs out of memory.
     """
-    store = None if checkpoint is None else CheckpointFile(checkpoint, checkpoint_every)
+    if isinstance(checkpoint, CheckpointFile):  # sample_tall's, with the record of its arguments
+        if checkpoint_every is not None:
+            raise ValueError("checkpoint_every: give it to the CheckpointFile passed as checkpoint")
+        store, checkpoint_every = checkpoint, checkpoint.every
+    else:
+        store = None if checkpoint is None else CheckpointFile(checkpoint, checkpoint_every)
     if checkpoint is None and checkpoint_every is not None:
         raise ValueError("checkpoint_every needs checkpoint (the file to write)")
     num_samples = integer_at_least(num_samples, "num_samples")
