@@ -41,7 +41,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
-from tallmcmc import automatic
+from tallmcmc import automatic, choice_of_test
 from tallmcmc.control_variate import control_variate_at_mode
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
@@ -126,7 +126,7 @@ def measure(num_data: int, dimension: int, args) -> dict:
     centre = np.asarray(ravel_pytree(mode.position)[0], np.float64)
     flat = np.asarray(warmed.positions, np.float64)[:, args.warmup // 2 :]
     estimates = window_estimates(flat, centre, covariance)
-    estimates["rule"] = automatic._ess_per_draw(by_cost.barker_acceptance)
+    estimates["rule"] = choice_of_test.ess_per_draw(by_cost.barker_acceptance)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         kept, kept_seconds = timed_run(
@@ -160,7 +160,7 @@ def measure(num_data: int, dimension: int, args) -> dict:
         "minibatch_cost_per_ess": by_cost.minibatch_cost,
         "exact_cost_per_ess": by_cost.exact_cost,
         "minibatch_ess_per_draw": estimates,
-        "exact_ess_per_draw_rule": automatic._ess_per_draw(by_cost.metropolis_acceptance),
+        "exact_ess_per_draw_rule": choice_of_test.ess_per_draw(by_cost.metropolis_acceptance),
     }
     for name, result, seconds in (("minibatch", kept, kept_seconds), ("exact", exact, exact_seconds)):
         draws = np.asarray(result.positions, np.float64)

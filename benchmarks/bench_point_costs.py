@@ -1,6 +1,6 @@
 """Seconds per data point of each kind the tests touch: a plain likelihood point against a control-variate residual.
 
-Calibrates ``tallmcmc.automatic.RESIDUAL_POINT_COST`` (the cost of one residual in plain points, which
+Calibrates ``tallmcmc.choice_of_test.RESIDUAL_POINT_COST`` (the cost of one residual in plain points, which
 ``choose_test`` uses to weigh the minibatch test's points against the exact test's): for each d in
 ``--dimensions`` (default 10, 50, 100, 500), untempered logistic regression ``logistic_regression.simulate(N, d,
 seed=0)`` (float32, prior N(0, I)); and for each G in ``--intercepts`` (default 100, 500; none: ``--intercepts``

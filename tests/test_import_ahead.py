@@ -80,7 +80,7 @@ def test_sample_tall_imports_the_diagnosis_module_ahead_and_waits_before_it_diag
     for it before the diagnosis."""
     events = []
     started = []
-    original_start, original_diagnose = import_ahead.start, tallmcmc.automatic._diagnose
+    original_start, original_diagnose = import_ahead.start, tallmcmc.automatic.diagnose
 
     class Recorded(import_ahead.Importing):
         def wait(self):
@@ -96,7 +96,7 @@ def test_sample_tall_imports_the_diagnosis_module_ahead_and_waits_before_it_diag
         return original_diagnose(*arguments, **options)
 
     monkeypatch.setattr(import_ahead, "start", start)
-    monkeypatch.setattr(tallmcmc.automatic, "_diagnose", diagnose)
+    monkeypatch.setattr(tallmcmc.automatic, "diagnose", diagnose)
     model = logistic_regression.model(*logistic_regression.simulate(20_000, 3, seed=5))
     result = tallmcmc.sample_tall(model, num_samples=40, num_chains=2, num_warmup=40, progress=False)
     assert started == [(arviz_bridge.diagnostics_module(), ("scipy.special", "scipy.optimize"))]

@@ -197,7 +197,7 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     # below the limit; the regression's posterior is close to Gaussian, and nothing is reported
     expected = ["sd mixed far slower than its mean"] if name == "mixture" else []
     assert [p for p in diagnosis.problems if not any(e in p for e in expected)] == [], str(diagnosis)
-    slow_sd = diagnosis.ess_sd_ratio_min < tallmcmc.automatic.SD_ESS_RATIO_LIMIT
+    slow_sd = diagnosis.ess_sd_ratio_min < tallmcmc.tall_diagnosis.SD_ESS_RATIO_LIMIT
     assert len(diagnosis.problems) == int(slow_sd), str(diagnosis)
     assert name == "mixture" or not slow_sd, str(diagnosis)
     choice = diagnosis.choice
@@ -252,7 +252,7 @@ def test_the_default_run_on_the_mixture_says_its_tails_mix_slowly(mixture):
     over seeds 1-4). The minibatch path on the mixture reports it too, and the regression, close to Gaussian, stays
     silent (both in the reference test above, which asserts each run's whole list of problems)."""
     reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], 1)
-    assert reported and ratio < tallmcmc.automatic.SD_ESS_RATIO_LIMIT, ratio
+    assert reported and ratio < tallmcmc.tall_diagnosis.SD_ESS_RATIO_LIMIT, ratio
 
 
 def test_a_check_that_reads_the_bulk_ess_for_the_sd_misses_the_mixture(mixture, monkeypatch):
@@ -327,7 +327,7 @@ def test_the_choice_weighs_cost_a_residual_priced_in_plain_points():
 
 
 def test_a_control_variate_is_priced_from_the_calibrated_table_by_kind_and_dimension():
-    from tallmcmc.automatic import RESIDUAL_POINT_COST, residual_point_cost
+    from tallmcmc.choice_of_test import RESIDUAL_POINT_COST, residual_point_cost
 
     def control_variate(dimension, order=2, curvature="per_datum"):
         zeros = jnp.zeros(dimension)
@@ -522,9 +522,9 @@ def test_a_saved_sample_tall_run_continues_in_a_later_process_to_one_longer_run(
     later process has), so the call redoes the setup and warm-up from the arguments it is given, checks them against
     those the file recorded and its warm-up draws against the file's, and continues the saved chains: the draws of
     one longer run, bit for bit, with what it redid counted. Other arguments are refused, naming them; a file without
-    the record (a checkpoint of the kept draws) whose warm-up the redone one does not reproduce gets a warning."""
-    from tallmcmc.automatic import REDONE
+    the record (one written before 2026-11-30 part-way through a killed run) whose warm-up the redone one does not reproduce gets a warning."""
     from tallmcmc.examples import logistic_regression
+    from tallmcmc.tall_continuation import REDONE
 
     model = logistic_regression.model(*logistic_regression.simulate(5_000, 3, seed=0))
     options = dict(num_warmup=20, num_chains=2, seed=1, progress=False)
@@ -869,7 +869,7 @@ def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression
     def diagnose(**changed):  # the run's diagnosis again, of the same run with these fields changed
         made = result.diagnosis
         replaced = dataclasses.replace(result, **changed)
-        return tallmcmc.automatic._diagnose(
+        return tallmcmc.tall_diagnosis.diagnose(
             replaced, made.decision, made.reason, made.mode, made.control_variate, made.choice, None, [], 200
         )
 
@@ -879,7 +879,7 @@ def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression
     # chains this far apart have a bulk ESS of a few: the advice says how long a run would reach 400 at that rate,
     # and that it is the costly way (the seventh audit: "run longer" on a run of ESS 16 from 8,000 draws)
     (advice,) = [problem for problem in diagnosis.problems if problem.startswith("r̂")]
-    needed = math.ceil(300 * tallmcmc.automatic.TARGET_ESS / diagnosis.ess_bulk_min)
+    needed = math.ceil(300 * tallmcmc.tall_diagnosis.TARGET_ESS / diagnosis.ess_bulk_min)
     assert f"about num_samples={needed:,}, over 20 times this run" in advice and "NUTS" in advice, advice
     # chains that accepted nothing: said, and no advice says "run longer"
     said = diagnose(info={**result.info, "accepted": np.zeros_like(result.info["accepted"])}).problems
@@ -888,7 +888,7 @@ def test_a_coordinate_that_never_moves_does_not_hide_the_others_r_hat(regression
 
 
 def test_the_advice_to_run_longer_says_how_much_longer():
-    run_longer = tallmcmc.automatic._run_longer
+    run_longer = tallmcmc.tall_diagnosis.run_longer
     assert run_longer(800.0, 2000) == "run longer (num_samples, num_warmup) before trusting the draws"
     assert run_longer(300.0, 2000).endswith(
         "from 2,000 draws a chain, so a bulk ESS of 400 would take about num_samples=2,667"
@@ -1160,5 +1160,5 @@ def test_a_float32_run_whose_rounding_swamps_the_log_ratio_says_so_and_an_ordina
     assert run.setup_data_used.get("float32 rounding check (diagnosis)", 0) == (4 * ordinary.num_data) * bool(
         run.diagnosis.problems
     )  # counted wherever the check ran, rounding named or not
-    measured = tallmcmc.automatic.float32_rounding(ordinary, run, tallmcmc.laplace_covariance(run.diagnosis.mode))
-    assert measured.noise < 1e-3 * tallmcmc.automatic.ROUNDING_NOISE_LIMIT, measured
+    measured = tallmcmc.tall_diagnosis.float32_rounding(ordinary, run, tallmcmc.laplace_covariance(run.diagnosis.mode))
+    assert measured.noise < 1e-3 * tallmcmc.tall_diagnosis.ROUNDING_NOISE_LIMIT, measured

@@ -75,7 +75,9 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    the data per step, the error bounds, r̂ and ESS, and whether warm-up
    settled; a run whose diagnosis says its result may be wrong warns.
 
-``docs/sample_tall.md`` has the derivations and the measurements.
+The choice of test lives in :mod:`tallmcmc.choice_of_test`, the diagnosis in :mod:`tallmcmc.tall_diagnosis` and
+the continuation of a run (in this process, from a file, from its checkpoint) in :mod:`tallmcmc.tall_continuation`;
+this module runs the path. ``docs/sample_tall.md`` has the derivations and the measurements.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ from tallmcmc.acceptance.exact import exact_metropolis
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.penalty import minibatch_penalty
 from tallmcmc.acceptance.tuna import TunaBound, TunaBoundViolation, tuna
+from tallmcmc.choice_of_test import (
+    PROPOSAL_ROW_COST,
+    RESIDUAL_COST_MEANING,
+    TestChoice,
+    choose_test,
+    ess_per_draw,
+    residual_point_cost,
+)
 from tallmcmc.control_variate import ControlVariate, control_variate_at_mode, taylor_control_variate
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.kernel import build_kernel
@@ -130,16 +140,31 @@ from tallmcmc.proposals.base import Proposal
 from tallmcmc.proposals.laplace import laplace_covariance
 from tallmcmc.proposals.proxy import HAMILTONIAN_PROXY_TARGET, proxy_hamiltonian, tuned_step
 from tallmcmc.proposals.random_walk import random_walk
-from tallmcmc.run_warnings import MOST_OF_THE_DATA, VACUOUS_ERROR_BOUND, DataUse, DataUseWarning, data_use
+from tallmcmc.run_warnings import DataUseWarning
 from tallmcmc.sampling import SamplingResult, WarmupResult, ahead, reported_draws, sample, warmup
 from tallmcmc.sampling.ahead import compile_ahead
-from tallmcmc.sampling.checkpoint import CheckpointFile
 from tallmcmc.sampling.continuation import starts_of
 from tallmcmc.sampling.drivers import HeldBar
 from tallmcmc.sampling.run_file import save_result
 from tallmcmc.sampling.warmup_phase import compile_warmup
 from tallmcmc.setup_fast import fast_setup, placeholder_control_variate
 from tallmcmc.sharding import row_sharding, to_host
+from tallmcmc.tall_continuation import (
+    check_rederived,
+    check_saved_run,
+    checkpoint_file,
+    continued_in_process,
+    count_pass,
+    made_in_this_process,
+    resumed_kept,
+)
+from tallmcmc.tall_diagnosis import (
+    FAR_FROM_LAPLACE,
+    ROUNDING_NOISE_LIMIT,
+    TallDiagnosis,
+    diagnose,
+    float32_rounding,
+)
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
 
@@ -152,35 +177,11 @@ NUM_LEAPFROG_STEPS = 3
 INTEGRATOR = "split"
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2
-#: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
-SETTLED_TOLERANCE = 0.15
-#: ... and the chains' adapted step factors are within this ratio of each other.
-SETTLED_FACTOR_RATIO = 3.0
-#: The diagnosis warns about r̂ above this (Vehtari et al. 2021).
-RHAT_LIMIT = 1.01
-#: The diagnosis reports a problem where the kept steps accepted less than this fraction of their proposals: the
-#: proposal, built on the Laplace approximation at the mode, does not describe the posterior (``docs/sample_tall.md``,
-#: "When the posterior is far from its Laplace approximation"); a test choice whose warm-up accepted less under
-#: either test gives that as its cause (``"rejected"``).
-LOW_ACCEPTANCE = 0.05
-#: The bulk ESS a run's advice to run longer aims at (Vehtari et al. 2021: 100 per chain for 4 chains). Where the
-#: run fell short, the advice says how many draws a chain would take to reach it at the run's own rate ...
-TARGET_ESS = 400
-#: ... and where that is more than this many times the draws the run made, that a longer run is the costly way.
-LONGER_RUN_LIMIT = 20
 #: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
 #: optimal scale on a Gaussian target). Where the Laplace approximation's proposal costs more per effective draw than
 #: such a walk would (N·d/0.3 plain points), the path takes the walk (docs/sample_tall.md, "When the posterior is far
 #: from its Laplace approximation").
 RANDOM_WALK_EFFICIENCY = 0.3
-#: What to do about a posterior far from its Laplace approximation (the diagnosis says it where warm-up measured it).
-FAR_FROM_LAPLACE = (
-    "A posterior far from Gaussian around its mode (a curved ridge, as between a hierarchical scale and non-centred "
-    "group effects; a funnel, as a horseshoe's scales make; or a likelihood that is not smooth) needs either a "
-    "parametrisation in which it is closer to Gaussian (for groups with many rows each, the centred one) or a "
-    "sampler that adapts to its shape with full-data gradients, such as NumPyro's NUTS (docs/sample_tall.md, 'When "
-    "the posterior is far from its Laplace approximation')"
-)
 #: A mode search that stopped without converging this close to the mode (its Newton decrement, in posterior sd) is
 #: near enough for the path: the tests are exact whatever the centre, and a control variate or proxy centred
 #: 0.1 sd off changes by a few per cent of its second-order term. ``sample_tall`` then neither warns nor reports it
@@ -190,12 +191,6 @@ MODE_NEAR_ENOUGH = 0.1
 #: A mode search that did not converge and ended more than this many posterior sd (its Newton decrement) from the
 #: mode gives no Laplace approximation: the path takes the random walk, as for a Hessian that is not positive definite.
 MODE_OFF_LIMIT = 1.0
-#: The diagnosis reports a problem where a coordinate's ESS for its sd is below this fraction of its bulk ESS. With
-#: the proxy-HMC move at a quarter period, ESS(sd) ≈ ESS(mean) on a Gaussian posterior (``docs/warmup.md``'s rotation
-#: model); measured 0.73-0.97 (min over coordinates) on the regression examples from N = 2,000 to 10⁶ at 4 × 500 and
-#: 4 × 2,000 draws, and 0.15-0.38 on the N = 1,000 normal mixture, whose tails the chains visit rarely and stick in
-#: (``docs/sample_tall.md``, "When the second moments mix slower than the means").
-SD_ESS_RATIO_LIMIT = 0.5
 #: ``setup="auto"`` uses :func:`tallmcmc.fast_setup` from this many rows (``docs/setup.md``, "Where it pays") ...
 FAST_SETUP_MIN_ROWS = 200_000
 #: ... and from this many rows per coordinate, up to :data:`FAST_SETUP_MAX_DIMENSION` coordinates.
@@ -221,13 +216,6 @@ KEPT_CHECK_MIN_DRAWS = 50
 #: The kept draws switch to the exact test only where the minibatch test costs more than this many times as much per
 #: effective draw: a switch compiles another chain program, and near parity the choice is noise.
 KEPT_SWITCH_MARGIN = 2.0
-#: Where a float32 run's diagnosis finds a problem, the float32 rounding of Δ for a proposal-sized move from a chain's
-#: last position is measured against float64 (:func:`float32_rounding`); above this root sum of squares it is named as
-#: a cause. Found by the 2026-11-29 third user-model audit: a Poisson regression with a count of 2.1·10⁸ (terms of
-#: ~4·10⁹ that cancel) accepted 0.3% in float32 and blamed the posterior's shape, and accepts 100% in float64; on a
-#: 20,000-row copy the rounding measures 96, on an ordinary logistic regression 10⁻⁵ (docs/sample_tall.md, "When
-#: float32 rounds Δ").
-ROUNDING_NOISE_LIMIT = 0.1
 #: The values of ``sample_tall``'s ``setup``.
 SETUPS = ("auto", "fast", "exact")
 #: The values of ``sample_tall(minibatch_test=...)``: ``"auto"`` (default) warms up with the penalty test and keeps
@@ -249,33 +237,8 @@ _SETUP_IMPORTS = ("scipy.special", "scipy.optimize")
 _START_CHECK_BLOCK = DEFAULT_CHUNK_ROWS  # rows gathered and evaluated at once (a divisor of START_CHECK_ROWS)
 _START_CHECK_STREAM = 0x57A27  # the start check's rows, apart from every other seed
 _STARTS_STREAM = 0x57A275  # the chains' starts
-_ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
 _OUTLYING_STREAM = 0x0A7  # the Laplace draws at which the early look for outlying rows measures residuals
 _PROXY_STREAM = 0x9A0  # the Laplace draws at which the look for rows the proxy should follow measures residuals
-#: What one control-variate residual costs, in plain likelihood points (one point of the exact test's full pass),
-#: by what each residual evaluates and d: ``"per_datum"`` (second order with per-datum curvature: two
-#: log-likelihoods and a nested forward-mode jvp at the centre, gathered rows) and ``"gradient"`` (first order, or a
-#: shared curvature: two log-likelihoods and one jvp). Measured on logistic regression (N = 10⁵, 4 chains, chunks of
-#: 100 residuals as ``sample_tall``'s minibatch test draws them) on a 2-core Xeon CPU, the run at the lowest load
-#: (2.2: both cores), by ``benchmarks/bench_point_costs.py`` (``benchmarks/RESULTS.md``, "What a residual costs";
-#: ``docs/sample_tall.md``, the same, with how the ratios move with load and N); between the calibrated d
-#: interpolated linearly in log d, outside them the nearest one's value. Since the per-datum residual is computed
-#: forward-over-forward (2026-11-30) it costs what the gradient kind costs (within 9% at every d, same run,
-#: ``benchmarks/RESULTS.md``, "A residual in forward mode"), so the two rows are the same. Since the keyed permutation
-#: walks a domain of at most 2N (2026-11-30; it was 4^9 = 2.6 N at N = 10⁵) a residual's index costs 13.5 ns there
-#: instead of 38, and the calibrated values (40, 28, 17, 8) are scaled by what a residual costs after over before at
-#: each d, same runs (0.58, 0.48, 0.54, 0.80; ``benchmarks/RESULTS.md``, "The permutation on 2^k values"). Fixed
-#: numbers, so that the choice, which changes the draws, does not depend on the timing noise of the run that makes it.
-RESIDUAL_POINT_COST = {
-    "per_datum": ((10, 23.0), (50, 14.0), (100, 9.0), (500, 6.5)),
-    "gradient": ((10, 23.0), (50, 14.0), (100, 9.0), (500, 6.5)),
-}
-#: What one row read by a proxy that follows the outlying rows exactly (``ControlVariate.outlying_in_proxy``) costs,
-#: in plain points: a log-likelihood and its gradient, for rows read in one block. Measured on the seventh audit's
-#: Poisson intercepts under the exact test (kept draws' wall time with and without the rows in the proxy, compilation
-#: excluded; ``benchmarks/RESULTS.md``, "Rows the proxy cannot follow"): 0.8 at d = 104, 2.0 at d = 504; the larger.
-PROPOSAL_ROW_COST = 2.0
-_RESIDUAL_COST_MEANING = "what one control-variate residual costs, in plain likelihood points; e.g. 10.0"
 _CAUSES = {
     "spread": "the residuals are widely spread",
     "tail weight": "the residuals are heavy-tailed",
@@ -283,329 +246,6 @@ _CAUSES = {
     "residual cost": "a residual costs more than the plain points it saves",
     "rejected": "the proposals were almost never accepted",
 }
-
-
-def _ess_per_draw(acceptance: float) -> float:
-    """a/(2 − a): the ESS per draw of a chain of nearly independent proposals accepted at rate a."""
-    acceptance = min(max(float(acceptance), 1e-6), 1.0)
-    return acceptance / (2.0 - acceptance)
-
-
-def residual_point_cost(control_variate: ControlVariate) -> float:
-    """What one residual of ``control_variate`` costs in plain likelihood points (:data:`RESIDUAL_POINT_COST`).
-
-    The kind is ``"per_datum"`` for a second-order control variate with
-    per-datum curvature (a nested forward-mode jvp per residual), ``"gradient"``
-    otherwise; d is the length of its flattened centre. Deterministic: a
-    table lookup, linear in log d between the calibrated dimensions.
-    """
-    kind = "per_datum" if control_variate.order == 2 and control_variate.curvature == "per_datum" else "gradient"
-    dimension = int(np.asarray(control_variate.gradient_sum).shape[0])
-    points = RESIDUAL_POINT_COST[kind]
-    logs = np.log([float(d) for d, _ in points])
-    return float(np.interp(np.log(max(dimension, 1)), logs, [cost for _, cost in points]))
-
-
-@dataclasses.dataclass(frozen=True)
-class TestChoice:
-    """The measured window and the choice :func:`choose_test` made from it.
-
-    Costs are in **plain points**: one plain point is one datum's
-    log-likelihood in the exact test's full pass; a control-variate residual
-    costs ``residual_cost`` of them (:func:`residual_point_cost`).
-
-    Attributes
-    ----------
-    minibatch
-        Whether the minibatch test is kept: a lower cost per effective draw
-        and at most :data:`tallmcmc.run_warnings.MOST_OF_THE_DATA` of N per step.
-    cause
-        ``"spread"``, ``"tail weight"`` or ``"small N"``: what made the
-        minibatch grow (see :mod:`tallmcmc.run_warnings`); or ``"residual
-        cost"``: fewer points per effective draw than the exact test, but not
-        at ``residual_cost`` plain points each.
-    use
-        The window's :class:`~tallmcmc.run_warnings.DataUse` (fraction of N,
-        N²·Var(rᵢ), kurtosis, the minibatch each rule asks for).
-    minibatch_acceptance, metropolis_acceptance
-        The minibatch test's acceptance rate in the window, and the mean of
-        min(1, e^{Δ*}) there (the exact Metropolis test's, estimated).
-    minibatch_cost, exact_cost
-        Cost per effective draw of each test, in plain points: the minibatch
-        test's points per effective draw times ``residual_cost``; N per
-        effective draw for the exact test.
-    tuna_acceptance, tuna_points, tuna_cost
-        With a TunaMH ``bound``: its acceptance, points per step and cost per
-        effective draw (its points are residuals: ``residual_cost`` plain
-        points each) measured on a pilot of :data:`TUNA_PILOT_STEPS` kept
-        steps (NaN, NaN, ∞ without one).
-    residual_cost
-        What one residual costs in plain points (1.0: priced as a plain point,
-        the choice by data points alone).
-    minibatch_points
-        The minibatch test's data points per effective draw (NaN if not given).
-    proposal_points
-        Rows the proposal read per step (its proxy following the outlying rows
-        exactly; 0 otherwise), priced at :data:`PROPOSAL_ROW_COST` in both
-        costs.
-    """
-
-    minibatch: bool
-    cause: str
-    use: DataUse
-    minibatch_acceptance: float
-    metropolis_acceptance: float
-    minibatch_cost: float
-    exact_cost: float
-    tuna_acceptance: float = float("nan")
-    tuna_points: float = float("nan")
-    tuna_cost: float = float("inf")
-    residual_cost: float = 1.0
-    minibatch_points: float = float("nan")
-    proposal_points: float = 0.0
-
-    def with_tuna(self, info: dict[str, np.ndarray]) -> TestChoice:
-        """This choice with TunaMH's measured acceptance, points per step and cost per effective draw."""
-        acceptance = float(np.mean(info["accepted"]))
-        points = float(np.mean(info["data_used"]))
-        cost = points * self.residual_cost / _ess_per_draw(acceptance)
-        return dataclasses.replace(self, tuna_acceptance=acceptance, tuna_points=points, tuna_cost=cost)
-
-    def describe_tuna(self) -> str:
-        """TunaMH's measured figures, in words."""
-        return (
-            f"TunaMH measured {self.tuna_points:,.1f} points per step at acceptance "
-            f"{100 * self.tuna_acceptance:.3g}%: ≈ {self.tuna_cost:,.0f} plain points per effective draw"
-        )
-
-    def describe(self, num_data: int) -> str:
-        """The numbers behind the choice, in words (costs in plain points)."""
-        spread = f"N²·Var(rᵢ) ≈ {self.use.spread:.3g}" if np.isfinite(self.use.spread) else "N²·Var(rᵢ) unmeasured"
-        kurtosis = f"kurtosis ≈ {self.use.kurtosis:.3g}" if np.isfinite(self.use.kurtosis) else "kurtosis unmeasured"
-        points = (
-            self.minibatch_points if np.isfinite(self.minibatch_points) else self.minibatch_cost / self.residual_cost
-        )
-        return (
-            f"in warm-up the minibatch test used {100 * self.use.fraction:.3g}% of N = {num_data:,} per step "
-            f"({spread}, {kurtosis}) and accepted {100 * self.minibatch_acceptance:.3g}%: ≈ {points:,.0f} residuals per "
-            f"effective draw at ≈ {self.residual_cost:.3g} plain points each, ≈ {self.minibatch_cost:,.0f} plain "
-            f"points per effective draw, against ≈ {self.exact_cost:,.0f} for the exact test (N plain points per "
-            f"step, estimated acceptance {100 * self.metropolis_acceptance:.3g}%)"
-            + (
-                f"; both with the ≈ {self.proposal_points:,.0f} rows per step the proposal read, at "
-                f"{PROPOSAL_ROW_COST:g} plain points each"
-                if self.proposal_points
-                else ""
-            )
-        )
-
-
-def choose_test(
-    info: dict[str, np.ndarray],
-    num_data: int,
-    cache: Any = None,
-    control_variate: ControlVariate | None = None,
-    *,
-    residual_cost: float | None = None,
-    proposal_points: float = 0.0,
-) -> TestChoice:
-    """Keep the minibatch test or not, from its measured steps ``info`` (see the module docstring, step 5).
-
-    Parameters
-    ----------
-    info
-        The window's step statistics (arrays of any shape, one entry per step).
-    num_data
-        N.
-    cache
-        The chains' final test caches (the tail guard's pool, for the
-        kurtosis), or ``None``.
-    control_variate
-        The minibatch test's control variate: its residuals are priced at
-        :func:`residual_point_cost` plain points each.
-    residual_cost
-        A price per residual, in plain points, instead (``1.0``: compare data
-        points alone). Without either, 1.0.
-    proposal_points
-        Rows the proposal read per step (a proxy that follows the outlying rows
-        exactly, ``ControlVariate.outlying_in_proxy``; 0 otherwise), included
-        in ``info["data_used"]``: taken out of the test's data use and priced
-        at :data:`PROPOSAL_ROW_COST` in both tests' costs (either test runs
-        the same proposal).
-
-    Returns
-    -------
-    TestChoice
-        The minibatch test is kept when its cost per effective draw,
-        b̄·c/e(a_B), is below the exact test's, N/e(a_M), with e(a) = a/(2 − a),
-        and it used at most :data:`tallmcmc.run_warnings.MOST_OF_THE_DATA` of N
-        per step.
-    """
-    if residual_cost is None:
-        residual_cost = 1.0 if control_variate is None else residual_point_cost(control_variate)
-    residual_cost = positive_finite(residual_cost, "residual_cost", _RESIDUAL_COST_MEANING)
-    proposal_price = 0.0
-    if proposal_points:
-        info = {**info, "data_used": np.maximum(np.asarray(info["data_used"], np.float64) - proposal_points, 0.0)}
-        proposal_price = proposal_points * PROPOSAL_ROW_COST
-    use = data_use(info, num_data, cache)
-    accepted = float(np.mean(info["accepted"]))
-    statistic = np.asarray(info["statistic"], np.float64)
-    metropolis = float(np.mean(np.where(np.isfinite(statistic), np.exp(np.minimum(statistic, 0.0)), 0.0)))
-    minibatch_points = float(np.mean(info["data_used"])) / _ess_per_draw(accepted)
-    minibatch_cost = minibatch_points * residual_cost + proposal_price / _ess_per_draw(accepted)
-    exact_cost = (num_data + proposal_price) / _ess_per_draw(metropolis)
-    cause = use.cause or "spread"
-    if use.fraction <= MOST_OF_THE_DATA and minibatch_points < exact_cost <= minibatch_cost:
-        cause = "residual cost"  # fewer points, but not at their price
-    if max(accepted, metropolis) < LOW_ACCEPTANCE:
-        cause = "rejected"  # a sequential test that rejects everything reads all of N: that is not N's fault
-    keep = minibatch_cost < exact_cost and use.fraction <= MOST_OF_THE_DATA
-    return TestChoice(
-        keep,
-        cause,
-        use,
-        accepted,
-        metropolis,
-        minibatch_cost,
-        exact_cost,
-        residual_cost=residual_cost,
-        minibatch_points=minibatch_points,
-        proposal_points=proposal_points,
-    )
-
-
-@dataclasses.dataclass
-class TallDiagnosis:
-    """What :func:`sample_tall` decided, what it measured and what the run says about itself.
-
-    Attributes
-    ----------
-    decision
-        ``"minibatch"`` (the minibatch test on control-variate residuals),
-        ``"exact"`` (exact Metropolis with the proxy proposal), ``"tuna"``
-        (TunaMH on the residuals) or ``"random walk"`` (no Laplace
-        approximation, or one whose proposals warm-up measured to be rejected:
-        exact Metropolis with a covariance-adapted random walk); or
-        ``"minibatch, then exact"``: the kept draws began with the minibatch
-        test, which then cost more than the exact test (``switched_at``).
-    reason
-        Why, in words, with the numbers.
-    mode, control_variate
-        The setup objects (``None`` where not built).
-    choice
-        The :class:`TestChoice` made from the warm-up's measurements (``None``
-        on the random-walk path).
-    setup_passes
-        One-off passes over N by source (mode, control variate, the start
-        check: ``"start check (subsample)"``, or ``"start check"`` where N ≤
-        :data:`START_CHECK_ROWS` or on the random-walk path).
-    warmup_passes, sampling_passes
-        Data used by warm-up (its second half is the measured window) and
-        by the kept draws, in passes over N (all chains).
-    data_fraction
-        Mean data points per kept step, as a fraction of N.
-    error_bound_median, vacuous_fraction
-        Of the kept subsampled steps: the median ``error_bound`` and the fraction
-        at or above :data:`tallmcmc.run_warnings.VACUOUS_ERROR_BOUND` (NaN without any).
-    r_hat_max, ess_bulk_min
-        Over every coordinate of the draws (ArviZ rank-normalised r̂ and bulk ESS).
-    warmup_settled
-        Whether warm-up reached its target in every chain with consistent step
-        factors (``None`` without a proxy proposal).
-    problems
-        The findings that say the result may be wrong (also warned about).
-    ess_sd_ratio_min
-        Over every coordinate, ArviZ's ESS for the sd (of the squared
-        deviations) over the bulk ESS; below :data:`SD_ESS_RATIO_LIMIT` it is
-        a problem (the chains visit the tails rarely).
-    proposal, test
-        What made the kept draws (the last of them): ``tallmcmc.sample(model,
-        d.proposal, d.test, resume=result, num_samples=…)`` continues the run,
-        as does ``sample_tall(model, resume=result, num_samples=…)``.
-    switched_at
-        Where the kept draws switched from the minibatch test to the exact
-        test: the number of kept draws per chain made before (``None``: no
-        switch; :data:`KEPT_CHECKS`).
-    seconds
-        Wall time by phase, in seconds: ``"setup"`` (mode, covariance,
-        control variate), ``"look for outlying rows"`` (with a second
-        warm-up, where it ran one), ``"warm-up"``, ``"TunaMH pilot"``,
-        ``"kept draws"`` (on the random-walk path, with that walk's own
-        warm-up) and ``"checks after the draws"`` (the diagnosis, the float32
-        rounding check, the look for other modes); compilation is in the phase
-        that waited for it. Phases that did not run are absent.
-    setup_fallback
-        Why :func:`tallmcmc.fast_setup` gave up and the full-data
-        :func:`tallmcmc.find_mode` found the mode (its passes are in
-        ``setup_passes``); ``None`` where it did not, or did not run. Warned
-        about, unless the look for outlying rows found the cause and held
-        those rows (then only printed, with ``progress=True``).
-    """
-
-    decision: str
-    reason: str
-    mode: Any = None
-    control_variate: ControlVariate | None = None
-    choice: TestChoice | None = None
-    setup_passes: dict[str, float] = dataclasses.field(default_factory=dict)
-    warmup_passes: float = 0.0
-    sampling_passes: float = 0.0
-    data_fraction: float = float("nan")
-    error_bound_median: float = float("nan")
-    vacuous_fraction: float = float("nan")
-    r_hat_max: float = float("nan")
-    ess_bulk_min: float = float("nan")
-    warmup_settled: bool | None = None
-    problems: list[str] = dataclasses.field(default_factory=list)
-    proposal: Any = None
-    test: Any = None
-    ess_sd_ratio_min: float = float("nan")
-    switched_at: int | None = None
-    setup_fallback: str | None = None
-    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def __repr__(self) -> str:
-        """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
-        problems = f"{len(self.problems)} problem(s), see str()" if self.problems else "no problems"
-        return (
-            f"TallDiagnosis(decision={self.decision!r}, setup {sum(self.setup_passes.values()):.3g} passes, "
-            f"r̂ max {self.r_hat_max:.3f}, bulk ESS min {self.ess_bulk_min:.0f}, {problems})"
-        )
-
-    def __str__(self) -> str:
-        lines = [f"decision: {self.decision} — {self.reason}"]
-        setup = ", ".join(f"{name} {_passes(passes)}" for name, passes in self.setup_passes.items())
-        lines.append(f"setup passes over N: {_passes(sum(self.setup_passes.values()))} ({setup})")
-        if self.setup_fallback is not None:
-            lines.append(f"fast_setup fell back to find_mode: {self.setup_fallback}")
-        if self.seconds:
-            phases = ", ".join(f"{phase} {seconds:.3g}" for phase, seconds in self.seconds.items())
-            lines.append(f"wall time: {sum(self.seconds.values()):.3g} s ({phases})")
-        lines.append(
-            f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {_passes(self.warmup_passes)} "
-            f"passes, kept draws {_passes(self.sampling_passes)} passes"
-        )
-        if np.isfinite(self.error_bound_median):
-            lines.append(
-                f"error bound: median {self.error_bound_median:.3g}, {100 * self.vacuous_fraction:.3g}% of subsampled "
-                f"steps ≥ {VACUOUS_ERROR_BOUND}"
-            )
-        lines.append(
-            f"r̂ max {self.r_hat_max:.4g}, bulk ESS min {self.ess_bulk_min:.0f}, ESS of the sd / bulk ESS min "
-            f"{self.ess_sd_ratio_min:.2f}"
-        )
-        if self.warmup_settled is not None:
-            lines.append(
-                f"warm-up's step settled (proxy acceptance on target): {'yes' if self.warmup_settled else 'NO'}"
-            )
-        lines.extend(f"problem: {problem}" for problem in self.problems)
-        return "\n".join(lines)
-
-
-def _passes(passes: float) -> str:
-    """A count of passes over the data in words: three significant figures, 8,000 rather than 8e+03."""
-    return f"{passes:,.0f}" if abs(passes) >= 1000 else f"{passes:.3g}"
 
 
 def sample_tall(
@@ -715,7 +355,7 @@ def sample_tall(
         redoing the setup and warm-up, deterministic given the arguments,
         which must be those of the call that made it (the file records them;
         other values are refused, naming them); the redone passes are counted
-        as :data:`REDONE`; ``docs/long_runs.md``).
+        as :data:`tallmcmc.tall_continuation.REDONE`; ``docs/long_runs.md``).
 
     Returns
     -------
@@ -741,7 +381,7 @@ def sample_tall(
     num_warmup = integer_at_least(num_warmup, "num_warmup", 20, why="its second half measures the tests' costs")
     batch_size = integer_at_least(batch_size, "batch_size", 2)
     if residual_cost is not None:
-        residual_cost = positive_finite(residual_cost, "residual_cost", _RESIDUAL_COST_MEANING)
+        residual_cost = positive_finite(residual_cost, "residual_cost", RESIDUAL_COST_MEANING)
     if minibatch_test not in MINIBATCH_TESTS:
         raise ValueError(
             f"minibatch_test must be one of {', '.join(repr(name) for name in MINIBATCH_TESTS)} (the test run on the "
@@ -755,8 +395,8 @@ def sample_tall(
             f"are built); got {setup!r}"
         )
     resume = sample_options.pop("resume", None)
-    if resume is not None and _made_in_this_process(resume):
-        return _continued(model, resume, num_samples, progress, num_warmup, sample_options)
+    if resume is not None and made_in_this_process(resume):
+        return continued_in_process(model, resume, num_samples, progress, num_warmup, sample_options)
     mode = sample_options.pop("mode", None)
     control_variate = sample_options.pop("control_variate", None)
     made_by = {
@@ -775,8 +415,8 @@ def sample_tall(
         "control_variate": control_variate is not None,
     }
     if resume is not None:
-        _check_saved_run(resume, made_by)
-    store = _checkpoint_file(sample_options, made_by)
+        check_saved_run(resume, made_by)
+    store = checkpoint_file(sample_options, made_by)
     for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
         if name in sample_options:
             raise ValueError(
@@ -965,8 +605,8 @@ def sample_tall(
             result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
             clock.lap("kept draws")
             for name, used in warmed.setup_data_used.items():
-                _count(result, name, used, resume)
-            _count(
+                count_pass(result, name, used, resume)
+            count_pass(
                 result, "warm-up with the proxy proposal (rejected)", np.sum(to_host(warmed.info["data_used"])), resume
             )
         else:  # the Laplace approximation fits: tune, measure TunaMH, keep draws
@@ -1014,8 +654,18 @@ def sample_tall(
             if outlying is not None:
                 reason += f"; {outlying.summary}"
             if resume is not None:
-                result, kept_proposal, kept_test, decision, differs = _resumed_kept(
-                    model, decision, warmed, proposal, tuned, minibatch, tuna_test, run
+                result, kept_proposal, kept_test, decision, differs = resumed_kept(
+                    model,
+                    decision,
+                    warmed,
+                    proposal,
+                    tuned,
+                    minibatch,
+                    tuna_test,
+                    run.resume,
+                    run.num_samples,
+                    run.options,
+                    run.say,
                 )
                 reason = f"continued from the saved run, whose setup and warm-up were redone: {reason}"
                 if differs is not None:
@@ -1032,10 +682,10 @@ def sample_tall(
     for look in (early, outlying):  # on every path after them, the random walk's included
         if look is not None:
             for name, used in look.setup_data_used.items():
-                _count(result, name, used, resume)
+                count_pass(result, name, used, resume)
     diagnostics_import.wait()
     result.diagnosis = dataclasses.replace(
-        _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
+        diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup),
         proposal=kept_proposal,
         test=kept_test,
         switched_at=None if switch is None else switch.at,
@@ -1044,14 +694,14 @@ def sample_tall(
     )
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
     if rounding is not None:  # its four passes ran, whatever they found
-        _count(result, "float32 rounding check (diagnosis)", 4 * model.num_data, resume)
+        count_pass(result, "float32 rounding check (diagnosis)", 4 * model.num_data, resume)
         if rounding.noise > ROUNDING_NOISE_LIMIT:
             result.diagnosis.problems.insert(0, rounding.problem())
     if found_here and covariance is not None and one_device:  # the chains sample one mode: is there another?
         say("sample_tall: looking for other modes (Newton from three other starts on a subsample) ...", flush=True)
         look = other_modes(model, mode, covariance, start, seed)
         if look is not None:
-            _count(result, "other modes", look.data_used, resume)
+            count_pass(result, "other modes", look.data_used, resume)
             if look.other is not None:
                 result.diagnosis.problems.insert(0, look.other.problem())
     clock.lap("checks after the draws")
@@ -1063,71 +713,6 @@ def sample_tall(
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
-
-
-class Rounding(NamedTuple):
-    """What float32 does to Δ between two positions (:func:`float32_rounding`): the sd of its rounding error over
-    the data, the datum that contributes most, and that datum's error."""
-
-    noise: float
-    worst: int
-    worst_error: float
-
-    def problem(self) -> str:
-        return (
-            f"in float32 the per-datum log-likelihoods round: for a proposal-sized move from a chain's last position, "
-            f"Δ differs from its float64 value by {self.noise:.3g} (root sum of squares over the data; the tests decide "
-            f"on a scale of 1), {self.worst_error:.3g} of it from datum {self.worst:,} alone (terms of large "
-            "magnitude that cancel, such as a count of 10⁸ in a Poisson likelihood); the acceptance and r̂ below may "
-            "say more about that rounding than about the posterior. Rerun in float64: jax.config.update("
-            "'jax_enable_x64', True) before building the model, with float64 data (docs/sample_tall.md, 'When "
-            "float32 rounds Δ')"
-        )
-
-
-def float32_rounding(model: Model, result: SamplingResult, covariance: np.ndarray | None = None) -> Rounding | None:
-    """The rounding of Δ = Σᵢ lᵢ(θ₁) − lᵢ(θ₀) in float32, measured against the same differences in float64 (four
-    passes over N): θ₀ is chain 0's last position, θ₁ a move from it drawn from N(0, ``covariance``) (a proposal's
-    size), or without one chain 1's last position. ``None`` where the run is not float32, has neither, or its model
-    cannot run in float64 (or not on one device).
-
-    Chains stuck by rounding may all sit on the same float32 value of a term (the 2026-11-29 audit's count of 10⁸
-    pinned every chain to one value of its linear predictor), so two chains' positions can miss what a move shows.
-    """
-    state = result.last_state
-    if state is None or state.mesh_shape is not None or (covariance is None and state.num_chains < 2):
-        return None
-    positions = starts_of(state)
-    if any(np.asarray(leaf).dtype != np.float32 for leaf in jax.tree_util.tree_leaves(positions)):
-        return None
-    first = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], positions)
-    if covariance is not None:
-        flat, unravel = ravel_pytree(first)
-        move = np.random.default_rng(_ROUNDING_STREAM).multivariate_normal(np.zeros(flat.shape[0]), covariance)
-        second = unravel(jnp.asarray(np.asarray(flat, np.float64) + move, np.float32))
-    else:
-        second = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[1], positions)
-
-    def differences(data, dtype):
-        values = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
-        at = [jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, dtype), p) for p in (first, second)]
-        return np.asarray(values(at[1], data) - values(at[0], data), np.float64)
-
-    def widened(leaf):
-        leaf = np.asarray(leaf)
-        return jnp.asarray(leaf, np.float64) if np.issubdtype(leaf.dtype, np.floating) else jnp.asarray(leaf)
-
-    try:
-        single = differences(model.data, np.float32)
-        with jax.enable_x64(True):
-            double = differences(jax.tree_util.tree_map(widened, model.data), np.float64)
-    except Exception:  # a model that cannot run in float64 or on rows held here: nothing to say
-        return None
-    error = single - double
-    if error.shape != (model.num_data,) or not np.all(np.isfinite(error)):
-        return None
-    worst = int(np.argmax(np.abs(error)))
-    return Rounding(float(np.sqrt(np.sum(error**2))), worst, float(abs(error[worst])))
 
 
 class _RunShape(NamedTuple):
@@ -1154,9 +739,9 @@ def _random_walk_run(model: Model, mode, reason: str, run: _RunShape) -> tuple[S
     dimension = int(ravel_pytree(mode.position)[0].shape[0])
     proposal, test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
     if run.resume is not None:  # the covariance warm-up adapted is in the saved state
-        _check_rederived(run.resume, proposal, test)
+        check_rederived(run.resume, proposal, test)
         result = sample(model, proposal, test, resume=run.resume, num_samples=run.num_samples, **run.options)
-        _count(result, mode.name, mode.data_used, run.resume)
+        count_pass(result, mode.name, mode.data_used, run.resume)
         return result, proposal, test
     result = sample(
         model,
@@ -1420,7 +1005,7 @@ def _with_outlying_rows(
     # could beat the test chosen. The seventh audit's Poisson intercepts of 5-row groups at N = 10⁶: 5,021 rows held,
     # 10,582 residuals per step predicted in sample, 143,000 measured by the warm-up then thrown away (74 s)
     size = look.found.size_out_of_sample if np.isfinite(look.found.size_out_of_sample) else look.found.size
-    predicted = size * choice.residual_cost / _ess_per_draw(choice.minibatch_acceptance)
+    predicted = size * choice.residual_cost / ess_per_draw(choice.minibatch_acceptance)
     best = min(choice.minibatch_cost, choice.exact_cost)
     if not predicted < best:
         summary = (
@@ -1482,7 +1067,7 @@ def _with_rows_in_proxy(
     held = with_outlying_rows(control_variate, model, rows_held, in_proxy=True)
     rows = _proposal_rows(held, warmed.step_size_factor)
     best = min(choice.minibatch_cost, choice.exact_cost)
-    optimistic = (model.num_data + rows * PROPOSAL_ROW_COST) / _ess_per_draw(HAMILTONIAN_PROXY_TARGET)
+    optimistic = (model.num_data + rows * PROPOSAL_ROW_COST) / ess_per_draw(HAMILTONIAN_PROXY_TARGET)
     if not optimistic < best:
         summary = (
             f"{rows_held.size:,} outlying rows followed exactly by the proxy could not pay (≈ {rows:,.0f} rows per "
@@ -1792,200 +1377,6 @@ def _warn_again(caught: list[warnings.WarningMessage]) -> None:
         warnings.warn_explicit(message.message, message.category, message.filename, message.lineno)
 
 
-def _continued(model: Model, resume, num_samples: int, progress: bool, num_warmup: int, options) -> SamplingResult:
-    """``sample_tall(model, resume=result)`` for a result made in this process: the run extended with the proposal
-    and test its diagnosis names, without setup or warm-up."""
-    diagnosis = resume.diagnosis
-    began = time.perf_counter()
-    result = sample(
-        model, diagnosis.proposal, diagnosis.test, resume=resume, num_samples=num_samples, progress=progress, **options
-    )
-    kept_seconds = time.perf_counter() - began
-    result.diagnosis = dataclasses.replace(
-        _diagnose(
-            result,
-            diagnosis.decision,
-            diagnosis.reason,
-            diagnosis.mode,
-            diagnosis.control_variate,
-            diagnosis.choice,
-            diagnosis.proposal,
-            [],
-            num_warmup,
-        ),
-        proposal=diagnosis.proposal,
-        test=diagnosis.test,
-        setup_fallback=diagnosis.setup_fallback,
-        seconds={"kept draws": kept_seconds},  # this call's (the run it continues kept its own)
-    )
-    for problem in result.diagnosis.problems:
-        warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=3)
-    return result
-
-
-#: ``result.setup_data_used``'s entry for what a continuation of a saved run redid (its setup and warm-up); the saved
-#: run's own entries stand as they were
-REDONE = "setup and warm-up redone (continuation)"
-
-
-def _count(result: SamplingResult, name: str, used, resume: SamplingResult | None) -> None:
-    """Count ``used`` data points of a one-off pass in ``result.setup_data_used[name]`` (and its diagnosis's
-    ``setup_passes``); in a continuation (``resume``), under :data:`REDONE`, added to what is there."""
-    key = name if resume is None else REDONE
-    used = int(used)
-    result.setup_data_used[key] = used if resume is None else result.setup_data_used.get(key, 0) + used
-    if isinstance(result.diagnosis, TallDiagnosis):
-        result.diagnosis.setup_passes[key] = result.setup_data_used[key] / result.num_data
-
-
-def _made_in_this_process(resume) -> bool:
-    """Whether ``resume`` is a result of ``sample_tall`` made in this process (its diagnosis holds the proposal and
-    test), which :func:`_continued` extends directly."""
-    diagnosis = getattr(resume, "diagnosis", None)
-    return isinstance(diagnosis, TallDiagnosis) and diagnosis.proposal is not None
-
-
-def _check_saved_run(resume, made_by: dict[str, Any]) -> None:
-    """Refuse a ``resume=`` that this call cannot continue by redoing its setup and warm-up: not a result, a result
-    without a state, or one that ``sample_tall`` recorded with other arguments than this call's (naming them)."""
-    if not isinstance(resume, SamplingResult):
-        raise TypeError(
-            f"resume must be a result of sample_tall (or tallmcmc.load_result of its file); got {type(resume).__name__}"
-        )
-    if resume.last_state is None:
-        raise ValueError(
-            "resume: this result cannot be resumed (an interrupted asynchronous run whose chains could not be "
-            "brought level): it has no state to go on from"
-        )
-    if resume.diagnosis is None and resume.final_state is not None and resume.made_by is None:
-        raise ValueError(
-            "resume: this result was made by tallmcmc.sample, not sample_tall; continue it with "
-            "tallmcmc.sample(model, proposal, test, resume=result, num_samples=...)"
-        )
-    spelled = _differing_arguments(resume.made_by, made_by)
-    if spelled:
-        raise ValueError(
-            "resume: sample_tall continues a saved run by redoing its setup and warm-up, which needs the arguments "
-            f"of the call that made it, and this call's differ ({spelled}); call sample_tall as that run was "
-            "called, with resume= added and num_samples the draws to add"
-        )
-
-
-def _differing_arguments(recorded: dict[str, Any] | None, made_by: dict[str, Any]) -> str:
-    """The arguments in which this call (``made_by``) differs from a saved run's ``recorded`` ones, spelled for an
-    error (``batch_size=100 there, 50 here``); empty where none does, or where the run has no record (a file of
-    tallmcmc before the record was written part-way through a run: its warm-up's draws are compared instead)."""
-    if recorded is None:
-        return ""
-    differ = [
-        name
-        for name, value in made_by.items()
-        if name in recorded and recorded[name] != value and not (name == "chi" and not made_by["bound"])
-    ]
-    given = {True: "given", False: "not given"}
-    return "; ".join(
-        f"{name}: {given[recorded[name]]} there, {given[made_by[name]]} here"
-        if isinstance(recorded[name], bool)
-        else f"{name}={recorded[name]!r} there, {made_by[name]!r} here"
-        for name in differ
-    )
-
-
-def _checkpoint_file(sample_options: dict[str, Any], made_by: dict[str, Any]) -> CheckpointFile | None:
-    """``checkpoint=`` (and ``checkpoint_every=``) of ``sample_options`` as the :class:`CheckpointFile` ``sample``
-    writes, with this call's record of arguments in every checkpoint (those part-way through a run included); put
-    back in ``sample_options``. A file there already (a re-run of a killed or finished run) is checked against the
-    record before any setup: a re-run with other arguments would otherwise go on from draws another call made."""
-    path = sample_options.pop("checkpoint", None)
-    every = sample_options.pop("checkpoint_every", None)
-    if path is None:
-        if every is not None:
-            raise ValueError("checkpoint_every needs checkpoint (the file to write)")
-        return None
-    store = path if isinstance(path, CheckpointFile) else CheckpointFile(path, every, made_by=made_by)
-    saved = store.saved()
-    spelled = "" if saved is None else _differing_arguments(saved.made_by, made_by)
-    if spelled:
-        raise ValueError(
-            f"checkpoint={str(store.path)!r} holds a sample_tall run made with other arguments ({spelled}); a re-run "
-            "goes on from its file only when called as the run was. Call sample_tall with that run's arguments, or "
-            "give another checkpoint path (sample_tall(model, resume=tallmcmc.load_result(path), ...) continues the "
-            "saved run, with its arguments too)"
-        )
-    sample_options["checkpoint"] = store
-    return store
-
-
-def _check_rederived(resume: SamplingResult, proposal: Proposal, test) -> None:
-    """Refuse to continue a saved run whose chains ran another proposal or test than the redone setup gives."""
-    state = resume.last_state
-    if (state.proposal_name, state.test_name) != (proposal.name, test.name):
-        raise ValueError(
-            f"resume: the saved run's chains ran {state.proposal_name} with {state.test_name}, but its setup and "
-            f"warm-up, redone by this call, give {proposal.name} with {test.name}: the run was made with other "
-            "arguments, another model or data, or another tallmcmc. Call sample_tall as that run was called, or "
-            "continue it with tallmcmc.sample(model, proposal, test, resume=result) and the proposal and test "
-            "that made it"
-        )
-
-
-def _resumed_kept(
-    model: Model,
-    decision: str,
-    warmed: WarmupResult,
-    proposal: Proposal,
-    tuned: Proposal,
-    minibatch,
-    tuna_test,
-    run: _RunShape,
-) -> tuple[SamplingResult, Proposal, Any, str, str | None]:
-    """The saved run ``run.resume`` continued by ``run.num_samples`` draws with the proposal and test the redone
-    setup and warm-up rebuilt: the test its chains ran (the minibatch test, the exact one after a switch, or TunaMH),
-    with the warm-up's proposal where the state carries the warm-up's step factors, else the tuned one. Returns the
-    result, the proposal, the test, the decision, and a problem where the redone warm-up's draws are not the saved
-    run's (then the continuation is a valid chain but not the draws one longer run would have given)."""
-    state = run.resume.last_state
-    exact = exact_metropolis()
-    tests = {test.name: test for test in (minibatch, exact, tuna_test) if test is not None}
-    if state.test_name not in tests and state.test_name.startswith("tuna") and tuna_test is None:
-        raise ValueError(
-            "bound: the saved run kept TunaMH, whose bound a file cannot hold; pass the bound= the run was made with"
-        )
-    test = tests.get(state.test_name, exact)  # another name: refused just below, naming both
-    _check_rederived(run.resume, tuned, test)
-    run.say(
-        f"sample_tall: continuing the saved run ({state.steps_done:,} steps a chain) with {test.name}, its setup "
-        "and warm-up redone ...",
-        flush=True,
-    )
-    kept_proposal = proposal if state.step_size_factor is not None else tuned
-    result = sample(model, kept_proposal, test, resume=run.resume, num_samples=run.num_samples, **run.options)
-    _count(result, REDONE, sum(warmed.setup_data_used.values()) + np.sum(to_host(warmed.info["data_used"])), run.resume)
-    if test is tuna_test:
-        decision = "tuna"
-    elif test is not minibatch:
-        decision = "exact" if decision == "exact" else "minibatch, then exact"
-    else:
-        decision = "minibatch"
-    redone = jax.tree_util.tree_leaves(reported_draws(model, warmed.positions))
-    saved = jax.tree_util.tree_leaves(run.resume.warmup_positions)
-    same = run.resume.warmup_positions is None or (  # a file without warm-up draws: nothing to compare
-        len(redone) == len(saved)
-        and all(
-            np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(redone, saved)
-        )
-    )
-    differs = None
-    if not same:
-        differs = (
-            "the setup and warm-up redone to continue the saved run did not give its warm-up draws again (another "
-            "tallmcmc, JAX or device, or other arguments than the run was made with): the continued draws come from "
-            "a valid chain of this proposal and test from the saved chains' states, but not the draws one longer run "
-            "would have given"
-        )
-    return result, kept_proposal, test, decision, differs
-
-
 def _bound_for(make_bound: Callable[[ControlVariate], TunaBound], control_variate: ControlVariate) -> TunaBound:
     """``make_bound(control_variate)``, checked to be a :class:`~tallmcmc.acceptance.tuna.TunaBound`."""
     bound = make_bound(control_variate)
@@ -2190,150 +1581,3 @@ def _check_starts(model: Model, starts: Position, seed: int) -> int | None:
                 "formulas, an unconstrained parametrisation), or run tallmcmc.sample with starts of your own"
             ) from error
     return num_chains * len(rows)
-
-
-def _diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup) -> TallDiagnosis:
-    num_data = result.num_data
-    info = result.info
-    setup = {name: used / num_data for name, used in result.setup_data_used.items()}
-    warmup = 0.0 if result.warmup_info is None else float(np.sum(result.warmup_info["data_used"])) / num_data
-    subsampled = ~info["used_full_data"] & ~info["non_finite"] & (info["error_bound"] > 0)
-    if subsampled.any():
-        bounds = info["error_bound"][subsampled]
-        median, vacuous = float(np.median(bounds)), float(np.mean(bounds >= VACUOUS_ERROR_BOUND))
-    else:
-        median = vacuous = float("nan")
-    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    # a coordinate that never moves in any chain (a Cholesky factor's unit corner) has no r̂ and no ESS of its sd:
-    # left out, so that its NaN cannot hide another coordinate's r̂ (max() of a list starting with NaN is NaN)
-    varies = np.ptp(flat.reshape(-1, flat.shape[-1]), axis=0) > 0
-    names = np.array(_coordinate_names(result.positions))[varies]
-    moving = flat[..., varies]
-    with warnings.catch_warnings():  # ArviZ divides by a chain's zero variance for chains that never moved
-        warnings.simplefilter("ignore", RuntimeWarning)
-        rhat = np.ravel(arviz_bridge.rhat(moving)) if result.num_chains > 1 and moving.size else np.array([])
-        ess = np.ravel(arviz_bridge.ess(moving)) if moving.size else np.array([float(flat.shape[0] * flat.shape[1])])
-        sd_ratios = np.ravel(arviz_bridge.ess(moving, method="sd")) / ess if moving.size else np.array([np.nan])
-    rhat = np.where(np.isnan(rhat), np.inf, rhat)  # a coordinate that moves without an r̂: chains stuck apart
-    settled = None if proposal is None else _warmup_settled(result, proposal, num_warmup)
-    problems = list(problems)
-    acceptance = float(np.mean(info["accepted"]))
-    rhat_max = float(np.max(rhat)) if rhat.size else float("nan")
-    if rhat.size and rhat_max > RHAT_LIMIT:
-        problems.append(
-            f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on {names[int(np.argmax(rhat))]}"
-            f"{f' and {int(np.sum(rhat > RHAT_LIMIT)) - 1} more coordinates' if np.sum(rhat > RHAT_LIMIT) > 1 else ''}"
-            ": the chains disagree; "
-            + (
-                _run_longer(float(np.min(ess)), int(flat.shape[1]), decision == "random walk")
-                if acceptance >= LOW_ACCEPTANCE
-                else "do not trust the draws (the acceptance rate says why)"
-            )
-        )
-    if acceptance < LOW_ACCEPTANCE:
-        problems.append(
-            f"the kept steps accepted {100 * acceptance:.3g}% of their proposals: the proposal"
-            + (" (a random walk)" if decision == "random walk" else ", built on the Laplace approximation at the mode,")
-            + " does not fit this posterior, so the chains barely move and a longer run will not fix it. "
-            + FAR_FROM_LAPLACE
-        )
-    worst = int(np.nanargmin(sd_ratios)) if np.isfinite(sd_ratios).any() else None
-    if worst is not None and sd_ratios[worst] < SD_ESS_RATIO_LIMIT:
-        problems.append(
-            f"{names[worst]}'s sd mixed far slower than its mean (ESS of the sd {sd_ratios[worst]:.2f} of the "
-            f"bulk ESS {ess[worst]:.0f}; about 1 on a Gaussian posterior): the chains rarely reach the posterior's "
-            "tails, which are heavier than the Laplace approximation the proposal follows, and stay there long when "
-            "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; "
-            + ("compare a much longer run (num_samples), or " if acceptance >= LOW_ACCEPTANCE else "")
-            + "sample this posterior with full-data gradients: minibatch_hamiltonian(ε, 3, N, "
-            "minibatch='trajectory', preconditioner=laplace_covariance(mode)) under exact_metropolis(), or NUTS "
-            "(docs/sample_tall.md, 'When the second moments mix slower than the means')"
-        )
-    if np.isfinite(vacuous) and vacuous > 0.5:
-        problems.append(
-            f"the minibatch test's error bound was ≥ {VACUOUS_ERROR_BOUND} on {100 * vacuous:.0f}% of its steps: its "
-            "decisions may be far from the exact test's"
-        )
-    if settled is False:
-        problems.append(
-            "warm-up did not settle (the chains' proxy acceptance is off its target or their step factors disagree): "
-            "raise num_warmup"
-        )
-    return TallDiagnosis(
-        decision=decision,
-        reason=reason,
-        mode=mode,
-        control_variate=control_variate,
-        choice=choice,
-        setup_passes=setup,
-        warmup_passes=warmup,
-        sampling_passes=float(np.sum(info["data_used"])) / num_data,
-        data_fraction=float(np.mean(info["data_used"])) / num_data,
-        error_bound_median=median,
-        vacuous_fraction=vacuous,
-        r_hat_max=rhat_max,
-        ess_bulk_min=float(np.min(ess)),
-        warmup_settled=settled,
-        problems=problems,
-        ess_sd_ratio_min=float(np.nanmin(sd_ratios)) if worst is not None else float("nan"),
-    )
-
-
-def _run_longer(ess_min: float, draws: int, random_walk: bool = False) -> str:
-    """The advice for chains that disagree but accept: run longer, with how much longer at the run's own rate
-    (``random_walk``: the kept draws' proposal was the adapted random walk, not the Laplace approximation's)."""
-    advice = "run longer (num_samples, num_warmup) before trusting the draws"
-    if not (np.isfinite(ess_min) and 0 < ess_min < TARGET_ESS):
-        return advice
-    needed = math.ceil(draws * TARGET_ESS / ess_min)
-    advice += (
-        f": the least bulk ESS is {ess_min:.0f} from {draws:,} draws a chain, so a bulk ESS of {TARGET_ESS} would take "
-        f"about num_samples={needed:,}"
-    )
-    if needed > LONGER_RUN_LIMIT * draws:
-        advice += (
-            f", over {LONGER_RUN_LIMIT} times this run: "
-            + (
-                "a random walk mixes slowly in many dimensions"
-                if random_walk
-                else "the proposal, built on the Laplace approximation at the mode, fits this posterior poorly"
-            )
-            + ", and a sampler that follows its gradient is the cheaper way (full-data "
-            "gradients: minibatch_hamiltonian(ε, 3, N, minibatch='trajectory', preconditioner=laplace_covariance(mode)) "
-            "under exact_metropolis(), or NumPyro's NUTS; docs/sample_tall.md, 'When the posterior is far from its "
-            "Laplace approximation')"
-        )
-    return advice
-
-
-def _coordinate_names(positions) -> list[str]:
-    """Names of the flattened coordinates of ``positions`` (leading axes chain, draw), in ``ravel_pytree``'s order.
-
-    ``"tau"``, ``"u[3]"``, ``"L[1, 0]"`` for a dict, ``"theta_1[0]"`` for a tuple (ArviZ's names,
-    :func:`tallmcmc.interop.arviz.named_variables`), ``"coordinate 34"`` for a single array.
-    """
-    leaves = jax.tree_util.tree_flatten_with_path(positions)[0]
-    names = []
-    for path, leaf in leaves:
-        shape = np.shape(leaf)[2:]
-        label = ".".join(str(key.key) if hasattr(key, "key") else f"theta_{getattr(key, 'idx', key)}" for key in path)
-        for index in np.ndindex(*shape) if shape else [()]:
-            if not label:
-                names.append(f"coordinate {len(names)}")
-            else:
-                names.append(label + (f"[{', '.join(map(str, index))}]" if index else ""))
-    return names
-
-
-def _warmup_settled(result: SamplingResult, proposal: Proposal, num_warmup: int) -> bool | None:
-    """Second half of the adaptation (the first ``num_warmup`` warm-up steps): each chain's proxy acceptance near
-    the target, and the chains' step factors consistent."""
-    if result.warmup_info is None or result.step_size_factor is None or proposal.proxy_target is None:
-        return None
-    second_half = result.warmup_info["proxy_acceptance"][:, num_warmup // 2 : num_warmup]  # the warm-up's own steps
-    if second_half.size == 0 or not np.all(np.isfinite(second_half)):
-        return None
-    near = np.all(np.abs(second_half.mean(axis=1) - proposal.proxy_target) <= SETTLED_TOLERANCE)
-    factors = np.asarray(result.step_size_factor, np.float64)
-    consistent = factors.max() / factors.min() <= SETTLED_FACTOR_RATIO
-    return bool(near and consistent)

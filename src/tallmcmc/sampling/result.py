@@ -58,7 +58,7 @@ class SamplingResult:
         With the asynchronous driver, the vectorised loop iterations the kept
         draws took (each advances every chain's test by one chunk); else ``None``.
     diagnosis
-        From :func:`tallmcmc.sample_tall`: its :class:`tallmcmc.automatic.TallDiagnosis`
+        From :func:`tallmcmc.sample_tall`: its :class:`tallmcmc.tall_diagnosis.TallDiagnosis`
         (decision, setup passes, residuals, r̂, ESS); ``None`` from :func:`sample`.
     last_state
         What ``sample(..., resume=...)`` needs to go on where this run stopped

@@ -1,0 +1,414 @@
+"""What :func:`tallmcmc.sample_tall` says of its own run: :class:`TallDiagnosis` (``result.diagnosis``).
+
+Every setup pass by source, warm-up's measurements and the decision with its reason, the data per step, the error
+bounds, r̂ and ESS (ArviZ's), whether warm-up settled, and the problems that make the run warn
+(:func:`diagnose`): r̂ above :data:`RHAT_LIMIT`, ESS for the sd far below the bulk ESS, proposals almost never
+accepted, a warm-up that did not settle, with the advice to run longer (:func:`run_longer`) where that is the cheap
+way; and where a float32 run finds a problem, how much float32 rounds Δ (:func:`float32_rounding`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from tallmcmc.choice_of_test import LOW_ACCEPTANCE, TestChoice
+from tallmcmc.control_variate import ControlVariate
+from tallmcmc.interop import arviz as arviz_bridge
+from tallmcmc.model import (
+    Model,
+)
+from tallmcmc.proposals.base import Proposal
+from tallmcmc.run_warnings import VACUOUS_ERROR_BOUND
+from tallmcmc.sampling import SamplingResult
+from tallmcmc.sampling.continuation import starts_of
+
+__all__ = ["Rounding", "TallDiagnosis", "diagnose", "float32_rounding", "run_longer"]
+
+#: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
+SETTLED_TOLERANCE = 0.15
+#: ... and the chains' adapted step factors are within this ratio of each other.
+SETTLED_FACTOR_RATIO = 3.0
+#: The diagnosis warns about r̂ above this (Vehtari et al. 2021).
+RHAT_LIMIT = 1.01
+#: The bulk ESS a run's advice to run longer aims at (Vehtari et al. 2021: 100 per chain for 4 chains). Where the
+#: run fell short, the advice says how many draws a chain would take to reach it at the run's own rate ...
+TARGET_ESS = 400
+#: ... and where that is more than this many times the draws the run made, that a longer run is the costly way.
+LONGER_RUN_LIMIT = 20
+#: What to do about a posterior far from its Laplace approximation (the diagnosis says it where warm-up measured it).
+FAR_FROM_LAPLACE = (
+    "A posterior far from Gaussian around its mode (a curved ridge, as between a hierarchical scale and non-centred "
+    "group effects; a funnel, as a horseshoe's scales make; or a likelihood that is not smooth) needs either a "
+    "parametrisation in which it is closer to Gaussian (for groups with many rows each, the centred one) or a "
+    "sampler that adapts to its shape with full-data gradients, such as NumPyro's NUTS (docs/sample_tall.md, 'When "
+    "the posterior is far from its Laplace approximation')"
+)
+
+
+#: The diagnosis reports a problem where a coordinate's ESS for its sd is below this fraction of its bulk ESS. With
+#: the proxy-HMC move at a quarter period, ESS(sd) ≈ ESS(mean) on a Gaussian posterior (``docs/warmup.md``'s rotation
+#: model); measured 0.73-0.97 (min over coordinates) on the regression examples from N = 2,000 to 10⁶ at 4 × 500 and
+#: 4 × 2,000 draws, and 0.15-0.38 on the N = 1,000 normal mixture, whose tails the chains visit rarely and stick in
+#: (``docs/sample_tall.md``, "When the second moments mix slower than the means").
+SD_ESS_RATIO_LIMIT = 0.5
+#: Where a float32 run's diagnosis finds a problem, the float32 rounding of Δ for a proposal-sized move from a chain's
+#: last position is measured against float64 (:func:`float32_rounding`); above this root sum of squares it is named as
+#: a cause. Found by the 2026-11-29 third user-model audit: a Poisson regression with a count of 2.1·10⁸ (terms of
+#: ~4·10⁹ that cancel) accepted 0.3% in float32 and blamed the posterior's shape, and accepts 100% in float64; on a
+#: 20,000-row copy the rounding measures 96, on an ordinary logistic regression 10⁻⁵ (docs/sample_tall.md, "When
+#: float32 rounds Δ").
+ROUNDING_NOISE_LIMIT = 0.1
+_ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
+
+
+def _passes(passes: float) -> str:
+    """A count of passes over the data in words: three significant figures, 8,000 rather than 8e+03."""
+    return f"{passes:,.0f}" if abs(passes) >= 1000 else f"{passes:.3g}"
+
+
+@dataclasses.dataclass
+class TallDiagnosis:
+    """What :func:`sample_tall` decided, what it measured and what the run says about itself.
+
+    Attributes
+    ----------
+    decision
+        ``"minibatch"`` (the minibatch test on control-variate residuals),
+        ``"exact"`` (exact Metropolis with the proxy proposal), ``"tuna"``
+        (TunaMH on the residuals) or ``"random walk"`` (no Laplace
+        approximation, or one whose proposals warm-up measured to be rejected:
+        exact Metropolis with a covariance-adapted random walk); or
+        ``"minibatch, then exact"``: the kept draws began with the minibatch
+        test, which then cost more than the exact test (``switched_at``).
+    reason
+        Why, in words, with the numbers.
+    mode, control_variate
+        The setup objects (``None`` where not built).
+    choice
+        The :class:`TestChoice` made from the warm-up's measurements (``None``
+        on the random-walk path).
+    setup_passes
+        One-off passes over N by source (mode, control variate, the start
+        check: ``"start check (subsample)"``, or ``"start check"`` where N ≤
+        :data:`START_CHECK_ROWS` or on the random-walk path).
+    warmup_passes, sampling_passes
+        Data used by warm-up (its second half is the measured window) and
+        by the kept draws, in passes over N (all chains).
+    data_fraction
+        Mean data points per kept step, as a fraction of N.
+    error_bound_median, vacuous_fraction
+        Of the kept subsampled steps: the median ``error_bound`` and the fraction
+        at or above :data:`tallmcmc.run_warnings.VACUOUS_ERROR_BOUND` (NaN without any).
+    r_hat_max, ess_bulk_min
+        Over every coordinate of the draws (ArviZ rank-normalised r̂ and bulk ESS).
+    warmup_settled
+        Whether warm-up reached its target in every chain with consistent step
+        factors (``None`` without a proxy proposal).
+    problems
+        The findings that say the result may be wrong (also warned about).
+    ess_sd_ratio_min
+        Over every coordinate, ArviZ's ESS for the sd (of the squared
+        deviations) over the bulk ESS; below :data:`SD_ESS_RATIO_LIMIT` it is
+        a problem (the chains visit the tails rarely).
+    proposal, test
+        What made the kept draws (the last of them): ``tallmcmc.sample(model,
+        d.proposal, d.test, resume=result, num_samples=…)`` continues the run,
+        as does ``sample_tall(model, resume=result, num_samples=…)``.
+    switched_at
+        Where the kept draws switched from the minibatch test to the exact
+        test: the number of kept draws per chain made before (``None``: no
+        switch; :data:`KEPT_CHECKS`).
+    seconds
+        Wall time by phase, in seconds: ``"setup"`` (mode, covariance,
+        control variate), ``"look for outlying rows"`` (with a second
+        warm-up, where it ran one), ``"warm-up"``, ``"TunaMH pilot"``,
+        ``"kept draws"`` (on the random-walk path, with that walk's own
+        warm-up) and ``"checks after the draws"`` (the diagnosis, the float32
+        rounding check, the look for other modes); compilation is in the phase
+        that waited for it. Phases that did not run are absent.
+    setup_fallback
+        Why :func:`tallmcmc.fast_setup` gave up and the full-data
+        :func:`tallmcmc.find_mode` found the mode (its passes are in
+        ``setup_passes``); ``None`` where it did not, or did not run. Warned
+        about, unless the look for outlying rows found the cause and held
+        those rows (then only printed, with ``progress=True``).
+    """
+
+    decision: str
+    reason: str
+    mode: Any = None
+    control_variate: ControlVariate | None = None
+    choice: TestChoice | None = None
+    setup_passes: dict[str, float] = dataclasses.field(default_factory=dict)
+    warmup_passes: float = 0.0
+    sampling_passes: float = 0.0
+    data_fraction: float = float("nan")
+    error_bound_median: float = float("nan")
+    vacuous_fraction: float = float("nan")
+    r_hat_max: float = float("nan")
+    ess_bulk_min: float = float("nan")
+    warmup_settled: bool | None = None
+    problems: list[str] = dataclasses.field(default_factory=list)
+    proposal: Any = None
+    test: Any = None
+    ess_sd_ratio_min: float = float("nan")
+    switched_at: int | None = None
+    setup_fallback: str | None = None
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
+        problems = f"{len(self.problems)} problem(s), see str()" if self.problems else "no problems"
+        return (
+            f"TallDiagnosis(decision={self.decision!r}, setup {sum(self.setup_passes.values()):.3g} passes, "
+            f"r̂ max {self.r_hat_max:.3f}, bulk ESS min {self.ess_bulk_min:.0f}, {problems})"
+        )
+
+    def __str__(self) -> str:
+        lines = [f"decision: {self.decision} — {self.reason}"]
+        setup = ", ".join(f"{name} {_passes(passes)}" for name, passes in self.setup_passes.items())
+        lines.append(f"setup passes over N: {_passes(sum(self.setup_passes.values()))} ({setup})")
+        if self.setup_fallback is not None:
+            lines.append(f"fast_setup fell back to find_mode: {self.setup_fallback}")
+        if self.seconds:
+            phases = ", ".join(f"{phase} {seconds:.3g}" for phase, seconds in self.seconds.items())
+            lines.append(f"wall time: {sum(self.seconds.values()):.3g} s ({phases})")
+        lines.append(
+            f"data per kept step: {100 * self.data_fraction:.3g}% of N; warm-up {_passes(self.warmup_passes)} "
+            f"passes, kept draws {_passes(self.sampling_passes)} passes"
+        )
+        if np.isfinite(self.error_bound_median):
+            lines.append(
+                f"error bound: median {self.error_bound_median:.3g}, {100 * self.vacuous_fraction:.3g}% of subsampled "
+                f"steps ≥ {VACUOUS_ERROR_BOUND}"
+            )
+        lines.append(
+            f"r̂ max {self.r_hat_max:.4g}, bulk ESS min {self.ess_bulk_min:.0f}, ESS of the sd / bulk ESS min "
+            f"{self.ess_sd_ratio_min:.2f}"
+        )
+        if self.warmup_settled is not None:
+            lines.append(
+                f"warm-up's step settled (proxy acceptance on target): {'yes' if self.warmup_settled else 'NO'}"
+            )
+        lines.extend(f"problem: {problem}" for problem in self.problems)
+        return "\n".join(lines)
+
+
+class Rounding(NamedTuple):
+    """What float32 does to Δ between two positions (:func:`float32_rounding`): the sd of its rounding error over
+    the data, the datum that contributes most, and that datum's error."""
+
+    noise: float
+    worst: int
+    worst_error: float
+
+    def problem(self) -> str:
+        return (
+            f"in float32 the per-datum log-likelihoods round: for a proposal-sized move from a chain's last position, "
+            f"Δ differs from its float64 value by {self.noise:.3g} (root sum of squares over the data; the tests decide "
+            f"on a scale of 1), {self.worst_error:.3g} of it from datum {self.worst:,} alone (terms of large "
+            "magnitude that cancel, such as a count of 10⁸ in a Poisson likelihood); the acceptance and r̂ below may "
+            "say more about that rounding than about the posterior. Rerun in float64: jax.config.update("
+            "'jax_enable_x64', True) before building the model, with float64 data (docs/sample_tall.md, 'When "
+            "float32 rounds Δ')"
+        )
+
+
+def float32_rounding(model: Model, result: SamplingResult, covariance: np.ndarray | None = None) -> Rounding | None:
+    """The rounding of Δ = Σᵢ lᵢ(θ₁) − lᵢ(θ₀) in float32, measured against the same differences in float64 (four
+    passes over N): θ₀ is chain 0's last position, θ₁ a move from it drawn from N(0, ``covariance``) (a proposal's
+    size), or without one chain 1's last position. ``None`` where the run is not float32, has neither, or its model
+    cannot run in float64 (or not on one device).
+
+    Chains stuck by rounding may all sit on the same float32 value of a term (the 2026-11-29 audit's count of 10⁸
+    pinned every chain to one value of its linear predictor), so two chains' positions can miss what a move shows.
+    """
+    state = result.last_state
+    if state is None or state.mesh_shape is not None or (covariance is None and state.num_chains < 2):
+        return None
+    positions = starts_of(state)
+    if any(np.asarray(leaf).dtype != np.float32 for leaf in jax.tree_util.tree_leaves(positions)):
+        return None
+    first = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[0], positions)
+    if covariance is not None:
+        flat, unravel = ravel_pytree(first)
+        move = np.random.default_rng(_ROUNDING_STREAM).multivariate_normal(np.zeros(flat.shape[0]), covariance)
+        second = unravel(jnp.asarray(np.asarray(flat, np.float64) + move, np.float32))
+    else:
+        second = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[1], positions)
+
+    def differences(data, dtype):
+        values = jax.jit(lambda position, data: model.per_datum_log_likelihood(position, data))
+        at = [jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, dtype), p) for p in (first, second)]
+        return np.asarray(values(at[1], data) - values(at[0], data), np.float64)
+
+    def widened(leaf):
+        leaf = np.asarray(leaf)
+        return jnp.asarray(leaf, np.float64) if np.issubdtype(leaf.dtype, np.floating) else jnp.asarray(leaf)
+
+    try:
+        single = differences(model.data, np.float32)
+        with jax.enable_x64(True):
+            double = differences(jax.tree_util.tree_map(widened, model.data), np.float64)
+    except Exception:  # a model that cannot run in float64 or on rows held here: nothing to say
+        return None
+    error = single - double
+    if error.shape != (model.num_data,) or not np.all(np.isfinite(error)):
+        return None
+    worst = int(np.argmax(np.abs(error)))
+    return Rounding(float(np.sqrt(np.sum(error**2))), worst, float(abs(error[worst])))
+
+
+def diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup) -> TallDiagnosis:
+    num_data = result.num_data
+    info = result.info
+    setup = {name: used / num_data for name, used in result.setup_data_used.items()}
+    warmup = 0.0 if result.warmup_info is None else float(np.sum(result.warmup_info["data_used"])) / num_data
+    subsampled = ~info["used_full_data"] & ~info["non_finite"] & (info["error_bound"] > 0)
+    if subsampled.any():
+        bounds = info["error_bound"][subsampled]
+        median, vacuous = float(np.median(bounds)), float(np.mean(bounds >= VACUOUS_ERROR_BOUND))
+    else:
+        median = vacuous = float("nan")
+    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
+    # a coordinate that never moves in any chain (a Cholesky factor's unit corner) has no r̂ and no ESS of its sd:
+    # left out, so that its NaN cannot hide another coordinate's r̂ (max() of a list starting with NaN is NaN)
+    varies = np.ptp(flat.reshape(-1, flat.shape[-1]), axis=0) > 0
+    names = np.array(_coordinate_names(result.positions))[varies]
+    moving = flat[..., varies]
+    with warnings.catch_warnings():  # ArviZ divides by a chain's zero variance for chains that never moved
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rhat = np.ravel(arviz_bridge.rhat(moving)) if result.num_chains > 1 and moving.size else np.array([])
+        ess = np.ravel(arviz_bridge.ess(moving)) if moving.size else np.array([float(flat.shape[0] * flat.shape[1])])
+        sd_ratios = np.ravel(arviz_bridge.ess(moving, method="sd")) / ess if moving.size else np.array([np.nan])
+    rhat = np.where(np.isnan(rhat), np.inf, rhat)  # a coordinate that moves without an r̂: chains stuck apart
+    settled = None if proposal is None else _warmup_settled(result, proposal, num_warmup)
+    problems = list(problems)
+    acceptance = float(np.mean(info["accepted"]))
+    rhat_max = float(np.max(rhat)) if rhat.size else float("nan")
+    if rhat.size and rhat_max > RHAT_LIMIT:
+        problems.append(
+            f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on {names[int(np.argmax(rhat))]}"
+            f"{f' and {int(np.sum(rhat > RHAT_LIMIT)) - 1} more coordinates' if np.sum(rhat > RHAT_LIMIT) > 1 else ''}"
+            ": the chains disagree; "
+            + (
+                run_longer(float(np.min(ess)), int(flat.shape[1]), decision == "random walk")
+                if acceptance >= LOW_ACCEPTANCE
+                else "do not trust the draws (the acceptance rate says why)"
+            )
+        )
+    if acceptance < LOW_ACCEPTANCE:
+        problems.append(
+            f"the kept steps accepted {100 * acceptance:.3g}% of their proposals: the proposal"
+            + (" (a random walk)" if decision == "random walk" else ", built on the Laplace approximation at the mode,")
+            + " does not fit this posterior, so the chains barely move and a longer run will not fix it. "
+            + FAR_FROM_LAPLACE
+        )
+    worst = int(np.nanargmin(sd_ratios)) if np.isfinite(sd_ratios).any() else None
+    if worst is not None and sd_ratios[worst] < SD_ESS_RATIO_LIMIT:
+        problems.append(
+            f"{names[worst]}'s sd mixed far slower than its mean (ESS of the sd {sd_ratios[worst]:.2f} of the "
+            f"bulk ESS {ess[worst]:.0f}; about 1 on a Gaussian posterior): the chains rarely reach the posterior's "
+            "tails, which are heavier than the Laplace approximation the proposal follows, and stay there long when "
+            "they do, so sds and tail quantiles may be off by more than the bulk ESS suggests; "
+            + ("compare a much longer run (num_samples), or " if acceptance >= LOW_ACCEPTANCE else "")
+            + "sample this posterior with full-data gradients: minibatch_hamiltonian(ε, 3, N, "
+            "minibatch='trajectory', preconditioner=laplace_covariance(mode)) under exact_metropolis(), or NUTS "
+            "(docs/sample_tall.md, 'When the second moments mix slower than the means')"
+        )
+    if np.isfinite(vacuous) and vacuous > 0.5:
+        problems.append(
+            f"the minibatch test's error bound was ≥ {VACUOUS_ERROR_BOUND} on {100 * vacuous:.0f}% of its steps: its "
+            "decisions may be far from the exact test's"
+        )
+    if settled is False:
+        problems.append(
+            "warm-up did not settle (the chains' proxy acceptance is off its target or their step factors disagree): "
+            "raise num_warmup"
+        )
+    return TallDiagnosis(
+        decision=decision,
+        reason=reason,
+        mode=mode,
+        control_variate=control_variate,
+        choice=choice,
+        setup_passes=setup,
+        warmup_passes=warmup,
+        sampling_passes=float(np.sum(info["data_used"])) / num_data,
+        data_fraction=float(np.mean(info["data_used"])) / num_data,
+        error_bound_median=median,
+        vacuous_fraction=vacuous,
+        r_hat_max=rhat_max,
+        ess_bulk_min=float(np.min(ess)),
+        warmup_settled=settled,
+        problems=problems,
+        ess_sd_ratio_min=float(np.nanmin(sd_ratios)) if worst is not None else float("nan"),
+    )
+
+
+def run_longer(ess_min: float, draws: int, random_walk: bool = False) -> str:
+    """The advice for chains that disagree but accept: run longer, with how much longer at the run's own rate
+    (``random_walk``: the kept draws' proposal was the adapted random walk, not the Laplace approximation's)."""
+    advice = "run longer (num_samples, num_warmup) before trusting the draws"
+    if not (np.isfinite(ess_min) and 0 < ess_min < TARGET_ESS):
+        return advice
+    needed = math.ceil(draws * TARGET_ESS / ess_min)
+    advice += (
+        f": the least bulk ESS is {ess_min:.0f} from {draws:,} draws a chain, so a bulk ESS of {TARGET_ESS} would take "
+        f"about num_samples={needed:,}"
+    )
+    if needed > LONGER_RUN_LIMIT * draws:
+        advice += (
+            f", over {LONGER_RUN_LIMIT} times this run: "
+            + (
+                "a random walk mixes slowly in many dimensions"
+                if random_walk
+                else "the proposal, built on the Laplace approximation at the mode, fits this posterior poorly"
+            )
+            + ", and a sampler that follows its gradient is the cheaper way (full-data "
+            "gradients: minibatch_hamiltonian(ε, 3, N, minibatch='trajectory', preconditioner=laplace_covariance(mode)) "
+            "under exact_metropolis(), or NumPyro's NUTS; docs/sample_tall.md, 'When the posterior is far from its "
+            "Laplace approximation')"
+        )
+    return advice
+
+
+def _coordinate_names(positions) -> list[str]:
+    """Names of the flattened coordinates of ``positions`` (leading axes chain, draw), in ``ravel_pytree``'s order.
+
+    ``"tau"``, ``"u[3]"``, ``"L[1, 0]"`` for a dict, ``"theta_1[0]"`` for a tuple (ArviZ's names,
+    :func:`tallmcmc.interop.arviz.named_variables`), ``"coordinate 34"`` for a single array.
+    """
+    leaves = jax.tree_util.tree_flatten_with_path(positions)[0]
+    names = []
+    for path, leaf in leaves:
+        shape = np.shape(leaf)[2:]
+        label = ".".join(str(key.key) if hasattr(key, "key") else f"theta_{getattr(key, 'idx', key)}" for key in path)
+        for index in np.ndindex(*shape) if shape else [()]:
+            if not label:
+                names.append(f"coordinate {len(names)}")
+            else:
+                names.append(label + (f"[{', '.join(map(str, index))}]" if index else ""))
+    return names
+
+
+def _warmup_settled(result: SamplingResult, proposal: Proposal, num_warmup: int) -> bool | None:
+    """Second half of the adaptation (the first ``num_warmup`` warm-up steps): each chain's proxy acceptance near
+    the target, and the chains' step factors consistent."""
+    if result.warmup_info is None or result.step_size_factor is None or proposal.proxy_target is None:
+        return None
+    second_half = result.warmup_info["proxy_acceptance"][:, num_warmup // 2 : num_warmup]  # the warm-up's own steps
+    if second_half.size == 0 or not np.all(np.isfinite(second_half)):
+        return None
+    near = np.all(np.abs(second_half.mean(axis=1) - proposal.proxy_target) <= SETTLED_TOLERANCE)
+    factors = np.asarray(result.step_size_factor, np.float64)
+    consistent = factors.max() / factors.min() <= SETTLED_FACTOR_RATIO
+    return bool(near and consistent)
