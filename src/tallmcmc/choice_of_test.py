@@ -4,8 +4,8 @@ The cost is counted in plain points (one datum's log-likelihood in the exact tes
 measured residuals per step, each priced at :func:`residual_point_cost` (:data:`RESIDUAL_POINT_COST`, a fixed table
 by d), against the exact Metropolis test's N per step, each divided by the ESS per draw its measured acceptance gives
 (:func:`ess_per_draw`). :func:`choose_test` makes the choice from warm-up's measurement window and gives its reason
-(:class:`TestChoice`); ``docs/sample_tall.md`` ("Which test the kept draws run") has the derivation and the
-measurements behind the table.
+(:class:`TestChoice`); ``docs/sample_tall.md`` ("The steps", 5, and "What a residual costs") has the derivation
+and the measurements behind the table.
 """
 
 from __future__ import annotations

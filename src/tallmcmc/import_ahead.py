@@ -54,7 +54,7 @@ def _import(name: str) -> None:
 
 
 def start(name: str | None, first: Iterable[str] = ()) -> Importing:
-    """Import ``name`` in a daemon thread, after importing ``first`` here.
+    """Import ``name`` in a thread, after importing ``first`` here.
 
     Parameters
     ----------
@@ -75,6 +75,8 @@ def start(name: str | None, first: Iterable[str] = ()) -> Importing:
         return Importing()
     for module in first:
         importlib.import_module(module)
-    thread = threading.Thread(target=_import, args=(name,), name=f"tallmcmc-import-{name}", daemon=True)
+    # not a daemon: a run that raises before it waits leaves the import to end on its own, and the interpreter waits
+    # for it at exit (at most the import's own time) rather than stopping it part-way through a module's body
+    thread = threading.Thread(target=_import, args=(name,), name=f"tallmcmc-import-{name}", daemon=False)
     thread.start()
     return Importing(thread)
