@@ -223,6 +223,28 @@ def test_a_path_that_cannot_be_written_is_refused_before_sampling(tmp_path):
         sample(10, checkpoint_every=5)
 
 
+def test_a_checkpoint_file_given_writes_its_record_into_every_checkpoint(tmp_path, monkeypatch):
+    """``sample(checkpoint=CheckpointFile(path, every, made_by=record))`` (what ``sample_tall`` passes) writes the
+    record into each checkpoint, the first one after warm-up included; ``checkpoint_every`` then belongs to the file."""
+    from tallmcmc.sampling.checkpoint import CheckpointFile
+
+    path = tmp_path / "run.nc"
+    record = {"seed": 3, "batch_size": 20}
+    records = []
+    original = CheckpointFile.write
+
+    def write(self, result, target):
+        original(self, result, target)
+        records.append(tallmcmc.load_result(self.path).made_by)
+
+    monkeypatch.setattr(CheckpointFile, "write", write)
+    result = sample(20, num_warmup=10, checkpoint=CheckpointFile(path, 10, made_by=record))
+    assert records == [record] * 3  # after warm-up, after 10 draws, at the end
+    assert result.num_draws == 20 and tallmcmc.load_result(path).made_by == record
+    with pytest.raises(ValueError, match="checkpoint_every: give it to the CheckpointFile"):
+        sample(20, checkpoint=CheckpointFile(path, 10), checkpoint_every=10)
+
+
 def test_a_write_that_fails_leaves_the_previous_checkpoint_whole(checkpoint_file, tmp_path, monkeypatch):
     path = tmp_path / "run.nc"
     path.write_bytes(checkpoint_file.read_bytes())
