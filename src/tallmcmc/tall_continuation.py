@@ -154,6 +154,8 @@ def checkpoint_file(sample_options: dict[str, Any], made_by: dict[str, Any]) -> 
         if every is not None:
             raise ValueError("checkpoint_every needs checkpoint (the file to write)")
         return None
+    if isinstance(path, CheckpointFile) and every is not None:
+        raise ValueError("checkpoint_every: give it to the CheckpointFile passed as checkpoint")
     store = path if isinstance(path, CheckpointFile) else CheckpointFile(path, every, made_by=made_by)
     saved = store.saved()
     spelled = "" if saved is None else _differing_arguments(saved.made_by, made_by)
