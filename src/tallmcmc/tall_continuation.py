@@ -148,15 +148,11 @@ def checkpoint_file(sample_options: dict[str, Any], made_by: dict[str, Any]) -> 
     writes, with this call's record of arguments in every checkpoint (those part-way through a run included); put
     back in ``sample_options``. A file there already (a re-run of a killed or finished run) is checked against the
     record before any setup: a re-run with other arguments would otherwise go on from draws another call made."""
-    path = sample_options.pop("checkpoint", None)
-    every = sample_options.pop("checkpoint_every", None)
-    if path is None:
-        if every is not None:
-            raise ValueError("checkpoint_every needs checkpoint (the file to write)")
+    store = CheckpointFile.given(
+        sample_options.pop("checkpoint", None), sample_options.pop("checkpoint_every", None), made_by
+    )
+    if store is None:
         return None
-    if isinstance(path, CheckpointFile) and every is not None:
-        raise ValueError("checkpoint_every: give it to the CheckpointFile passed as checkpoint")
-    store = path if isinstance(path, CheckpointFile) else CheckpointFile(path, every, made_by=made_by)
     saved = store.saved()
     spelled = "" if saved is None else _differing_arguments(saved.made_by, made_by)
     if spelled:

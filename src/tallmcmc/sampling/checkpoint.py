@@ -168,12 +168,30 @@ class CheckpointFile:
             raise ValueError(f"checkpoint_every must be a whole number of steps >= 1; got {every!r}")
         self.every = None if every is None else int(every)
         self.made_by = made_by
+        self._read: SamplingResult | None = None  # the file as read, until this object writes it
+
+    @classmethod
+    def given(
+        cls, checkpoint: str | os.PathLike | CheckpointFile | None, every: int | None, made_by=None
+    ) -> CheckpointFile | None:
+        """A call's ``checkpoint=`` and ``checkpoint_every=`` as its file (``None`` without a checkpoint): a path
+        with ``every`` and ``made_by``, or a :class:`CheckpointFile` given as it is (its own ``every``)."""
+        if isinstance(checkpoint, cls):
+            if every is not None:
+                raise ValueError("checkpoint_every: give it to the CheckpointFile passed as checkpoint")
+            return checkpoint
+        if checkpoint is None:
+            if every is not None:
+                raise ValueError("checkpoint_every needs checkpoint (the file to write)")
+            return None
+        return cls(checkpoint, every, made_by)
 
     def saved(self) -> SamplingResult | None:
-        """The run in the file, or ``None`` if there is none yet."""
-        if not self.path.exists():
-            return None
-        return load_result(self.path, argument="checkpoint")
+        """The run in the file, or ``None`` if there is none yet (read once: ``sample_tall`` checks the file's
+        record before ``sample`` goes on from it, and a file holding all the draws may be large)."""
+        if self._read is None and self.path.exists():
+            self._read = load_result(self.path, argument="checkpoint")
+        return self._read
 
     def check_continues(
         self,
@@ -219,3 +237,4 @@ class CheckpointFile:
         if self.made_by is not None and result.made_by is None:
             result.made_by = self.made_by
         save_result(result, self.path, target=target, argument="checkpoint")
+        self._read = None

@@ -263,14 +263,8 @@ def sample(
     raises :class:`tallmcmc.sharding.DeviceMemoryError` (a ``ValueError``)
     with the estimate and the remedy (``mesh=``) before JAX runs out of memory.
     """
-    if isinstance(checkpoint, CheckpointFile):  # sample_tall's, with the record of its arguments
-        if checkpoint_every is not None:
-            raise ValueError("checkpoint_every: give it to the CheckpointFile passed as checkpoint")
-        store, checkpoint_every = checkpoint, checkpoint.every
-    else:
-        store = None if checkpoint is None else CheckpointFile(checkpoint, checkpoint_every)
-    if checkpoint is None and checkpoint_every is not None:
-        raise ValueError("checkpoint_every needs checkpoint (the file to write)")
+    store = CheckpointFile.given(checkpoint, checkpoint_every)  # a CheckpointFile: sample_tall's, with its record
+    checkpoint_every = None if store is None else store.every
     num_samples = integer_at_least(num_samples, "num_samples")
     warmed = initial_position if isinstance(initial_position, WarmupResult) else None
     earlier, state = _resumed(resume, warmed)
