@@ -224,7 +224,10 @@ def repeated_decisions(
     and share one cache: ``test.init``'s, after ``warmup_decisions``
     sequential decisions at the same pair (a chain's earlier steps, for a
     test that learns across steps, such as the minibatch Barker test's tail
-    pool). The data-free part of Δ is 0 (flat prior, symmetric proposal).
+    pool). The warm-up decisions count as rejections, as for a chain that
+    stays at ``position``: a test whose cache describes the accepted state
+    (``keeps_cache_on_reject=False``, such as an exact test's cached
+    log-likelihood) keeps its initial cache. The data-free part of Δ is 0 (flat prior, symmetric proposal).
     The compiled program is kept for the last few (model, test) pairs, so
     further pairs of the same model and test compile nothing.
     ``compiler_options``: XLA's options for that program, as ``jax.jit``
@@ -248,7 +251,10 @@ def repeated_decisions(
     @functools.partial(jax.jit, compiler_options=dict(options) or None)
     def run(position, proposed):
         def one(cache, key):
-            return test.decide(key, model, position, proposed, zero, cache).cache, None
+            # a chain that stays at ``position``: each earlier decision counts as a rejection, so a cache that
+            # describes the accepted state (an exact test's log-likelihood there) is not carried
+            decision = test.decide(key, model, position, proposed, zero, cache)
+            return (decision.cache if test.keeps_cache_on_reject else cache), None
 
         cache = test.init(model, position)
         if warmup_decisions:
