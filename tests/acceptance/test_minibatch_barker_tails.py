@@ -152,3 +152,17 @@ def test_sample_warns_when_most_error_bounds_are_vacuous():
         warnings.simplefilter("error")  # light-tailed terms: no warning
         light = gaussian_mean.model(np.random.default_rng(1).normal(0, 1, 20_000).astype(np.float32), None, 1000.0)
         tallmcmc.sample(light, tallmcmc.random_walk(0.3), tallmcmc.minibatch_barker(50), **options)
+
+
+def test_pilot_sized_by_the_pool_restores_the_barker_probability(heavy):
+    """``pilot=True`` on heavy tails: the pilot grows to what the guard asks of the chain's earlier steps.
+
+    A pilot of ``batch_size`` points that missed the heavy ones would choose a minibatch too small for σ²
+    (docs/minibatch_error.md, "Skewed log ratios"); sized from the pool, its decisions must pass where
+    the guarded test's do.
+    """
+    model, pairs = heavy
+    z, used = mismatch(model, tallmcmc.minibatch_barker(100, pilot=True), pairs)
+    assert np.all(np.abs(z) < 4), z
+    assert np.all(used > 400)  # the pilot alone is the guard's size, several hundred points here
+    assert np.all(used < model.num_data / 5)

@@ -138,11 +138,11 @@ def _tuna(settings: MethodSettings, target: Target) -> tallmcmc.AcceptanceTest:
     return tallmcmc.tuna(target.tuna_chi, target.tuna_bound())
 
 
-def _barker(sigma: float, delta: float | None, guard: bool):
+def _barker(sigma: float, delta: float | None, guard: bool, pilot: bool = False):
     def build(settings: MethodSettings, target: Target) -> tallmcmc.AcceptanceTest:
         if guard:
-            return tallmcmc.minibatch_barker(settings.batch_size, sigma=sigma, delta=delta)
-        return tallmcmc.minibatch_barker(settings.batch_size, sigma=sigma, delta=delta, variance_rse=None)
+            return tallmcmc.minibatch_barker(settings.batch_size, sigma=sigma, delta=delta, pilot=pilot)
+        return tallmcmc.minibatch_barker(settings.batch_size, sigma=sigma, delta=delta, variance_rse=None, pilot=pilot)
 
     return build
 
@@ -163,6 +163,7 @@ def study_methods() -> dict[str, StudyMethod]:
             "minibatch_barker_sigma12_delta", f"MHminibatch σ=1.2 δ={DELTA:g}", False, _barker(1.2, DELTA, True)
         ),
         StudyMethod("minibatch_barker_printed", "MHminibatch σ=1.0 as printed", False, _barker(1.0, None, False)),
+        StudyMethod("minibatch_barker_pilot", "MHminibatch σ=1.0 pilot", False, _barker(1.0, None, True, pilot=True)),
         StudyMethod(
             "austere_conservative",
             method("austere_conservative").display_name,
