@@ -397,16 +397,18 @@ def minibatch_barker(
         steps, is below ``SMALL_NOISE`` σ² = 0.1 σ² (control-variate
         residuals: heavy-tailed but tiny). ``None`` is Algorithm 1 as printed.
     pilot
-        Not in the paper. ``True``: the first ``batch_size`` points (the
-        pilot) only choose the minibatch's size; Δ* and the s² of X_nc come
-        from the points drawn after them. Algorithm 1 stops on the same
-        points it averages, and where the lᵢ are skewed their mean and
-        variance are correlated (correlation ≈ γ/√(κ − 1)), so stopping when
-        the variance looks small biases Δ*: up to 0.14 on the paper's
-        mixture, which narrows its posterior sds by about 4%. The pilot
-        removes that bias for ``batch_size`` more points per step; it
-        changes nothing where Algorithm 1 stops at its first stage (a
-        control variate at the mode). Not with ``delta``
+        Not in the paper. ``True``: the step's first points (the pilot:
+        ``batch_size`` of them, or as many as the tail guard asks of the
+        chain's earlier steps, at most the moment buffer) only choose the
+        minibatch's size; Δ* and the s² of X_nc come from the points drawn
+        after them. Algorithm 1 stops on the same points it averages, and
+        where the lᵢ are skewed their mean and variance are correlated
+        (correlation ≈ γ/√(κ − 1), whatever b is), so stopping when the
+        variance looks small biases Δ*: by up to 0.14 on the paper's
+        mixture, which narrows its posterior sds by 4–5%. The pilot removes
+        that bias for the pilot's points more per step. Where Algorithm 1
+        stops at its first stage anyway (a control variate at the mode)
+        nothing is selected and the pilot only costs. Not with ``delta``
         (``docs/minibatch_error.md``, "Skewed log ratios").
     control_variate
         Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
