@@ -405,6 +405,11 @@ def test_bad_input_is_refused_naming_the_argument(regression):
         tallmcmc.sample_tall(without_shape, progress=False)
     with pytest.raises(ValueError, match="sample_tall chooses test itself"):
         tallmcmc.sample_tall(model, test=tallmcmc.exact_barker(), progress=False)
+    # a misspelt option is refused by sample_tall, naming the closest name (before: warmup() refused 'chains')
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'chains'; did you mean num_chains=\?"):
+        tallmcmc.sample_tall(model, chains=2, progress=False)
+    with pytest.raises(TypeError, match=r"'checkpoint_evry'; did you mean checkpoint_every=\?"):
+        tallmcmc.sample_tall(model, checkpoint_evry=5, progress=False)
     with pytest.raises(ValueError, match="num_samples"):
         tallmcmc.sample_tall(model, num_samples=0, progress=False)
     with pytest.raises(ValueError, match="residual_cost must be a finite number > 0"):

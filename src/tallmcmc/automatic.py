@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import functools
 import inspect
 import math
@@ -248,6 +249,35 @@ _CAUSES = {
 }
 
 
+#: ``sample``'s arguments that ``sample_tall`` sets itself (refused by name, pointing to ``sample``).
+CHOSEN_BY_SAMPLE_TALL = ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts")
+#: What ``sample_tall(**sample_options)`` accepts: ``sample``'s arguments that ``sample_tall`` does not set itself by
+#: name, and the mode and control variate to use instead of building them.
+SAMPLE_OPTIONS = (
+    frozenset(inspect.signature(sample).parameters)
+    - {"model", "initial_position", "num_samples", "num_chains", "seed", "progress"}
+) | {"mode", "control_variate"}
+
+
+def check_sample_options(options: dict) -> None:
+    """A ``TypeError`` naming an option ``sample_tall`` does not know, and the closest name it does.
+
+    Before, such a name (``chains=`` for ``num_chains=``) reached ``warmup`` and was refused there, naming a function
+    the user never called.
+    """
+    unknown = sorted(set(options) - SAMPLE_OPTIONS)
+    if not unknown:
+        return
+    own = [name for name in inspect.signature(sample_tall).parameters if name != "sample_options"]
+    passed_on = sorted(SAMPLE_OPTIONS - set(CHOSEN_BY_SAMPLE_TALL))
+    close = difflib.get_close_matches(unknown[0], own + passed_on, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}=?" if close else "."
+    raise TypeError(
+        f"sample_tall() got an unexpected keyword argument {unknown[0]!r}{hint} Its own arguments are "
+        f"{', '.join(own)}; it also takes {', '.join(passed_on)} (docs/sample_tall.md)"
+    )
+
+
 def sample_tall(
     model: Model,
     initial_position: Position = None,
@@ -394,6 +424,7 @@ def sample_tall(
             f"setup must be one of {', '.join(repr(name) for name in SETUPS)} (how the mode and the control variate "
             f"are built); got {setup!r}"
         )
+    check_sample_options(sample_options)
     resume = sample_options.pop("resume", None)
     if resume is not None and made_in_this_process(resume):
         return continued_in_process(model, resume, num_samples, progress, num_warmup, sample_options)
@@ -417,7 +448,7 @@ def sample_tall(
     if resume is not None:
         check_saved_run(resume, made_by)
     store = checkpoint_file(sample_options, made_by)
-    for name in ("proposal", "test", "initial_positions", "adapt_covariance", "num_warmup", "check_starts"):
+    for name in CHOSEN_BY_SAMPLE_TALL:
         if name in sample_options:
             raise ValueError(
                 f"sample_tall chooses {name} itself; to set it, run the steps by hand with tallmcmc.sample "
