@@ -96,13 +96,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME")
     args = parser.parse_args()
     data = gaussian_mixture.simulate_data(NUM_DATA, seed=0)
-    model = tallmcmc.Model(
-        gaussian_mixture.log_likelihood,
-        gaussian_mixture.log_prior,
-        jnp.asarray(data),
-        TEMPERATURE,
-        position_shape=(2,),
-    )
+    model = gaussian_mixture.model(NUM_DATA, TEMPERATURE, seed=0)  # the same data
     thetas, proposals, deltas, skews = pairs(args.pairs, data)
     direction_of_skew(data, thetas)
     print(

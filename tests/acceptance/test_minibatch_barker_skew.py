@@ -32,13 +32,7 @@ PAIRS = (((1.03, -0.77), (1.0218859, -0.56918395)), ((-0.27, 1.45), (-0.31969362
 @pytest.fixture(scope="module")
 def mixture():
     data = gaussian_mixture.simulate_data(NUM_DATA, seed=0)
-    model = tallmcmc.Model(
-        gaussian_mixture.log_likelihood,
-        gaussian_mixture.log_prior,
-        jnp.asarray(data),
-        TEMPERATURE,
-        position_shape=(2,),
-    )
+    model = gaussian_mixture.model(NUM_DATA, TEMPERATURE, seed=0)  # the same data
     x = data.astype(np.float64)
 
     def log_likelihood(theta):
