@@ -9,6 +9,12 @@ decisions: the acceptance frequency against 1/(1 + e^{−Δ}) in binomial standa
 E[Δ*] − Δ. With no error, z over the pairs has sd 1; the full-data Barker test is the control.
 
     python benchmarks/bench_skew_decisions.py --pairs 40 --repetitions 20000
+    python benchmarks/bench_skew_decisions.py --pairs 40 --repetitions 20000 --penalty
+
+``--penalty``: the minibatch penalty test instead, whose acceptance is Metropolis-type, so each pair is checked for
+detailed balance: z = (e^{−Δ/2} a_fwd − e^{Δ/2} a_rev) in standard errors, from two independent sets of decisions
+(keys 100 + j forward, 500 + j backward). A pair whose two frequencies are 0 and 1 has no binomial spread and is
+left out.
 """
 
 from __future__ import annotations
@@ -89,16 +95,48 @@ def direction_of_skew(data: np.ndarray, thetas: np.ndarray, moves_per_theta: int
     )
 
 
+def balance(model, thetas, proposals, deltas, repetitions: int) -> None:
+    """Detailed balance of the minibatch penalty test's decisions, with and without the pilot."""
+    print(f"{'variant':24s} {'rms z':>6s} {'max |z|':>7s} {'beyond 4':>8s} {'points':>6s}")
+    for name, test in (
+        ("minibatch_penalty(50)", tallmcmc.minibatch_penalty(50)),
+        ("pilot=True", tallmcmc.minibatch_penalty(50, pilot=True)),
+    ):
+        began, z, used = time.perf_counter(), [], []
+        for j, (theta, proposed, delta) in enumerate(zip(thetas, proposals, deltas)):
+            rates = []
+            for start, end, seed in ((theta, proposed, 100 + j), (proposed, theta, 500 + j)):
+                decision = repeated_decisions(
+                    model, test, jnp.asarray(start), jnp.asarray(end), repetitions, warmup_decisions=300, seed=seed
+                )
+                rates.append(float(jnp.mean(decision.accepted)))
+                used.append(float(jnp.mean(decision.info.data_used)))
+            forward, reverse = rates
+            variance = forward * (1 - forward) * np.exp(-delta) + reverse * (1 - reverse) * np.exp(delta)
+            if variance > 0:
+                z.append((forward * np.exp(-delta / 2) - reverse * np.exp(delta / 2)) / np.sqrt(variance / repetitions))
+        z = np.array(z)
+        print(
+            f"{name:24s} {np.sqrt(np.mean(z**2)):6.2f} {np.abs(z).max():7.1f} {int(np.sum(np.abs(z) > 4)):5d}/{len(z):<2d} "
+            f"{np.mean(used):6.0f}  ({time.perf_counter() - began:.0f} s)",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--repetitions", type=int, default=20_000)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME")
+    parser.add_argument("--penalty", action="store_true", help="detailed balance of minibatch_penalty instead")
     args = parser.parse_args()
     data = gaussian_mixture.simulate_data(NUM_DATA, seed=0)
     model = gaussian_mixture.model(NUM_DATA, TEMPERATURE, seed=0)  # the same data
     thetas, proposals, deltas, skews = pairs(args.pairs, data)
     direction_of_skew(data, thetas)
+    if args.penalty:
+        balance(model, thetas, proposals, deltas, args.repetitions)
+        return
     print(
         f"{args.pairs} pairs, Δ from {deltas.min():.2f} to {deltas.max():.2f}, skewness γ of the lᵢ from "
         f"{skews.min():.2f} to {skews.max():.2f} (median {np.median(skews):.2f}); {args.repetitions:,} decisions each"

@@ -9,7 +9,8 @@ and narrows the chain's sds by about 4% (docs/minibatch_error.md, "Skewed log
 ratios"). ``pilot=True`` lets the first ``batch_size`` points choose the size
 and averages only the points after them; it must bring Δ* and the decisions
 back, and the default (with the tail guard, which light-ish tails leave
-alone) must fail the same checks.
+alone) must fail the same checks. ``minibatch_penalty`` stops the same way,
+so the same holds for its detailed balance.
 """
 
 import jax.numpy as jnp
@@ -46,7 +47,7 @@ def mixture():
     return model, pairs
 
 
-def decisions(model, test, theta, proposed):
+def decisions(model, test, theta, proposed, seed=7):
     return repeated_decisions(
         model,
         test,
@@ -54,6 +55,7 @@ def decisions(model, test, theta, proposed):
         jnp.asarray(proposed, jnp.float32),
         REPETITIONS,
         warmup_decisions=300,
+        seed=seed,
         compiler_options=RUN_HEAVY,
     )
 
@@ -126,3 +128,27 @@ def test_pilot_arguments_are_checked():
         tallmcmc.minibatch_barker(50, delta=0.05, pilot=True)
     with pytest.raises(TypeError, match="pilot must be True or False"):
         tallmcmc.minibatch_barker(50, pilot="yes")
+
+
+def balance_z(model, test, theta, proposed, delta):
+    """(e^{−Δ/2} a_fwd − e^{Δ/2} a_rev) in standard errors, from two independent sets of decisions: 0 under detailed
+    balance (the penalty test's acceptance is Metropolis-type, so its decisions are checked against that)."""
+    rates = []
+    for start, end, seed in ((theta, proposed, 1), (proposed, theta, 2)):
+        rates.append(float(jnp.mean(decisions(model, test, start, end, seed).accepted)))
+    forward, reverse = rates
+    gap = forward * np.exp(-delta / 2) - reverse * np.exp(delta / 2)
+    variance = forward * (1 - forward) * np.exp(-delta) + reverse * (1 - reverse) * np.exp(delta)
+    return gap / np.sqrt(variance / REPETITIONS)
+
+
+def test_the_penalty_test_shares_the_stop_and_its_bias_and_the_pilot_removes_it(mixture):
+    """``minibatch_penalty`` stops as the Barker test does (``stopping_helpers``): the same selection breaks its
+    detailed balance at these pairs, and ``pilot=True`` restores it."""
+    model, pairs = mixture
+    plain = [balance_z(model, tallmcmc.minibatch_penalty(50), t, p, d) for t, p, d, _ in pairs]
+    piloted = [balance_z(model, tallmcmc.minibatch_penalty(50, pilot=True), t, p, d) for t, p, d, _ in pairs]
+    assert max(abs(z) for z in plain) > 6, plain
+    assert all(abs(z) < 4 for z in piloted), piloted
+    with pytest.raises(ValueError, match="pilot=True cannot be combined with delta"):
+        tallmcmc.minibatch_penalty(50, delta=0.05, pilot=True)

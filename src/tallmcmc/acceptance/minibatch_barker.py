@@ -82,7 +82,7 @@ class LoopHelpers(NamedTuple):
     ``first_stage_variance``, ``fourth_power_sum`` (Σ z⁴ over the buffered
     lᵢ), ``pooled_kurtosis`` (κ̂ over this step's moment sample and the
     chain's earlier ones), ``stop`` (the stopping rule) and ``pilot_free``
-    ((Δ*, Var(Δ*)) from the points after the first stage, for ``pilot=True``).
+    ((Δ*, Var(Δ*), b) from the b points after the pilot, for ``pilot=True``).
     """
 
     buffer_size: int
@@ -148,8 +148,15 @@ def smoothed_error_bound(variance, absolute_third, batch_size, sigma_squared):
     return jnp.where(tau > 0, bound, jnp.inf)
 
 
-def check_stopping_arguments(delta, variance_rse, moment_sample_size) -> None:
-    """The arguments of :func:`stopping_helpers` a user passes, checked by name (a ``ValueError`` naming the bad one)."""
+def check_stopping_arguments(delta, variance_rse, moment_sample_size, pilot: bool = False) -> None:
+    """The arguments of :func:`stopping_helpers` a user passes, checked by name (an error naming the bad one)."""
+    if not isinstance(pilot, bool):
+        raise TypeError(f"pilot must be True or False; got {pilot!r}")
+    if pilot and delta is not None:
+        raise ValueError(
+            "pilot=True cannot be combined with delta: the bound ε ≤ δ reads the whole minibatch, so its stop would "
+            "again depend on the points Δ* averages; pass one of them"
+        )
     if delta is not None and not (float(delta) > 0):
         raise ValueError(f"delta must be > 0 (a bound on the CLT error ε) or None; got {delta!r}")
     if variance_rse is not None and not (0.0 < float(variance_rse) < math.inf):
@@ -268,7 +275,7 @@ def stopping_helpers(
         return size, mean, squares, jnp.sum(z**4)
 
     def pilot_free(state, log_ratio_offset):
-        """(Δ*, Var(Δ*)) from the points after the pilot; the exact Δ and 0 once all N points are seen."""
+        """(Δ*, Var(Δ*), b) from the b points after the pilot; the exact Δ, 0 and N once all N points are seen."""
         n = state.count.astype(dtype)
         size, pilot_mean, pilot_squares, _ = pilot_moments(state)
         main = jnp.maximum(n - size, 1.0)
@@ -284,7 +291,7 @@ def stopping_helpers(
         )
         everything = state.count >= num_data
         estimate = float(num_data) * jnp.where(everything, state.mean, main_mean) + log_ratio_offset
-        return estimate, jnp.where(everything, 0.0, variance)
+        return estimate, jnp.where(everything, 0.0, variance), jnp.where(everything, n, main)
 
     def pilot_stop(state):
         n = state.count.astype(dtype)
@@ -435,14 +442,7 @@ def minibatch_barker(
         raise ValueError(f"growth must be one of {GROWTH_RULES}; got {growth!r}")
     if growth == "geometric" and not float(growth_factor) > 1:
         raise ValueError(f"growth_factor must be > 1 for geometric growth; got {growth_factor!r}")
-    check_stopping_arguments(delta, variance_rse, moment_sample_size)
-    if not isinstance(pilot, bool):
-        raise TypeError(f"pilot must be True or False; got {pilot!r}")
-    if pilot and delta is not None:
-        raise ValueError(
-            "pilot=True cannot be combined with delta: the bound ε ≤ δ reads the whole minibatch, so its stop would "
-            "again depend on the points Δ* averages; pass one of them"
-        )
+    check_stopping_arguments(delta, variance_rse, moment_sample_size, pilot)
     if correction is None:
         correction = correction_distribution(sigma)
     elif not (hasattr(correction, "sample") and hasattr(correction, "sigma")):
@@ -498,7 +498,7 @@ def minibatch_barker(
         dtype = log_ratio_offset.dtype
         shared = helpers(num_data, dtype, pool)
         if pilot:
-            estimate, variance = shared.pilot_free(state, log_ratio_offset)
+            estimate, variance, _ = shared.pilot_free(state, log_ratio_offset)
         else:
             _, variance = shared.moments(state)
             estimate = estimated_log_ratio(state, num_data, log_ratio_offset)

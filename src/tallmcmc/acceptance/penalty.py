@@ -77,6 +77,7 @@ def minibatch_penalty(
     moment_sample_size: int | None = None,
     *,
     variance_rse: float | None = 0.35,
+    pilot: bool = False,
     control_variate=None,
 ) -> AcceptanceTest:
     """The minibatch penalty test: accept with min(1, exp(Δ* − ŝ²/2 − …)) once Var(Δ*) < σ².
@@ -100,6 +101,12 @@ def minibatch_penalty(
         The tail guard, as in :func:`tallmcmc.minibatch_barker`: the minibatch
         may stop only once b ≥ (κ̂ − 1)/``variance_rse``²; ``None`` turns it
         off.
+    pilot
+        As in :func:`tallmcmc.minibatch_barker`: the step's first points only
+        choose the minibatch's size, and Δ*, its variance and b come from the
+        points after them, so that stopping cannot select Δ* where the lᵢ are
+        skewed (``docs/minibatch_error.md``, "Skewed log ratios"). Not with
+        ``delta``.
     control_variate
         Optional :func:`tallmcmc.taylor_control_variate`: the test then runs
         on the control variate's residuals and adds the proxy's exact sum to
@@ -123,7 +130,7 @@ def minibatch_penalty(
             f"sigma must be a positive number (the minibatch grows until the sd of Δ* is below it; 1.0 is the "
             f"default); got {sigma!r}"
         )
-    check_stopping_arguments(delta, variance_rse, moment_sample_size)
+    check_stopping_arguments(delta, variance_rse, moment_sample_size, pilot)
     sigma_squared = sigma**2
     check_init = minibatch_test_init(batch_size)
 
@@ -143,6 +150,7 @@ def minibatch_penalty(
             delta=delta,
             # a(Δ*) is 1-Lipschitz: |E a(Δ + E) − E a(Δ + G)| ≤ W₁(E, G) ≤ s E|Z|³/√b
             smoothing=lambda variance, third, b: jnp.sqrt(jnp.maximum(variance, 0.0)) * third / jnp.sqrt(b),
+            pilot=pilot,
         )
 
     def next_stage(count, stage):
@@ -163,8 +171,11 @@ def minibatch_penalty(
         uniform_key, pool = context
         dtype = log_ratio_offset.dtype
         shared = helpers(model.num_data, dtype, pool)
-        b, variance = shared.moments(state)  # 0 once all N points are used: the exact Metropolis test
-        estimate = estimated_log_ratio(state, model.num_data, log_ratio_offset)
+        if pilot:
+            estimate, variance, b = shared.pilot_free(state, log_ratio_offset)
+        else:
+            b, variance = shared.moments(state)  # 0 once all N points are used: the exact Metropolis test
+            estimate = estimated_log_ratio(state, model.num_data, log_ratio_offset)
         log_uniform = jnp.log(jax.random.uniform(uniform_key, dtype=dtype))
         accepted = log_uniform < estimate - penalty(variance, shared.pooled_kurtosis(state), b)
         return sequential_decision(
