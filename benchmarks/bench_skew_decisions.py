@@ -10,11 +10,16 @@ E[Δ*] − Δ. With no error, z over the pairs has sd 1; the full-data Barker te
 
     python benchmarks/bench_skew_decisions.py --pairs 40 --repetitions 20000
     python benchmarks/bench_skew_decisions.py --pairs 40 --repetitions 20000 --penalty
+    python benchmarks/bench_skew_decisions.py --timing 3
 
 ``--penalty``: the minibatch penalty test instead, whose acceptance is Metropolis-type, so each pair is checked for
 detailed balance: z = (e^{−Δ/2} a_fwd − e^{Δ/2} a_rev) in standard errors, from two independent sets of decisions
 (keys 100 + j forward, 500 + j backward). A pair whose two frequencies are 0 and 1 has no binomial spread and is
 left out.
+
+``--timing R``: what the pilot costs in time, not only in points: 8 chains × 5,000 steps of the random walk with
+``minibatch_barker(50)`` and with ``pilot=True``, alternating, R rounds after one of each to compile; seconds per
+step without compilation.
 """
 
 from __future__ import annotations
@@ -43,9 +48,12 @@ VARIANTS = {
 }
 
 
-def pairs(count: int, data: np.ndarray):
-    axes = [np.arange(-1.5 + 0.01, 2.5, 0.02), np.arange(-3.0 + 0.01, 3.0, 0.02)]
-    log_density = gaussian_mixture.log_posterior_grid(data, TEMPERATURE, *axes)
+#: The grid of the tempered posterior (the reproduction's reference grid).
+AXES = (np.arange(-1.5 + 0.01, 2.5, 0.02), np.arange(-3.0 + 0.01, 3.0, 0.02))
+
+
+def pairs(count: int, data: np.ndarray, log_density: np.ndarray):
+    axes = AXES
     weights = np.exp(log_density - log_density.max()).ravel()
     rng = np.random.default_rng(5)
     index = rng.choice(weights.size, count, p=weights / weights.sum())
@@ -66,10 +74,9 @@ def pairs(count: int, data: np.ndarray):
     return thetas, proposals, np.array(deltas), np.array(skews)
 
 
-def direction_of_skew(data: np.ndarray, thetas: np.ndarray, moves_per_theta: int = 6) -> None:
+def direction_of_skew(data: np.ndarray, thetas: np.ndarray, log_density: np.ndarray, moves_per_theta: int = 6) -> None:
     """Print how the lᵢ's skewness depends on whether a move leaves or approaches the nearer mode."""
-    axes = [np.arange(-1.5 + 0.01, 2.5, 0.02), np.arange(-3.0 + 0.01, 3.0, 0.02)]
-    log_density = gaussian_mixture.log_posterior_grid(data, TEMPERATURE, *axes)
+    axes = AXES
     first = np.unravel_index(np.argmax(log_density), log_density.shape)
     modes = [np.array([axes[0][first[0]], axes[1][first[1]]])]
     grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
@@ -123,17 +130,52 @@ def balance(model, thetas, proposals, deltas, repetitions: int) -> None:
         )
 
 
+def timing(model, rounds: int) -> None:
+    """Seconds per step of 8 chains, ``minibatch_barker(50)`` against ``pilot=True``, alternating (same process)."""
+
+    def run(pilot: bool, seed: int) -> tuple[float, float]:
+        began = time.perf_counter()
+        result = tallmcmc.sample(
+            model,
+            tallmcmc.random_walk(STEP),
+            tallmcmc.minibatch_barker(50, pilot=pilot),
+            initial_position=jnp.asarray([0.5, 0.0]),
+            num_samples=5000,
+            num_chains=8,
+            progress=False,
+            seed=seed,
+        )
+        seconds = time.perf_counter() - began - result.compile_seconds
+        return seconds / 5000, float(np.mean(result.info["data_used"]))
+
+    for pilot in (False, True):
+        run(pilot, 0)
+    for round_ in range(rounds):
+        (plain, plain_points), (piloted, pilot_points) = run(False, round_ + 1), run(True, round_ + 1)
+        print(
+            f"round {round_ + 1}: {plain * 1e3:.3f} ms/step at {plain_points:.0f} points, pilot {piloted * 1e3:.3f} "
+            f"ms/step at {pilot_points:.0f} points: {piloted / plain:.2f}× the time, {pilot_points / plain_points:.2f}× "
+            "the points",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--repetitions", type=int, default=20_000)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME")
     parser.add_argument("--penalty", action="store_true", help="detailed balance of minibatch_penalty instead")
+    parser.add_argument("--timing", type=int, default=0, metavar="R", help="time the pilot's chains instead")
     args = parser.parse_args()
     data = gaussian_mixture.simulate_data(NUM_DATA, seed=0)
     model = gaussian_mixture.model(NUM_DATA, TEMPERATURE, seed=0)  # the same data
-    thetas, proposals, deltas, skews = pairs(args.pairs, data)
-    direction_of_skew(data, thetas)
+    if args.timing:
+        timing(model, args.timing)
+        return
+    log_density = gaussian_mixture.log_posterior_grid(data, TEMPERATURE, *AXES)
+    thetas, proposals, deltas, skews = pairs(args.pairs, data, log_density)
+    direction_of_skew(data, thetas, log_density)
     if args.penalty:
         balance(model, thetas, proposals, deltas, args.repetitions)
         return

@@ -227,7 +227,8 @@ def repeated_decisions(
     pool). The warm-up decisions count as rejections, as for a chain that
     stays at ``position``: a test whose cache describes the accepted state
     (``keeps_cache_on_reject=False``, such as an exact test's cached
-    log-likelihood) keeps its initial cache. The data-free part of Δ is 0 (flat prior, symmetric proposal).
+    log-likelihood) keeps its initial cache. The data-free part of Δ is 0
+    (flat prior, symmetric proposal).
     The compiled program is kept for the last few (model, test) pairs, so
     further pairs of the same model and test compile nothing.
     ``compiler_options``: XLA's options for that program, as ``jax.jit``

@@ -190,11 +190,12 @@ def stopping_helpers(
     is the test's own second bound on its CLT error (the smaller of it and
     Novak's is reported).
 
-    With ``pilot``, the first stage's ``batch_size`` points (the pilot) alone
-    decide where the minibatch stops: it stops at the first size whose
-    points after the pilot give Var(Δ*) < σ² by the pilot's variance (and, with
-    the tail guard, number at least (κ̂ − 1)/ρ², κ̂ pooled over the chain's
-    earlier steps and the pilot). ``pilot_free`` then gives Δ* and its
+    With ``pilot``, the step's first points (the pilot: ``batch_size``, or as
+    many as the tail guard asks of the chain's earlier steps, at most
+    ``buffer_size``) alone decide where the minibatch stops: it stops at the
+    first size whose points after the pilot give Var(Δ*) < σ² by the pilot's
+    variance (and, with the tail guard, number at least (κ̂ − 1)/ρ², κ̂ pooled
+    over the chain's earlier steps and the pilot). ``pilot_free`` then gives Δ* and its
     estimated variance from the points after the pilot, which the stopping
     rule never saw (``docs/minibatch_error.md``, "Skewed log ratios").
     """
