@@ -752,6 +752,40 @@ def test_sample_tall_keeps_the_penalty_test_where_its_bound_is_small(tall_regres
     assert float(np.mean(result.warmup_info["error_bound"])) < tallmcmc.automatic.PENALTY_ERROR_LIMIT
     # Metropolis-type: past the Barker test's ceiling of ½
     assert float(np.mean(result.info["accepted"])) > 0.8
+    # every kept step stopped at its first stage: the stop selected nothing (docs/minibatch_error.md, "Skewed log
+    # ratios"), and the diagnosis says so
+    assert diagnosis.past_first_stage == 0.0 and "0% past the first stage" in str(diagnosis)
+
+
+def test_steps_past_the_first_stage_are_a_problem_with_the_batch_size_that_avoids_them(tall_regression):
+    """Where many kept steps grow their minibatch for its variance, the stop may select a biased Δ* on skewed
+    residuals: the diagnosis names the fraction and the batch_size at which the steps would stop at once; a few such
+    steps, or steps the tail guard grew, are not a problem."""
+    model = tall_regression[0]
+    result = tallmcmc.sample_tall(model, num_samples=300, num_warmup=200, seed=0, progress=False)
+    made = result.diagnosis
+    used = np.array(result.info["data_used_by_test"])
+    first = int(used.min())
+
+    def diagnosis_with(grown_fraction, variance=0.4):  # the same run, this fraction of its steps grown to 3 stages
+        grown, variances = used.ravel().copy(), np.array(result.info["variance"]).ravel().copy()
+        grown[: int(grown_fraction * grown.size)] = 3 * first
+        variances[: int(grown_fraction * grown.size)] = variance  # at the first stage about 3 × this
+        changed = {"data_used_by_test": grown.reshape(used.shape), "variance": variances.reshape(used.shape)}
+        replaced = dataclasses.replace(result, info={**result.info, **changed})
+        return tallmcmc.tall_diagnosis.diagnose(
+            replaced, made.decision, made.reason, made.mode, made.control_variate, made.choice, None, [], 200
+        )
+
+    said = diagnosis_with(0.3)
+    assert said.past_first_stage == pytest.approx(0.3, abs=0.01)
+    (problem,) = [problem for problem in said.problems if "past its first" in problem]
+    assert f"past its first {first:,} points" in problem and f"batch_size={3 * first:,}" in problem, problem
+    assert "Skewed log ratios" in problem
+    assert not any("past its first" in problem for problem in diagnosis_with(0.05).problems)
+    # steps the tail guard grew, their first stage far below σ²: their stop is not random, nothing said
+    guarded = diagnosis_with(0.3, variance=1e-4)
+    assert guarded.past_first_stage == 0.0 and not any("past its first" in problem for problem in guarded.problems)
 
 
 def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_regression, monkeypatch):

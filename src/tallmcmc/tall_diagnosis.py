@@ -66,6 +66,14 @@ SD_ESS_RATIO_LIMIT = 0.5
 #: 20,000-row copy the rounding measures 96, on an ordinary logistic regression 10⁻⁵ (docs/sample_tall.md, "When
 #: float32 rounds Δ").
 ROUNDING_NOISE_LIMIT = 0.1
+#: The diagnosis reports a problem where more than this fraction of the kept steps of a sequential minibatch test
+#: (the Barker or the penalty test) grew their minibatch past the first stage for its variance. Where a step's stop is random, the
+#: stop selects minibatches whose variance came out low, and where the residuals are skewed their mean with it
+#: (``docs/minibatch_error.md``, "Skewed log ratios": a mixture's sds 4–5% narrow with most steps past their first
+#: stage). ``sample_tall``'s kept steps stop at their first stage: on the user models and the logistic regression
+#: at N = 10⁴ and 5·10⁴ none did in 8,000 steps, the first stage's Var(Δ*) a median 2·10⁻⁵ to 3·10⁻³ of σ²
+#: (``docs/sample_tall.md``, "When the minibatch grows past its first stage").
+PAST_FIRST_STAGE_LIMIT = 0.1
 _ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
 
 
@@ -114,6 +122,12 @@ class TallDiagnosis:
         factors (``None`` without a proxy proposal).
     problems
         The findings that say the result may be wrong (also warned about).
+    past_first_stage
+        Of the kept steps of a sequential minibatch test (Barker or penalty),
+        the fraction that grew their minibatch past the first stage for its
+        variance (the first stage's estimated Var(Δ*) at least ½σ²) and did
+        not read all N (NaN under another test); above
+        :data:`PAST_FIRST_STAGE_LIMIT` it is a problem.
     ess_sd_ratio_min
         Over every coordinate, ArviZ's ESS for the sd (of the squared
         deviations) over the bulk ESS; below :data:`SD_ESS_RATIO_LIMIT` it is
@@ -160,6 +174,7 @@ class TallDiagnosis:
     proposal: Any = None
     test: Any = None
     ess_sd_ratio_min: float = float("nan")
+    past_first_stage: float = float("nan")
     switched_at: int | None = None
     setup_fallback: str | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -189,6 +204,11 @@ class TallDiagnosis:
             lines.append(
                 f"error bound: median {self.error_bound_median:.3g}, {100 * self.vacuous_fraction:.3g}% of subsampled "
                 f"steps ≥ {VACUOUS_ERROR_BOUND}"
+                + (
+                    f"; {100 * self.past_first_stage:.3g}% past the first stage"
+                    if np.isfinite(self.past_first_stage)
+                    else ""
+                )
             )
         lines.append(
             f"r̂ max {self.r_hat_max:.4g}, bulk ESS min {self.ess_bulk_min:.0f}, ESS of the sd / bulk ESS min "
@@ -329,6 +349,14 @@ def diagnose(result, decision, reason, mode, control_variate, choice, proposal, 
             f"the minibatch test's error bound was ≥ {VACUOUS_ERROR_BOUND} on {100 * vacuous:.0f}% of its steps: its "
             "decisions may be far from the exact test's"
         )
+    past, first, grown = _past_first_stage(result)
+    if np.isfinite(past) and past > PAST_FIRST_STAGE_LIMIT:
+        problems.append(
+            f"{100 * past:.3g}% of the kept steps grew the minibatch test's minibatch past its first {first:,} points: "
+            "where the residuals are skewed, a stop that reads the points it averages selects a biased Δ* and can "
+            "narrow the posterior by a few percent (docs/minibatch_error.md, 'Skewed log ratios'); a first minibatch "
+            f"large enough to stop at, batch_size={grown:,}, selects nothing"
+        )
     if settled is False:
         problems.append(
             "warm-up did not settle (the chains' proxy acceptance is off its target or their step factors disagree): "
@@ -351,7 +379,44 @@ def diagnose(result, decision, reason, mode, control_variate, choice, proposal, 
         warmup_settled=settled,
         problems=problems,
         ess_sd_ratio_min=float(np.nanmin(sd_ratios)) if worst is not None else float("nan"),
+        past_first_stage=past,
     )
+
+
+def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
+    """(fraction of the kept steps past the first stage for their variance, the first stage's size, a batch_size
+    most of them stop at) for the sequential minibatch tests; (NaN, 0, 0) for any other test.
+
+    The first stage is the fewest points a step read; a step is past it when it read more and not all N. Only
+    steps grown for their variance count: those whose first stage's Var(Δ*), estimated from the stop's as
+    s²·b/b₀·(1 − b₀/N)/(1 − b/N), is at least ½ (σ² = 1), where the stop is random and so selects. Steps the tail
+    guard grew (a first stage far below σ², a minibatch sized by the chain's pooled kurtosis) are left out: their
+    size is set mostly by the chain's earlier steps, and their cost is the data-use warning's business
+    (``docs/sample_tall.md``, "When the minibatch grows during the kept draws"). The batch_size suggested is the
+    90th percentile of the points the counted steps read, rounded up to tens.
+    """
+    if not str(result.test_name).startswith(("minibatch_barker", "minibatch_penalty")):
+        return float("nan"), 0, 0
+    used = np.asarray(result.info["data_used_by_test"])
+    read = used[used > 0]
+    if read.size == 0:
+        return float("nan"), 0, 0
+    first = int(read.min())
+    num_data = result.num_data
+    grown = (used > first) & ~np.asarray(result.info["used_full_data"], bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        at_first = (
+            np.asarray(result.info["variance"], np.float64)
+            * used
+            / first
+            * (1.0 - first / num_data)
+            / (1.0 - used / num_data)
+        )
+    grown &= np.nan_to_num(at_first, nan=0.0) >= 0.5
+    if not grown.any():
+        return 0.0, first, first
+    suggested = int(math.ceil(np.quantile(used[grown], 0.9) / 10.0) * 10)
+    return float(np.mean(grown)), first, min(suggested, num_data)
 
 
 def run_longer(ess_min: float, draws: int, random_walk: bool = False) -> str:
