@@ -767,11 +767,18 @@ def test_steps_past_the_first_stage_are_a_problem_with_the_batch_size_that_avoid
     used = np.array(result.info["data_used_by_test"])
     first = int(used.min())
 
-    def diagnosis_with(grown_fraction, variance=0.4):  # the same run, this fraction of its steps grown to 3 stages
+    def diagnosis_with(grown_fraction, variance=0.4, early_stop=False):  # this fraction of the steps grown to 3 stages
         grown, variances = used.ravel().copy(), np.array(result.info["variance"]).ravel().copy()
         grown[: int(grown_fraction * grown.size)] = 3 * first
         variances[: int(grown_fraction * grown.size)] = variance  # at the first stage about 3 × this
-        changed = {"data_used_by_test": grown.reshape(used.shape), "variance": variances.reshape(used.shape)}
+        non_finite = np.array(result.info["non_finite"]).ravel().copy()
+        if early_stop:  # the last step met a non-finite ratio after 3 points
+            grown[-1], non_finite[-1] = 3, True
+        changed = {
+            "data_used_by_test": grown.reshape(used.shape),
+            "variance": variances.reshape(used.shape),
+            "non_finite": non_finite.reshape(used.shape),
+        }
         replaced = dataclasses.replace(result, info={**result.info, **changed})
         return tallmcmc.tall_diagnosis.diagnose(
             replaced, made.decision, made.reason, made.mode, made.control_variate, made.choice, None, [], 200
@@ -783,6 +790,10 @@ def test_steps_past_the_first_stage_are_a_problem_with_the_batch_size_that_avoid
     assert f"past its first {first:,} points" in problem and f"batch_size={3 * first:,}" in problem, problem
     assert "Skewed log ratios" in problem
     assert not any("past its first" in problem for problem in diagnosis_with(0.05).problems)
+    # a step that met a non-finite ratio and stopped after 3 points does not move the first stage
+    early = diagnosis_with(0.3, early_stop=True)
+    assert early.past_first_stage == pytest.approx(0.3, abs=0.01)
+    assert any(f"past its first {first:,} points" in problem for problem in early.problems), early.problems
     # steps the tail guard grew, their first stage far below σ²: their stop is not random, nothing said
     guarded = diagnosis_with(0.3, variance=1e-4)
     assert guarded.past_first_stage == 0.0 and not any("past its first" in problem for problem in guarded.problems)

@@ -387,7 +387,8 @@ def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
     """(fraction of the kept steps past the first stage for their variance, the first stage's size, a batch_size
     most of them stop at) for the sequential minibatch tests; (NaN, 0, 0) for any other test.
 
-    The first stage is the fewest points a step read; a step is past it when it read more and not all N. Only
+    The first stage is the fewest points a step with finite ratios read; a step is past it when it read more and not
+    all N. Only
     steps grown for their variance count: those whose first stage's Var(Δ*), estimated from the stop's as
     s²·b/b₀·(1 − b₀/N)/(1 − b/N), is at least ½ (σ² = 1), where the stop is random and so selects. Steps the tail
     guard grew (a first stage far below σ², a minibatch sized by the chain's pooled kurtosis) are left out: their
@@ -398,12 +399,13 @@ def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
     if not str(result.test_name).startswith(("minibatch_barker", "minibatch_penalty")):
         return float("nan"), 0, 0
     used = np.asarray(result.info["data_used_by_test"])
-    read = used[used > 0]
+    finite = ~np.asarray(result.info["non_finite"], bool)  # a step that met a non-finite ratio may stop early
+    read = used[(used > 0) & finite]
     if read.size == 0:
         return float("nan"), 0, 0
     first = int(read.min())
     num_data = result.num_data
-    grown = (used > first) & ~np.asarray(result.info["used_full_data"], bool)
+    grown = (used > first) & finite & ~np.asarray(result.info["used_full_data"], bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         at_first = (
             np.asarray(result.info["variance"], np.float64)
