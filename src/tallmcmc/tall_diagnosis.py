@@ -67,12 +67,12 @@ SD_ESS_RATIO_LIMIT = 0.5
 #: float32 rounds Δ").
 ROUNDING_NOISE_LIMIT = 0.1
 #: The diagnosis reports a problem where more than this fraction of the kept steps of a sequential minibatch test
-#: (the Barker or the penalty test) grew their minibatch past the first stage for its variance. Where a step's stop is random, the
-#: stop selects minibatches whose variance came out low, and where the residuals are skewed their mean with it
-#: (``docs/minibatch_error.md``, "Skewed log ratios": a mixture's sds 4–5% narrow with most steps past their first
-#: stage). ``sample_tall``'s kept steps stop at their first stage: on the user models and the logistic regression
-#: at N = 10⁴ and 5·10⁴ none did in 8,000 steps, the first stage's Var(Δ*) a median 2·10⁻⁵ to 3·10⁻³ of σ²
-#: (``docs/sample_tall.md``, "When the minibatch grows past its first stage").
+#: (the Barker or the penalty test) grew their minibatch past the first stage for its variance. Where a step's stop
+#: is random, it selects minibatches whose variance came out low, and where the residuals are skewed their mean with
+#: it (``docs/minibatch_error.md``, "Skewed log ratios": a mixture's sds 4–5% narrow with most steps past their first
+#: stage). ``sample_tall``'s kept steps stop at their first stage: on the user models and the logistic regression at
+#: N = 5·10⁴ none of 8,000 did (at N = 10⁴ with a first minibatch of 10, 0.01–0.06%), the first stage's Var(Δ*) a
+#: median 2·10⁻⁵ to 3·10⁻³ of σ² (``docs/sample_tall.md``, "When the minibatch grows past its first stage").
 PAST_FIRST_STAGE_LIMIT = 0.1
 _ROUNDING_STREAM = 0x20D  # the move at which float32_rounding measures Δ's rounding
 
@@ -388,11 +388,10 @@ def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
     most of them stop at) for the sequential minibatch tests; (NaN, 0, 0) for any other test.
 
     The first stage is the fewest points a step with finite ratios read; a step is past it when it read more and not
-    all N. Only
-    steps grown for their variance count: those whose first stage's Var(Δ*), estimated from the stop's as
-    s²·b/b₀·(1 − b₀/N)/(1 − b/N), is at least ½ (σ² = 1), where the stop is random and so selects. Steps the tail
-    guard grew (a first stage far below σ², a minibatch sized by the chain's pooled kurtosis) are left out: their
-    size is set mostly by the chain's earlier steps, and their cost is the data-use warning's business
+    all N. Only steps grown for their variance count: those whose first stage's Var(Δ*), estimated from the stop's
+    as s²·b/b₀·(1 − b₀/N)/(1 − b/N), is at least ½ (σ² = 1), where the stop is random and so selects. Steps the
+    tail guard grew (a first stage far below σ², a minibatch sized by the chain's pooled kurtosis) are left out:
+    their size is set mostly by the chain's earlier steps, and their cost is the data-use warning's business
     (``docs/sample_tall.md``, "When the minibatch grows during the kept draws"). The batch_size suggested is the
     90th percentile of the points the counted steps read, rounded up to tens.
     """
