@@ -757,10 +757,11 @@ def test_sample_tall_keeps_the_penalty_test_where_its_bound_is_small(tall_regres
     assert diagnosis.past_first_stage == 0.0 and "0% past the first stage" in str(diagnosis)
 
 
-def test_steps_past_the_first_stage_are_a_problem_with_the_batch_size_that_avoids_them(tall_regression):
-    """Where many kept steps grow their minibatch for its variance, the stop may select a biased Δ* on skewed
-    residuals: the diagnosis names the fraction and the batch_size at which the steps would stop at once; a few such
-    steps, or steps the tail guard grew, are not a problem."""
+def test_the_diagnosis_counts_the_steps_past_the_first_stage_for_their_variance(tall_regression):
+    """Where kept steps grow their minibatch for its variance, the stop may select a biased Δ* on skewed residuals:
+    the diagnosis reports the fraction and a batch_size at which the steps would stop at once, as a figure, not a
+    problem (the 2026-11-30 audit's varying-slopes model grew 34–56% of its steps with draws NUTS agreed with); steps
+    the tail guard grew, and a step that met a non-finite ratio early, do not count."""
     model = tall_regression[0]
     result = tallmcmc.sample_tall(model, num_samples=300, num_warmup=200, seed=0, progress=False)
     made = result.diagnosis
@@ -785,18 +786,14 @@ def test_steps_past_the_first_stage_are_a_problem_with_the_batch_size_that_avoid
         )
 
     said = diagnosis_with(0.3)
-    assert said.past_first_stage == pytest.approx(0.3, abs=0.01)
-    (problem,) = [problem for problem in said.problems if "past its first" in problem]
-    assert f"past its first {first:,} points" in problem and f"batch_size={3 * first:,}" in problem, problem
-    assert "Skewed log ratios" in problem
-    assert not any("past its first" in problem for problem in diagnosis_with(0.05).problems)
-    # a step that met a non-finite ratio and stopped after 3 points does not move the first stage
-    early = diagnosis_with(0.3, early_stop=True)
-    assert early.past_first_stage == pytest.approx(0.3, abs=0.01)
-    assert any(f"past its first {first:,} points" in problem for problem in early.problems), early.problems
-    # steps the tail guard grew, their first stage far below σ²: their stop is not random, nothing said
-    guarded = diagnosis_with(0.3, variance=1e-4)
-    assert guarded.past_first_stage == 0.0 and not any("past its first" in problem for problem in guarded.problems)
+    assert said.past_first_stage == pytest.approx(0.3, abs=0.01) and said.stopping_batch_size == 3 * first
+    assert f"30% past the first stage for their variance (batch_size={3 * first:,} would stop" in str(said)
+    assert not any("first stage" in problem for problem in said.problems), said.problems
+    # steps the tail guard grew, their first stage's Var(Δ*) ≈ 3 × 0.05 far below σ²: their stop is not random
+    assert diagnosis_with(0.3, variance=0.05).past_first_stage == 0.0
+    # a step that met a non-finite ratio after 3 points does not set the first stage (from 3 points those steps'
+    # first stage would read ≈ 100 × 0.05 and count)
+    assert diagnosis_with(0.3, variance=0.05, early_stop=True).past_first_stage == 0.0
 
 
 def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_regression, monkeypatch):
