@@ -306,6 +306,22 @@ def test_the_choice_weighs_points_per_effective_draw_and_the_quarter_rule():
     )
 
 
+def test_a_step_that_met_a_non_finite_ratio_predicts_a_rejection_not_nan():
+    """The Barker test's acceptance predicted from another test's window: a NaN Δ* (a step that met a non-finite
+    ratio, which rejects) counts as a rejection. It was NaN, and the 2026-11-30 audit's zero-inflated Poisson model
+    read "accepted nan%: ≈ nan residuals per effective draw" in the decision's reason."""
+    from tallmcmc.choice_of_test import barker_acceptance
+
+    predicted = barker_acceptance([np.nan, -np.inf, np.inf, -2000.0, 0.0])
+    assert np.array_equal(predicted, [0.0, 0.0, 1.0, 0.0, 0.5])
+    window = _window(True, 100, 0.0)
+    window["statistic"] = np.where(np.arange(400).reshape(4, 100) < 40, np.nan, 0.0)  # 10% of the steps
+    window["accepted"] = barker_acceptance(window["statistic"])
+    choice = choose_test(window, 1000)
+    assert choice.minibatch_acceptance == pytest.approx(0.45), choice
+    assert "nan" not in choice.describe(1000), choice.describe(1000)
+
+
 def test_the_choice_weighs_cost_a_residual_priced_in_plain_points():
     """Points say minibatch, cost says exact: 100 residuals of N = 2,000 per step at acceptance ½ are 300 points per
     effective draw against 2,000 for the exact test (Δ* = 0: acceptance 1), but at 10 plain points per residual they

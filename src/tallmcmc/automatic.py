@@ -109,6 +109,7 @@ from tallmcmc.choice_of_test import (
     PROPOSAL_ROW_COST,
     RESIDUAL_COST_MEANING,
     TestChoice,
+    barker_acceptance,
     choose_test,
     ess_per_draw,
     residual_point_cost,
@@ -841,9 +842,7 @@ def _measured_choice(
         error = float(np.mean(window["error_bound"]))
         if error > PENALTY_ERROR_LIMIT:  # Δ* too far from normal to trust the penalty: the Barker test smooths it
             minibatch = minibatch_barker(min(batch_size, model.num_data), control_variate=control_variate)
-            with np.errstate(over="ignore"):  # Δ* of −1000 and below: acceptance 0, as it should be
-                barker = 1.0 / (1.0 + np.exp(-np.asarray(window["statistic"], np.float64)))
-            window = {**window, "accepted": barker}
+            window = {**window, "accepted": barker_acceptance(window["statistic"])}
             note = (
                 f"; the minibatch test is the Barker test (its acceptance predicted from the window's Δ*): the "
                 f"penalty test's mean CLT error bound in warm-up was {error:.2g} > {PENALTY_ERROR_LIMIT}"

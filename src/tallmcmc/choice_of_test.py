@@ -23,6 +23,7 @@ __all__ = [
     "PROPOSAL_ROW_COST",
     "RESIDUAL_POINT_COST",
     "TestChoice",
+    "barker_acceptance",
     "choose_test",
     "ess_per_draw",
     "residual_point_cost",
@@ -57,6 +58,16 @@ RESIDUAL_POINT_COST = {
 #: excluded; ``benchmarks/RESULTS.md``, "Rows the proxy cannot follow"): 0.8 at d = 104, 2.0 at d = 504; the larger.
 PROPOSAL_ROW_COST = 2.0
 RESIDUAL_COST_MEANING = "what one control-variate residual costs, in plain likelihood points; e.g. 10.0"
+
+
+def barker_acceptance(statistic) -> np.ndarray:
+    """The Barker test's acceptance probability 1/(1 + e^{−Δ*}) at each of the window's Δ*, to predict what the
+    Barker test would accept from another test's steps. A Δ* that is NaN (a step that met a non-finite ratio, which
+    every test rejects) predicts 0; −inf 0 and +inf 1."""
+    statistic = np.asarray(statistic, np.float64)
+    with np.errstate(over="ignore"):  # Δ* of −1000 and below: acceptance 0, as it should be
+        barker = 1.0 / (1.0 + np.exp(-statistic))
+    return np.where(np.isnan(statistic), 0.0, barker)
 
 
 def ess_per_draw(acceptance: float) -> float:
