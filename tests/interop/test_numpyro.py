@@ -653,6 +653,28 @@ def test_refuses_data_outside_the_support_naming_the_rows():
     assert tallmcmc.from_numpyro(weibull, covariates, times).num_data == 40
 
 
+def test_accepts_a_count_regression_on_covariates_of_large_magnitude():
+    """Ages 20–80 and incomes around 50 under a log link overflow float32 at every random check point in (−2, 2), and
+    the rows with the largest covariates were named as data outside the support ("drop or correct those rows", the
+    2026-11-30 audit). The check tries the unconstrained origin first, where the linear predictor is 0."""
+
+    def negative_binomial(X, y):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        b = numpyro.sample("b", dist.Normal(0, 1).expand([2]).to_event(1))
+        phi = numpyro.sample("phi", dist.Exponential(0.5))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.NegativeBinomial2(jnp.exp(a + X @ b), phi), obs=y)
+
+    rng = np.random.default_rng(0)
+    X = np.stack([rng.uniform(20, 80, 500), rng.lognormal(np.log(50), 0.6, 500)], 1).astype(np.float32)
+    y = rng.negative_binomial(2.0, 2.0 / (2.0 + np.exp(-1.0 + X @ np.array([0.02, 0.005])))).astype(np.int32)
+    assert tallmcmc.from_numpyro(negative_binomial, X, y).num_data == 500
+    # real counts outside the support are still named, the origin included among the points
+    y[[4, 9]] = -1
+    message = refused(negative_binomial, X, y)
+    assert "not finite at 2 of the N = 500 rows (rows 4, 9) at the unconstrained origin" in message, message
+
+
 def test_refuses_a_discrete_latent_site():
     def discrete(X, y):
         beta = numpyro.sample("beta", dist.Normal(0, 1).expand([X.shape[1]]))
