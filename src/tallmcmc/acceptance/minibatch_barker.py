@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -81,8 +81,11 @@ class LoopHelpers(NamedTuple):
     ``moments`` (b, Var(Δ*)), ``clt_error`` (the bound on the CLT error),
     ``first_stage_variance``, ``fourth_power_sum`` (Σ z⁴ over the buffered
     lᵢ), ``pooled_kurtosis`` (κ̂ over this step's moment sample and the
-    chain's earlier ones), ``stop`` (the stopping rule) and ``pilot_free``
-    ((Δ*, Var(Δ*), b) from the b points after the pilot, for ``pilot=True``).
+    chain's earlier ones), ``stop`` (the stopping rule), ``pilot_free``
+    ((Δ*, Var(Δ*), b) from the b points after the pilot, for ``pilot=True``)
+    and ``pilot_size`` (the pilot's points, for the loop's
+    :class:`~tallmcmc.acceptance.sequential.LoopRule`; ``None`` without a
+    pilot).
     """
 
     buffer_size: int
@@ -94,6 +97,7 @@ class LoopHelpers(NamedTuple):
     pooled_kurtosis: Callable
     stop: Callable
     pilot_free: Callable
+    pilot_size: Any = None
 
 
 class TailPool(NamedTuple):
@@ -201,7 +205,7 @@ def stopping_helpers(
     """
     first_size = min(batch_size, num_data)
     buffer_size = min(num_data, moment_sample_size or 20 * batch_size)
-    if pilot:  # the pilot's moments are read from the buffer
+    if pilot:  # the pilot is at most the moment buffer, and at least the first stage
         buffer_size = max(buffer_size, first_size)
 
     def moments(state):
@@ -265,15 +269,12 @@ def stopping_helpers(
         return jnp.clip(wanted, size, float(buffer_size)).astype(dtype)
 
     def pilot_moments(state):
-        """(size, mean, Σ(l − mean)², Σ z⁴) of the pilot: the buffer's first :func:`pilot_size` points."""
+        """(size, mean, Σ(l − mean)², Σ z⁴) of the pilot, the first :func:`pilot_size` points, from the moments the
+        loop gathers of them chunk by chunk (``SequentialState.pilot_moments``; the loop's rule asks for them)."""
         size = pilot_size()
-        values = state.buffer.values
-        inside = jnp.arange(values.shape[0]) < size
-        mean = jnp.sum(jnp.where(inside, values, 0)) / size
-        squares = jnp.sum(jnp.where(inside, values - mean, 0) ** 2)
-        spread = jnp.sqrt(squares / size)
-        z = jnp.where(inside, values - mean, 0) / jnp.where(spread > 0, spread, 1)
-        return size, mean, squares, jnp.sum(z**4)
+        _, mean, squares, _, fourth = state.pilot_moments
+        spread_squared = squares / size
+        return size, mean, squares, fourth / jnp.where(spread_squared > 0, spread_squared, 1) ** 2
 
     def pilot_free(state, log_ratio_offset):
         """(Δ*, Var(Δ*), b) from the b points after the pilot; the exact Δ, 0 and N once all N points are seen."""
@@ -334,6 +335,7 @@ def stopping_helpers(
         pooled_kurtosis,
         stop,
         pilot_free,
+        pilot_size() if pilot else None,
     )
 
 
@@ -491,7 +493,7 @@ def minibatch_barker(
     def rule(context, model: Model, log_ratio_offset) -> LoopRule:
         _, pool = context
         shared = helpers(model.num_data, log_ratio_offset.dtype, pool)
-        return LoopRule(batch_size, batch_size, next_stage, shared.stop, shared.buffer_size)
+        return LoopRule(batch_size, batch_size, next_stage, shared.stop, shared.buffer_size, shared.pilot_size)
 
     def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache):
         (normal_key, correction_key, logistic_key), pool = context

@@ -165,7 +165,7 @@ def minibatch_penalty(
     def rule(context, model: Model, log_ratio_offset) -> LoopRule:
         _, pool = context
         shared = helpers(model.num_data, log_ratio_offset.dtype, pool)
-        return LoopRule(batch_size, batch_size, next_stage, shared.stop, shared.buffer_size)
+        return LoopRule(batch_size, batch_size, next_stage, shared.stop, shared.buffer_size, shared.pilot_size)
 
     def conclude(context, state, model: Model, position, proposed, log_ratio_offset, cache):
         uniform_key, pool = context

@@ -52,7 +52,10 @@ class SequentialState(NamedTuple):
     :class:`~tallmcmc.acceptance.base.Workspace`: only its first
     ``min(count, buffer_size)`` places are ever read) and
     ``buffer_moments`` theirs, (n, mean, M₂, M₃, M₄) with Mₖ = Σ (lᵢ − mean)ᵏ
-    (see :func:`buffered_fourth_central_sum`); ``done`` and ``non_finite`` flags.
+    (see :func:`buffered_fourth_central_sum`); ``done`` and ``non_finite`` flags;
+    ``pilot_moments`` the same moments of the first ``LoopRule.pilot_size``
+    values seen (empty unless the rule has a pilot), gathered chunk by chunk
+    so that a stop which reads them at every stage never rescans the buffer.
     """
 
     count: jax.Array
@@ -64,6 +67,7 @@ class SequentialState(NamedTuple):
     done: jax.Array
     non_finite: jax.Array
     buffer_moments: jax.Array
+    pilot_moments: jax.Array
 
 
 def merged_moments(first: jax.Array, second: jax.Array) -> jax.Array:
@@ -112,7 +116,9 @@ class LoopRule(NamedTuple):
 
     ``chunk_size``, ``first_stage`` and ``buffer_size`` are static ints;
     ``next_stage(count, stage) -> size`` and ``stop(state) -> bool`` may close
-    over traced values (a threshold, the chain's tail pool).
+    over traced values (a threshold, the chain's tail pool). ``pilot_size``,
+    ``None`` or a traced count fixed for the step, asks for the moments of the
+    first that many values in ``SequentialState.pilot_moments``.
     """
 
     chunk_size: int
@@ -120,6 +126,7 @@ class LoopRule(NamedTuple):
     next_stage: Callable[[jax.Array, jax.Array], jax.Array]
     stop: Callable[[SequentialState], jax.Array]
     buffer_size: int = 0
+    pilot_size: Any = None
 
 
 def sequential_initial_state(num_data: int, rule: LoopRule, dtype, skip: jax.Array | bool = False) -> SequentialState:
@@ -135,7 +142,17 @@ def sequential_initial_state(num_data: int, rule: LoopRule, dtype, skip: jax.Arr
         done=jnp.asarray(skip, bool),
         non_finite=jnp.zeros((), bool),
         buffer_moments=jnp.zeros((5,) if rule.buffer_size else (0,), dtype),
+        pilot_moments=jnp.zeros((0,) if rule.pilot_size is None else (5,), dtype),
     )
+
+
+def masked_moments(values: jax.Array, mask: jax.Array, dtype) -> jax.Array:
+    """(n, mean, M₂, M₃, M₄) of the ``values`` where ``mask`` holds, for :func:`merged_moments`."""
+    n = jnp.sum(mask).astype(dtype)
+    mean = jnp.sum(jnp.where(mask, values, 0)) / jnp.maximum(n, 1)
+    centred = jnp.where(mask, values - mean, 0)
+    squared = centred * centred
+    return jnp.stack([n, mean, jnp.sum(squared), jnp.sum(squared * centred), jnp.sum(squared * squared)])
 
 
 def sequential_chunk(
@@ -173,20 +190,19 @@ def sequential_chunk(
         kept = lax.dynamic_slice(buffer.values, (start,), (chunk_size,))
         buffer = Workspace(lax.dynamic_update_slice(buffer.values, jnp.where(state.done, kept, values), (start,)))
         # the moments of the values that land in the first buffer_size places
-        buffered = valid & (positions < buffer_size)
-        buffered_n = jnp.sum(buffered).astype(dtype)
-        buffered_mean = jnp.sum(jnp.where(buffered, values, 0)) / jnp.maximum(buffered_n, 1)
-        centred = jnp.where(buffered, values - buffered_mean, 0)
-        squared = centred * centred
-        chunk_moments = jnp.stack(
-            [buffered_n, buffered_mean, jnp.sum(squared), jnp.sum(squared * centred), jnp.sum(squared * squared)]
+        buffer_moments = merged_moments(
+            buffer_moments, masked_moments(values, valid & (positions < buffer_size), dtype)
         )
-        buffer_moments = merged_moments(buffer_moments, chunk_moments)
+    pilot_moments = state.pilot_moments
+    if rule.pilot_size is not None:
+        pilot_moments = merged_moments(
+            pilot_moments, masked_moments(values, valid & (positions < rule.pilot_size), dtype)
+        )
     non_finite = ~(jnp.isfinite(mean) & jnp.isfinite(sum_squares))
     at_check = (count >= limit) | non_finite
     stage = state.stage + at_check.astype(jnp.int32)
     new = SequentialState(
-        count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite, buffer_moments
+        count, mean, sum_squares, stage, state.next_check, buffer, state.done, non_finite, buffer_moments, pilot_moments
     )
     stopped = at_check & (non_finite | (count >= num_data) | rule.stop(new))
     following = jnp.clip(rule.next_stage(count, stage), count + 1, num_data)
