@@ -352,12 +352,12 @@ def diagnose(result, decision, reason, mode, control_variate, choice, proposal, 
             f"the minibatch test's error bound was ≥ {VACUOUS_ERROR_BOUND} on {100 * vacuous:.0f}% of its steps: its "
             "decisions may be far from the exact test's"
         )
-    past, _, stopping = _past_first_stage(result)
     if settled is False:
         problems.append(
             "warm-up did not settle (the chains' proxy acceptance is off its target or their step factors disagree): "
             "raise num_warmup"
         )
+    past, stopping = _past_first_stage(result)
     return TallDiagnosis(
         decision=decision,
         reason=reason,
@@ -380,9 +380,9 @@ def diagnose(result, decision, reason, mode, control_variate, choice, proposal, 
     )
 
 
-def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
-    """(fraction of the kept steps past the first stage for their variance, the first stage's size, a batch_size
-    most of them stop at) for the sequential minibatch tests; (NaN, 0, 0) for any other test.
+def _past_first_stage(result: SamplingResult) -> tuple[float, int]:
+    """(fraction of the kept steps past the first stage for their variance, a batch_size most of them stop at) for
+    the sequential minibatch tests; (NaN, 0) for any other test.
 
     The first stage is the fewest points a step with finite ratios read; a step is past it when it read more and not
     all N. Only steps grown for their variance count: those whose first stage's Var(Δ*), estimated from the stop's
@@ -393,12 +393,12 @@ def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
     90th percentile of the points the counted steps read, rounded up to tens.
     """
     if not str(result.test_name).startswith(("minibatch_barker", "minibatch_penalty")):
-        return float("nan"), 0, 0
+        return float("nan"), 0
     used = np.asarray(result.info["data_used_by_test"])
     finite = ~np.asarray(result.info["non_finite"], bool)  # a step that met a non-finite ratio may stop early
     read = used[(used > 0) & finite]
     if read.size == 0:
-        return float("nan"), 0, 0
+        return float("nan"), 0
     first = int(read.min())
     num_data = result.num_data
     grown = (used > first) & finite & ~np.asarray(result.info["used_full_data"], bool)
@@ -412,9 +412,9 @@ def _past_first_stage(result: SamplingResult) -> tuple[float, int, int]:
         )
     grown &= np.nan_to_num(at_first, nan=0.0) >= 0.5
     if not grown.any():
-        return 0.0, first, first
+        return 0.0, first
     suggested = int(math.ceil(np.quantile(used[grown], 0.9) / 10.0) * 10)
-    return float(np.mean(grown)), first, min(suggested, num_data)
+    return float(np.mean(grown)), min(suggested, num_data)
 
 
 def run_longer(ess_min: float, draws: int, random_walk: bool = False) -> str:

@@ -76,7 +76,9 @@ _LAG_ROWS = 10
 #: points (the origin first) are named (data outside the support).
 _ROWS_CHECK_POINTS = 3
 _ROWS_CHUNK = 4096  # rows evaluated at once when naming them
-_NUM_CHECK_POINTS = 2
+#: The decomposition is compared at this many points where NumPyro's log density is finite: the origin and two random
+#: ones (a dropped log-Jacobian of an exp transform is 0 at the origin, so random points are needed besides).
+_NUM_CHECK_POINTS = 3
 _MAX_CHECK_DRAWS = 20
 _CHECK_RADIUS = 2.0
 _CHUNK = 4096
