@@ -418,8 +418,12 @@ def minibatch_barker(
         mixture, which narrows its posterior sds by 4–5%. The pilot removes
         that bias for the pilot's points more per step. Where Algorithm 1
         stops at its first stage anyway (a control variate at the mode)
-        nothing is selected and the pilot only costs. Not with ``delta``
-        (``docs/minibatch_error.md``, "Skewed log ratios").
+        nothing is selected and the pilot only costs. The points after the
+        pilot may end with Var(Δ*) above σ², which X_nc cannot take away: on
+        heavy-tailed lᵢ (27% of the steps on ``reproduce bias``'s Student-t)
+        that widens the posterior by about 2%, where the guarded default does
+        not. Not with ``delta`` (``docs/minibatch_error.md``, "Skewed log
+        ratios").
     control_variate
         Optional :func:`tallmcmc.taylor_control_variate`: the test then runs on
         the residuals of the Taylor proxy and adds the proxy's exact sum to Δ
