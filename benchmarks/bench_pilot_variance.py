@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-import jax.numpy as jnp
 import numpy as np
 
-import tallmcmc
 from tallmcmc.reproduce import bias
 
 
@@ -32,18 +30,7 @@ def main() -> None:
     bias.add_arguments(defaults)
     (target,) = bias.build_targets(defaults.parse_args(["--targets", args.target]), [args.target])
     for key in ("minibatch_barker", "minibatch_barker_pilot"):
-        test = bias.METHODS[key].build(target.settings, target)
-        starts = target.reference.draw(np.random.default_rng(args.seed), 8)
-        result = tallmcmc.sample(
-            target.model,
-            tallmcmc.random_walk(np.asarray(target.step_size, float)),
-            test,
-            initial_positions=jnp.asarray(starts, jnp.float32),
-            num_samples=target.num_samples + target.burn_in,
-            num_chains=8,
-            seed=args.seed,
-            progress=False,
-        )
+        result = bias.sample_target(target, bias.METHODS[key].build(target.settings, target), 8, args.seed)
         variance = np.asarray(result.info["variance"], np.float64)[:, target.burn_in :]
         subsampled = ~np.asarray(result.info["used_full_data"], bool)[:, target.burn_in :]
         variance = variance[subsampled]

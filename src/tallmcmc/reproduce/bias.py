@@ -464,12 +464,13 @@ def reference_ksd(target: Target, count: int, seed: int) -> dict:
     return {"median": float(np.median(values)), "min": float(np.min(values)), "max": float(np.max(values))}
 
 
-def run_method(target: Target, entry: StudyMethod, chains: int, ksd_points: int, seed: int, progress: bool) -> dict:
-    """Run one test on one target and measure it."""
-    test = entry.build(target.settings, target)
+def sample_target(
+    target: Target, test: tallmcmc.AcceptanceTest, chains: int, seed: int, progress: bool = False
+) -> tallmcmc.SamplingResult:
+    """The study's run of ``test`` on ``target``: its random walk, ``chains`` starts drawn from the reference with
+    ``seed``, burn-in and draws (the burn-in is the result's first ``target.burn_in`` draws)."""
     starts = target.reference.draw(np.random.default_rng(seed), chains)
-    began = time.perf_counter()
-    result = tallmcmc.sample(
+    return tallmcmc.sample(
         target.model,
         tallmcmc.random_walk(np.asarray(target.step_size, float)),
         test,
@@ -479,6 +480,13 @@ def run_method(target: Target, entry: StudyMethod, chains: int, ksd_points: int,
         seed=seed,
         progress=progress,
     )
+
+
+def run_method(target: Target, entry: StudyMethod, chains: int, ksd_points: int, seed: int, progress: bool) -> dict:
+    """Run one test on one target and measure it."""
+    test = entry.build(target.settings, target)
+    began = time.perf_counter()
+    result = sample_target(target, test, chains, seed, progress)
     seconds = time.perf_counter() - began
     draws = np.asarray(result.positions, dtype=np.float64)[:, target.burn_in :]
     errors = moment_errors(draws, target.reference)
