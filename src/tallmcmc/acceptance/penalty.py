@@ -105,7 +105,10 @@ def minibatch_penalty(
         As in :func:`tallmcmc.minibatch_barker`: the step's first points only
         choose the minibatch's size, and Δ*, its variance and b come from the
         points after them, so that stopping cannot select Δ* where the lᵢ are
-        skewed (``docs/minibatch_error.md``, "Skewed log ratios"). Not with
+        skewed (``docs/minibatch_error.md``, "Skewed log ratios"). Without
+        the Barker test's margin on the pilot's prediction
+        (:data:`~tallmcmc.acceptance.minibatch_barker.PILOT_MARGIN`): a
+        Var(Δ*) above σ² is paid for by the penalty, not left over. Not with
         ``delta``.
     control_variate
         Optional :func:`tallmcmc.taylor_control_variate`: the test then runs
