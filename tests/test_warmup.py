@@ -206,3 +206,56 @@ def test_warmup_and_the_kept_draws_share_one_compiled_program_and_chunking_chang
     np.testing.assert_array_equal(chunked.step_size_factor, whole.step_size_factor)
     _, other = sampled(num_chunks=3, seed=3)
     assert not np.array_equal(other.positions, chunked.positions)
+
+
+@pytest.mark.parametrize("adapt_covariance", [False, True])
+def test_keep_going_stops_a_warmup_and_its_steps_are_those_of_the_full_one(adapt_covariance):
+    """``keep_going`` asked every KEEP_GOING_STEPS steps: a warm-up stopped at step 30 holds the first 30 steps of the
+    whole one, bit for bit (the chunk runs fewer steps per call, compiled once), and one that always keeps going is
+    the whole one; with a covariance it can stop in the first window (30 of 60: its first half)."""
+    from tallmcmc.sampling.warmup_phase import KEEP_GOING_STEPS
+
+    proposal, test = tallmcmc.random_walk(0.05), tallmcmc.minibatch_barker(50)
+    options = dict(num_chains=4, seed=3, progress=False, num_warmup=60, adapt_covariance=adapt_covariance)
+    start = jnp.asarray(TEMPERED_2D.mean, jnp.float32)
+    whole = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, **options)
+    asked = []
+
+    def until_30(info):
+        asked.append(info["data_used"].shape)
+        return info["data_used"].shape[1] < 30
+
+    stopped = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, keep_going=until_30, **options)
+    assert stopped.num_warmup == 30 and asked == [(4, KEEP_GOING_STEPS * k) for k in (1, 2, 3)]
+    np.testing.assert_array_equal(stopped.positions, whole.positions[:, :30])
+    for name in whole.info:
+        np.testing.assert_array_equal(stopped.info[name], whole.info[name][:, :30])
+    assert stopped.data_used == int(whole.info["data_used"][:, :30].sum())
+    going = tallmcmc.warmup(TEMPERED_2D.model, proposal, test, start, keep_going=lambda info: True, **options)
+    np.testing.assert_array_equal(going.positions, whole.positions)
+    np.testing.assert_array_equal(going.step_size_factor, whole.step_size_factor)
+
+
+def test_keep_going_is_refused_where_it_cannot_act():
+    start = jnp.asarray(TEMPERED_2D.mean, jnp.float32)
+    with pytest.raises(TypeError, match="keep_going must be a function"):
+        tallmcmc.warmup(
+            TEMPERED_2D.model,
+            tallmcmc.random_walk(0.05),
+            tallmcmc.exact_metropolis(),
+            start,
+            num_warmup=20,
+            keep_going=True,
+            progress=False,
+        )
+    proposal = tallmcmc.laplace_independence(mean=TEMPERED_2D.mean, covariance=np.diag(TEMPERED_2D.variance))
+    with pytest.raises(ValueError, match="keep_going needs a warm-up that adapts a step size.*adapts nothing"):
+        tallmcmc.warmup(
+            TEMPERED_2D.model,
+            proposal,
+            tallmcmc.exact_metropolis(),
+            start,
+            num_warmup=20,
+            keep_going=lambda info: True,
+            progress=False,
+        )

@@ -42,6 +42,8 @@ __all__ = ["WARMUP_STREAM", "WarmupResult", "compile_warmup", "run_warmup", "war
 WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
 #: An adaptive warm-up runs in compiled chunks of at least this many steps (or all its steps, if fewer).
 WARMUP_CHUNK_LENGTH = 100
+#: With ``keep_going``, an adaptive warm-up runs in chunks of this many steps and asks after each.
+KEEP_GOING_STEPS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,12 +146,21 @@ def warmup(
     driver: str = "vmap",
     mesh=None,
     check_starts: bool = True,
+    keep_going: Callable[[dict[str, np.ndarray]], bool] | None = None,
 ) -> WarmupResult:
     """Run ``num_warmup`` warm-up steps of ``num_chains`` chains (see the module docstring).
 
     The arguments mean what they mean for :func:`tallmcmc.sample` (its
     ``num_warmup``, ``target_acceptance``, ``adapt_covariance``, ``driver``,
     ``mesh``, ``check_starts``), and are checked the same way.
+
+    ``keep_going``, if given, is called every :data:`KEEP_GOING_STEPS` steps
+    with the step statistics so far (``{field: array (chain, step)}``, as
+    :attr:`WarmupResult.info`); where it returns ``False`` the warm-up stops
+    there, and the result has fewer than ``num_warmup`` steps (what they cost
+    is in its ``info``). ``sample_tall`` stops a second warm-up this way once
+    what it reads shows it cannot pay. Only for a warm-up that adapts a step
+    size, on the ``"vmap"`` or ``"pmap"`` driver.
 
     Returns
     -------
@@ -158,6 +169,8 @@ def warmup(
         num_chains=…, seed=…)`` continues it.
     """
     num_warmup = integer_at_least(num_warmup, "num_warmup", 1)
+    if keep_going is not None and not callable(keep_going):
+        raise TypeError(f"keep_going must be a function of the step statistics so far, or None; got {keep_going!r}")
     plan = _plan(
         model,
         proposal,
@@ -174,7 +187,13 @@ def warmup(
         mesh=mesh,
         check_starts=check_starts,
     )
-    return run_warmup(plan, plan.program.initialise(plan.data, plan.starts), mesh)
+    if keep_going is not None and (not plan.adapt or plan.driver == "asynchronous"):
+        raise ValueError(
+            "keep_going needs a warm-up that adapts a step size (a proposal with a tunable step) on the 'vmap' or "
+            f"'pmap' driver; this one {'runs on the asynchronous driver' if plan.adapt else 'adapts nothing'}: "
+            "leave keep_going out"
+        )
+    return run_warmup(plan, plan.program.initialise(plan.data, plan.starts), mesh, keep_going=keep_going)
 
 
 def _plan(model, proposal, test, initial_position, initial_positions, **settings) -> RunPlan:
@@ -193,11 +212,12 @@ def _plan(model, proposal, test, initial_position, initial_positions, **settings
     )
 
 
-def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> WarmupResult:
+def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0, keep_going=None) -> WarmupResult:
     """``plan.num_warmup`` warm-up steps of ``plan``'s chains from ``states`` (see the module docstring).
 
     ``stream``: 0 for chains that have made no kept step; a resumed run that warms up again passes the steps its
-    chains have made, so that its warm-up keys differ from the first warm-up's.
+    chains have made, so that its warm-up keys differ from the first warm-up's. ``keep_going``: as for
+    :func:`warmup` (an adaptive warm-up only).
     """
     num_warmup = plan.num_warmup
     warmup_keys = plan.chain_keys(WARMUP_STREAM)
@@ -208,20 +228,28 @@ def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> Wa
     proposal, adapted_covariance = plan.proposal, None
     if plan.adapt_covariance:
         first = num_warmup // 2
-        states, _, (early_positions, early_info), _, early_compile = _warm(plan, proposal, states, warmup_keys, first)
-        adapted_covariance = _warmup_covariance(early_positions, first // 2)
-        proposal = proposal.with_covariance(adapted_covariance)
-        later_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1)
-        states, factors, (late_positions, late_info), program, compile_seconds = _warm(
-            plan, proposal, states, later_keys, num_warmup - first
+        states, factors, (early_positions, early_info), program, early_compile = _warm(
+            plan, proposal, states, warmup_keys, first, keep_going
         )
-        compile_seconds += early_compile
-        warm_positions, warm_info = jax.tree_util.tree_map(
-            lambda a, b: jnp.concatenate([a, b], axis=0), (early_positions, early_info), (late_positions, late_info)
-        )
+        stopped = len(early_info.accepted) < first  # in the first window, or at its end:
+        if stopped or (keep_going is not None and not keep_going(_statistics(early_info))):
+            warm_positions, warm_info, compile_seconds = early_positions, early_info, early_compile
+        else:
+            adapted_covariance = _warmup_covariance(early_positions, first // 2)
+            proposal = proposal.with_covariance(adapted_covariance)
+            later_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(warmup_keys, 1)
+            states, factors, (late_positions, late_info), program, compile_seconds = _warm(
+                plan, proposal, states, later_keys, num_warmup - first, _after(keep_going, early_info)
+            )
+            compile_seconds += early_compile
+            warm_positions, warm_info = jax.tree_util.tree_map(
+                lambda a, b: np.concatenate([np.asarray(a), np.asarray(b)], axis=0),
+                (early_positions, early_info),
+                (late_positions, late_info),
+            )
     else:
         states, factors, (warm_positions, warm_info), program, compile_seconds = _warm(
-            plan, proposal, states, warmup_keys, num_warmup
+            plan, proposal, states, warmup_keys, num_warmup, keep_going
         )
     warm_positions, warm_info = to_host((warm_positions, warm_info))
     return WarmupResult(
@@ -244,10 +272,27 @@ def run_warmup(plan: RunPlan, states: MHState, mesh=None, stream: int = 0) -> Wa
     )
 
 
-def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, steps: int):
+def _statistics(*infos: MHInfo) -> dict[str, np.ndarray]:
+    """Step statistics ``(step, chain)`` of consecutive steps, joined as ``keep_going`` reads them: ``(chain, step)``."""
+    return {
+        name: np.swapaxes(np.concatenate([np.asarray(getattr(info, name)) for info in infos]), 0, 1)
+        for name in MHInfo._fields
+    }
+
+
+def _after(keep_going, earlier: MHInfo):
+    """``keep_going`` for a later window: asked with the earlier window's steps first (``None`` without it)."""
+    if keep_going is None:
+        return None
+    return lambda info: keep_going(
+        {name: np.concatenate([_statistics(earlier)[name], info[name]], axis=1) for name in info}
+    )
+
+
+def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, steps: int, keep_going=None):
     """``steps`` warm-up steps: ``(states, adapted factors or None, (positions, info), program, compile seconds)``,
     the draws ``(step, chain, …)``, ``program`` the :class:`ChainProgram` that ran them (``None`` for the asynchronous
-    driver)."""
+    driver). ``keep_going`` (adaptive only) may stop it after fewer steps."""
     if plan.driver == "asynchronous":  # each chain adapts as its own steps finish
         call = DriverCall(
             plan.held,
@@ -272,7 +317,7 @@ def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, s
         return output.states, output.adapted_factors, (positions, info), None, output.compile_seconds
     program = plan.program if proposal is plan.proposal else chain_program(plan.held, proposal, plan.test, plan.layout)
     if plan.adapt:
-        states, factors, draws, compile_seconds = _adaptive_warmup(program, plan, states, keys, steps)
+        states, factors, draws, compile_seconds = _adaptive_warmup(program, plan, states, keys, steps, keep_going)
         return states, factors, draws, program, compile_seconds
     run_chunk = program.run_chunk
     began = time.perf_counter()
@@ -364,7 +409,9 @@ def compile_warmup(
     return plan.program.compile_ahead(arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, plan.num_warmup))
 
 
-def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chain_keys: jax.Array, steps: int):
+def _adaptive_warmup(
+    program: ChainProgram, plan: RunPlan, states: MHState, chain_keys: jax.Array, steps: int, keep_going=None
+):
     """Dual averaging of log(step-size factor) per chain (:mod:`tallmcmc.sampling.adaptation`), all chains in
     lockstep, in chunks of the program's tuned chunk (``ChainProgram.run_tuned_chunk``, adapting).
 
@@ -373,18 +420,25 @@ def _adaptive_warmup(program: ChainProgram, plan: RunPlan, states: MHState, chai
     Returns the states after warm-up, the per-chain factor exp(x̄) (the
     running average), the warm-up draws and infos (NumPy, ``(step, chain, …)``)
     and the seconds spent compiling (0 if the program had compiled its chunk).
+    With ``keep_going`` each call of the chunk runs :data:`KEEP_GOING_STEPS`
+    steps, and it stops after the call where ``keep_going`` returns ``False``.
     """
     adaptation = DualAveraging.start(chain_keys.shape[0])
     arguments = _adapting_arguments(plan, chain_keys)
     chunk = program.tuned_chunk(arguments(states, adaptation, 0, 0), warmup_chunk_length(plan, steps))
+    # the compiled chunk runs any number of steps up to its length: asking every few steps compiles nothing more
+    stride = chunk.length if keep_going is None else min(chunk.length, KEEP_GOING_STEPS)
     bar = progress_bar(steps, plan.progress, "warm-up")
     parts = []
     try:
-        for first in range(0, steps, chunk.length):
-            length = min(chunk.length, steps - first)
+        for first in range(0, steps, stride):
+            length = min(stride, steps - first)
             (states, adaptation), draws = chunk.run(*arguments(states, adaptation, first, length))
             parts.append(jax.tree_util.tree_map(lambda leaf: leaf[:length], to_host(draws)))  # noqa: B023
             bar.update(length)
+            if keep_going is not None and first + length < steps:
+                if not keep_going(_statistics(*(info for _, info in parts))):
+                    break
     finally:
         bar.close()
     draws = jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves, axis=0), *parts)
