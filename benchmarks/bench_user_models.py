@@ -16,6 +16,10 @@ approximation"), written as a user would:
 * ``centred`` and ``noncentred``: a hierarchical logistic regression, 30 groups of ~1,700 rows, with group effects
   ``Normal(mu, tau)`` or ``mu + tau * z`` (the non-centred one lies on a curved ridge that no proposal built on the
   Laplace approximation follows: expected to fail, and to say so).
+* ``zero_inflation``: a zero-inflated Poisson (logistic gate, log rate, two covariates each) fitted to pure Poisson
+  data (the 2026-11-30 audit): the gate's intercept has a long left tail bounded only by its prior, which the
+  Laplace approximation misses; its sd came out about 25% narrow against NUTS, with a near-silent diagnosis
+  (``docs/sample_tall.md``, "Known weak spot": expected to fail, and not to say so).
 
 Per model: ``sample_tall(model, seed=0)`` (4 × 2,000 draws, 200 warm-up, the defaults) and NumPyro NUTS (2 × 1,000
 draws after 1,000 warm-up, sequential), both timed with compilation; then over every coordinate on the constrained
@@ -23,7 +27,7 @@ scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio, with 
 from 1 in its standard errors (each sd's relative error 1/√(2·ESS of the sd), on both sides); the decision, the data per kept step, and the
 warnings ``sample_tall`` gave (their first words).
 
-    python benchmarks/bench_user_models.py                       # all seven, N = 50,000 (lkj: 10,000), ~8 min
+    python benchmarks/bench_user_models.py                       # all eight, N = 50,000 (lkj: 10,000), ~9 min
     python benchmarks/bench_user_models.py --only laplace noncentred
     python benchmarks/bench_user_models.py --num-data 1000000 --only poisson rare centred --reference-precision highest
 
@@ -142,6 +146,24 @@ def hierarchical(n: int, rng, centred: bool, groups: int = 30):
     return model, (X, group), {"y": y}
 
 
+def zero_inflation(n: int, rng):
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    Z = rng.normal(size=(n, 2)).astype(np.float32)
+    y = rng.poisson(np.exp(1.0 + X @ np.array([0.4, -0.3]))).astype(np.int32)  # pure Poisson: no zeros inflated
+
+    def model(X, Z, y=None):
+        gate = numpyro.sample("a_gate", dist.Normal(0, 2.5)) + Z @ numpyro.sample(
+            "b_gate", dist.Normal(0, 2.5).expand([2]).to_event(1)
+        )
+        rate = numpyro.sample("a_rate", dist.Normal(0, 5)) + X @ numpyro.sample(
+            "b_rate", dist.Normal(0, 1).expand([2]).to_event(1)
+        )
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.ZeroInflatedPoisson(jax.nn.sigmoid(gate), jax.numpy.exp(rate)), obs=y)
+
+    return model, (X, Z), {"y": y}
+
+
 MODELS = {
     "poisson": poisson,
     "student": student,
@@ -150,6 +172,7 @@ MODELS = {
     "rare": rare,
     "centred": lambda n, rng: hierarchical(n, rng, centred=True),
     "noncentred": lambda n, rng: hierarchical(n, rng, centred=False),
+    "zero_inflation": zero_inflation,
 }
 
 

@@ -8,6 +8,8 @@ exact sum samples their Laplace approximation instead, and fails the same compar
 
 from __future__ import annotations
 
+import pathlib
+import sys
 import warnings
 
 import jax
@@ -417,3 +419,48 @@ def test_following_the_rows_without_their_exact_sum_fails_the_same_comparison(mo
     result, reference = _small_groups_run(monkeypatch, drop_exact_sum=True)
     _, sd_se = _mean_z_and_sd_se(result, reference)
     assert _small_groups_sd_z(sd_se) < -4, _small_groups_sd_z(sd_se)
+
+
+def _zero_inflation_on_poisson_data(num_data=20_000, seed=7):
+    """The 2026-11-30 audit's zero-inflated Poisson fitted to pure Poisson data (``benchmarks/bench_user_models.py``'s
+    ``zero_inflation``): the gate's intercept has a long left tail the Laplace approximation misses, the proxy
+    misfits, and the rows the proxy would have to follow (≈ 1,000) make its trajectories read several times N a
+    step."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "benchmarks"))
+    from bench_user_models import zero_inflation
+
+    model, positional, keywords = zero_inflation(num_data, np.random.default_rng(seed))
+    return tallmcmc.from_numpyro(model, *positional, **keywords)
+
+
+def _zero_inflation_run(num_samples=200):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # r̂ at 200 draws: only the path and its cost are looked at here
+        return tallmcmc.sample_tall(_zero_inflation_on_poisson_data(), num_samples=num_samples, seed=0, progress=False)
+
+
+def test_a_second_warm_up_that_cannot_pay_stops_early():
+    """The audit's run read 9,669 passes over N in a second warm-up (the rows followed by the proxy; 14 s of a 20 s
+    call) and threw it away: its trajectories read ≈ 240,000 rows a step, 5× the exact test's cost per effective
+    draw even at a fitting proxy's acceptance. It now stops after SECOND_WARMUP_LOOK steps (measured: 1,609 passes),
+    and the exact test runs as before."""
+    result = _zero_inflation_run()
+    diagnosis = result.diagnosis
+    passes = diagnosis.setup_passes
+    thrown = passes["warm-up with outlying rows in the proxy (not kept)"]
+    assert 0 < thrown < 3_000, passes
+    assert "its warm-up stopped after 20 of 200 steps" in diagnosis.reason, diagnosis.reason
+    assert diagnosis.decision == "exact" and not diagnosis.control_variate.outlying_in_proxy
+
+
+@pytest.mark.slow
+def test_stopping_a_second_warm_up_changes_no_kept_draw(monkeypatch):
+    """The same run with the stop turned off (the warm-up runs its 200 steps, ≈ 9,700 passes, and is thrown away
+    as before) draws the same kept draws, bit for bit: the stop saves data, it decides nothing."""
+    stopped = _zero_inflation_run()
+    monkeypatch.setattr(tallmcmc.automatic, "SECOND_WARMUP_STOP", np.inf)
+    whole = _zero_inflation_run()
+    assert whole.diagnosis.setup_passes["warm-up with outlying rows in the proxy (not kept)"] > 5_000
+    assert "did not pay (warm-up's Metropolis acceptance" in whole.diagnosis.reason
+    for name in stopped.positions:
+        np.testing.assert_array_equal(stopped.positions[name], whole.positions[name])

@@ -798,9 +798,11 @@ def _warmed_up(
     batch_size: int,
     minibatch_test: str,
     run: _RunShape,
+    keep_going: Callable[[dict], bool] | None = None,
 ) -> tuple[WarmupResult, Proposal, Any]:
     """The warm-up: proxy HMC on the Laplace approximation under the minibatch test, from starts checked on a
-    subsample (counted as ``"start check (subsample)"``); the warmed chains, the proposal and the test."""
+    subsample (counted as ``"start check (subsample)"``); the warmed chains, the proposal and the test.
+    ``keep_going``: as for :func:`tallmcmc.warmup`."""
     proposal, warmup_test, starts = _warmup_pieces(
         control_variate, covariance, mode.position, batch_size, minibatch_test, run.options["num_chains"], run.seed
     )
@@ -814,6 +816,7 @@ def _warmed_up(
         num_warmup=run.num_warmup,
         seed=run.seed,
         check_starts=checked is None,
+        keep_going=keep_going,
         **{k: v for k, v in run.options.items() if k not in ("num_chunks", "checkpoint", "checkpoint_every")},
     )
     if checked is not None:
@@ -888,6 +891,14 @@ PROXY_MISFIT_ACCEPTANCE = 0.6
 #: non-centred hierarchical model, where the look held nothing; 3.9–11 on the rare-category models once their rows
 #: are held).
 OUTLYING_LOOK_KURTOSIS = 20.0
+#: A second warm-up (outlying rows held, or followed by the proxy) stops once the points its steps read, per step and
+#: chain, over the ESS per draw of a fitting proxy's move, exceed this many times the cost per effective draw of the
+#: test already chosen (:func:`_stops_when_it_cannot_pay`) ...
+SECOND_WARMUP_STOP = 2.0
+#: ... after at least this many steps. The 2026-11-30 audit's zero-inflated Poisson on data with no zero inflation
+#: (N = 2·10⁴): a warm-up with 1,063 rows in the proxy read 5.4× the exact test's cost in its first 25 steps, and
+#: 9,669 passes over N before it was thrown away; the warm-ups kept on the small-group models read 0.03–0.24× it.
+SECOND_WARMUP_LOOK = 20
 
 
 class _Clock:
@@ -1115,6 +1126,10 @@ def _with_rows_in_proxy(
         model, mode, covariance, held, choice, batch_size, minibatch_test, residual_cost, run
     )
     again, measured = kept[4], kept[-1]
+    if again is None:  # stopped early: its steps read more than it could pay for
+        counted["warm-up with outlying rows in the proxy (not kept)"] = _warmup_points(kept[1])
+        summary = f"{rows_held.size:,} outlying rows followed exactly by the proxy did not pay ({measured})"
+        return _Outlying(counted, summary)
     if cheaper:
         counted["warm-up before the outlying rows were held"] = _warmup_points(warmed)
         summary = (
@@ -1147,16 +1162,50 @@ def _warmed_up_again(
 ) -> tuple[tuple, bool]:
     """A warm-up again with ``held`` and the choice its window measures: ``(control_variate, warmed, proposal,
     warmup_test, choice, minibatch, measured)`` as ``sample_tall`` names them, and whether it costs less per effective
-    draw than ``choice``."""
+    draw than ``choice``. A warm-up whose steps read more than it could pay for stops early
+    (:func:`_stops_when_it_cannot_pay`): then ``choice`` and ``minibatch`` are ``None``, ``measured`` says why, and
+    it does not cost less."""
+    before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
     warmed_again, proposal, test = _warmed_up(
-        model, mode, covariance, held, batch_size, minibatch_test, run._replace(say=lambda *_, **__: None)
+        model,
+        mode,
+        covariance,
+        held,
+        batch_size,
+        minibatch_test,
+        run._replace(say=lambda *_, **__: None),
+        keep_going=_stops_when_it_cannot_pay(before),
     )
+    if warmed_again.num_warmup < run.num_warmup:
+        steps = warmed_again.num_warmup
+        read = float(np.mean(warmed_again.info["data_used"]))
+        measured = (
+            f"its warm-up stopped after {steps} of {run.num_warmup} steps: they read ≈ {read:,.0f} points per step and "
+            f"chain, ≥ {read / ess_per_draw(HAMILTONIAN_PROXY_TARGET):,.0f} plain points per effective draw at best, "
+            f"more than {SECOND_WARMUP_STOP:g}× the ≈ {before:,.0f} of the test chosen"
+        )
+        return (held, warmed_again, proposal, test, None, None, measured), False
     again, minibatch, measured = _measured_choice(
         model, warmed_again, test, held, minibatch_test, batch_size, residual_cost
     )
-    before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
     after = again.minibatch_cost if again.minibatch else again.exact_cost
     return (held, warmed_again, proposal, test, again, minibatch, measured), after < before
+
+
+def _stops_when_it_cannot_pay(cost: float) -> Callable[[dict], bool]:
+    """``keep_going`` for a second warm-up (:func:`tallmcmc.warmup`): ``False`` once, after at least
+    :data:`SECOND_WARMUP_LOOK` steps, the points its steps read per step and chain, over the ESS per draw of a fitting
+    proxy-HMC move (its acceptance :data:`~tallmcmc.proposals.proxy.HAMILTONIAN_PROXY_TARGET`), are more than
+    :data:`SECOND_WARMUP_STOP` times ``cost`` (plain points per effective draw of the test chosen). A lower bound on
+    what it would cost: a residual or a proposal's row is priced at one plain point, and no chain does better than
+    that acceptance."""
+    least = ess_per_draw(HAMILTONIAN_PROXY_TARGET)
+
+    def keep_going(info: dict) -> bool:
+        used = info["data_used"]
+        return used.shape[1] < SECOND_WARMUP_LOOK or float(np.mean(used)) / least <= SECOND_WARMUP_STOP * cost
+
+    return keep_going
 
 
 def _window_states(warmed: WarmupResult, count: int) -> Position:
