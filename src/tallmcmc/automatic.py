@@ -1184,6 +1184,7 @@ def _warmed_up_again(
             f"chain, ≥ {read / ess_per_draw(HAMILTONIAN_PROXY_TARGET):,.0f} plain points per effective draw at best, "
             f"more than {SECOND_WARMUP_STOP:g}× the ≈ {before:,.0f} of the test chosen"
         )
+        run.say(f"sample_tall: the second warm-up could not pay; {measured}", flush=True)
         return (held, warmed_again, proposal, test, None, None, measured), False
     again, minibatch, measured = _measured_choice(
         model, warmed_again, test, held, minibatch_test, batch_size, residual_cost
