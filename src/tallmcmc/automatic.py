@@ -1197,9 +1197,10 @@ def _stops_when_it_cannot_pay(cost: float) -> Callable[[dict], bool]:
     """``keep_going`` for a second warm-up (:func:`tallmcmc.warmup`): ``False`` once, after at least
     :data:`SECOND_WARMUP_LOOK` steps, the points its steps read per step and chain, over the ESS per draw of a fitting
     proxy-HMC move (its acceptance :data:`~tallmcmc.proposals.proxy.HAMILTONIAN_PROXY_TARGET`), are more than
-    :data:`SECOND_WARMUP_STOP` times ``cost`` (plain points per effective draw of the test chosen). A lower bound on
-    what it would cost: a residual or a proposal's row is priced at one plain point, and no chain does better than
-    that acceptance."""
+    :data:`SECOND_WARMUP_STOP` times ``cost`` (plain points per effective draw of the test chosen). By the path's own
+    cost model that warm-up could not pay: it prices a residual or a proposal's row at one plain point or more and
+    an effective draw at a/(2 − a) ≤ 1 draws (:func:`~tallmcmc.choice_of_test.ess_per_draw`), so its cost per
+    effective draw is at least the points read per step, more than 2 × 0.82 = 1.6 times ``cost``."""
     least = ess_per_draw(HAMILTONIAN_PROXY_TARGET)
 
     def keep_going(info: dict) -> bool:
