@@ -19,7 +19,7 @@ left out.
 
 ``--timing R``: what the pilot costs in time, not only in points: 8 chains × 5,000 steps of the random walk with
 ``minibatch_barker(50)`` and with ``pilot=True``, alternating, R rounds after one of each to compile; seconds per
-step without compilation.
+step without compilation; ``--driver asynchronous`` runs the chains on that driver instead of ``vmap``.
 """
 
 from __future__ import annotations
@@ -130,8 +130,9 @@ def balance(model, thetas, proposals, deltas, repetitions: int) -> None:
         )
 
 
-def timing(model, rounds: int) -> None:
-    """Seconds per step of 8 chains, ``minibatch_barker(50)`` against ``pilot=True``, alternating (same process)."""
+def timing(model, rounds: int, driver: str = "vmap") -> None:
+    """Seconds per step of 8 chains, ``minibatch_barker(50)`` against ``pilot=True``, alternating (same process), on
+    ``driver``."""
 
     def run(pilot: bool, seed: int) -> tuple[float, float]:
         began = time.perf_counter()
@@ -144,6 +145,7 @@ def timing(model, rounds: int) -> None:
             num_chains=8,
             progress=False,
             seed=seed,
+            driver=driver,
         )
         seconds = time.perf_counter() - began - result.compile_seconds
         return seconds / 5000, float(np.mean(result.info["data_used"]))
@@ -167,11 +169,12 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME")
     parser.add_argument("--penalty", action="store_true", help="detailed balance of minibatch_penalty instead")
     parser.add_argument("--timing", type=int, default=0, metavar="R", help="time the pilot's chains instead")
+    parser.add_argument("--driver", default="vmap", help="the chains' driver for --timing (vmap or asynchronous)")
     args = parser.parse_args()
     data = gaussian_mixture.simulate_data(NUM_DATA, seed=0)
     model = gaussian_mixture.model(NUM_DATA, TEMPERATURE, seed=0)  # the same data
     if args.timing:
-        timing(model, args.timing)
+        timing(model, args.timing, args.driver)
         return
     log_density = gaussian_mixture.log_posterior_grid(data, TEMPERATURE, *AXES)
     thetas, proposals, deltas, skews = pairs(args.pairs, data, log_density)
