@@ -177,6 +177,12 @@ NUM_LEAPFROG_STEPS = 3
 #: How its trajectory is integrated: the Gaussian part of the proxy exactly, the rest by kicks
 #: (:func:`tallmcmc.proxy_hamiltonian`'s ``integrator="split"``; ``docs/warmup.md``, "The split integrator").
 INTEGRATOR = "split"
+#: The proxy-HMC move's ``momentum_temperature`` λ on the default path (:func:`tallmcmc.proxy_hamiltonian`): 1, the
+#: plain move. λ = 2 reaches tails heavier than the Laplace approximation, which the plain move visits rarely and
+#: sticks in (the N = 1,000 normal mixture, a zero-inflation gate on data without zero inflation), at a lower
+#: acceptance on every model (a Poisson regression: ESS 3.1× lower); not the default until a gate can tell where it
+#: pays (``benchmarks/bench_tempered_momentum.py`` sets this to measure it; ``docs/sample_tall.md``, "Known weak spot").
+MOMENTUM_TEMPERATURE = 1.0
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2
 #: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
@@ -1488,6 +1494,7 @@ def _warmup_pieces(
         preconditioner=covariance,
         step_size_jitter=STEP_SIZE_JITTER,
         integrator=INTEGRATOR,
+        momentum_temperature=MOMENTUM_TEMPERATURE,
     )
     first_minibatch = min(batch_size, control_variate.num_data)
     warmup_test = (minibatch_barker if minibatch_test == "barker" else minibatch_penalty)(

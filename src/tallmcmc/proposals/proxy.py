@@ -204,6 +204,7 @@ def proxy_hamiltonian(
     preconditioner: Any = None,
     step_size_jitter: float = 0.0,
     integrator: str = "leapfrog",
+    momentum_temperature: float = 1.0,
 ) -> Proposal:
     """Hamiltonian proposal on the proxy posterior (data-free, exact ratio).
 
@@ -244,11 +245,25 @@ def proxy_hamiltonian(
         costs three (d × d) products, a leapfrog step two (M p and the
         curvature times θ − c; each step's closing gradient is the next
         one's opening gradient).
+    momentum_temperature
+        λ > 0: the momentum is drawn from N(0, λM⁻¹) and the kinetic energy
+        in the ratio is ½pᵀMp/λ, the density of that momentum; the
+        trajectory is integrated as before. The move is then as exact as
+        with λ = 1 (the same reversible, volume-preserving map; the extended
+        target is π(θ)·N(p; 0, λM⁻¹)), and since the proxy's energy is nearly
+        conserved along the trajectory it proposes roughly from π̃^{1/λ}, a
+        proxy √λ times wider. 1 (default): the plain move. λ = 2 let the
+        chains reach tails heavier than the Laplace approximation that the
+        plain move rarely visits (the N = 1,000 normal mixture: bulk ESS
+        2,100–2,300 instead of 83–1,800 at 4 × 2,000 draws), at a lower
+        acceptance everywhere (a Poisson regression with d = 6: 0.43 against
+        0.995, ESS 3.1× lower; ``docs/sample_tall.md``, "Known weak spot").
+        Warm-up still adapts the step on the untempered energy error.
 
     Returns
     -------
     Proposal
-        ``log_proposal_ratio`` = ½pᵀMp − ½p′ᵀMp′ (the kinetic energy lost); the
+        ``log_proposal_ratio`` = (½pᵀMp − ½p′ᵀMp′)/λ (the kinetic energy lost); the
         test adds the potential part from the true target. ``data_used`` 0.
         ``proxy_log_ratio`` is minus the energy error on the proxy. Tuned by
         warm-up (``tune(f)``), the step becomes min(f·ε, ε·L) and the number
@@ -272,6 +287,7 @@ def proxy_hamiltonian(
             f"integrator must be one of {', '.join(repr(name) for name in INTEGRATORS)} (how the trajectory on the "
             f"proxy is integrated); got {integrator!r}"
         )
+    temperature = positive_finite(momentum_temperature, "momentum_temperature", "the momentum's variance factor λ")
     jitter = float(step_size_jitter)
     if not 0.0 <= jitter < 1.0:
         raise ValueError(
@@ -293,7 +309,7 @@ def proxy_hamiltonian(
     inverse_factor = scipy.linalg.solve_triangular(factor, np.eye(factor.shape[0]), lower=True)  # L⁻¹
     integrate = _split_hamiltonian if integrator == "split" else _leapfrog
     return tunable(
-        integrate(control_variate, factor, inverse_factor, step, steps, jitter),
+        integrate(control_variate, factor, inverse_factor, step, steps, jitter, temperature),
         "proxy_hamiltonian",
         setup=_setup_of(control_variate, preconditioner),
         metropolis_target=0.65,
@@ -303,9 +319,16 @@ def proxy_hamiltonian(
 
 
 def _leapfrog(
-    control_variate: ControlVariate, factor: np.ndarray, inverse_factor: np.ndarray, step: float, steps: int, jitter
+    control_variate: ControlVariate,
+    factor: np.ndarray,
+    inverse_factor: np.ndarray,
+    step: float,
+    steps: int,
+    jitter,
+    temperature: float = 1.0,
 ):
-    """``make(multiplier)`` of the leapfrog integrator: momentum p = L⁻ᵀξ ~ N(0, M⁻¹), kinetic energy ½pᵀMp."""
+    """``make(multiplier)`` of the leapfrog integrator: momentum p = √λ L⁻ᵀξ ~ N(0, λM⁻¹), kinetic energy ½pᵀMp (the
+    ratio's: ½pᵀMp/λ)."""
     metric = factor @ factor.T  # M
 
     def make(multiplier):
@@ -316,6 +339,8 @@ def _leapfrog(
             m = jnp.asarray(metric, dtype)
             momentum_key, epsilon, num = _trajectory(rng_key, step, steps, multiplier, jitter, dtype)
             momentum = jnp.asarray(inverse_factor.T, dtype) @ jax.random.normal(momentum_key, flat.shape, dtype)
+            if temperature != 1.0:
+                momentum = math.sqrt(temperature) * momentum
 
             def kinetic(p):
                 return 0.5 * p @ (m @ p)
@@ -333,6 +358,7 @@ def _leapfrog(
             )
             ratio = kinetic(momentum) - kinetic(final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
+            ratio = ratio if temperature == 1.0 else ratio / temperature  # the momentum's density N(0, λM⁻¹)
             return Proposed(unravel(moved), ratio, _rows_read(control_variate, num + 1), proxy_ratio)
 
         return propose
@@ -404,7 +430,13 @@ def _proxy_value_and_gradient(control_variate: ControlVariate, model: Model, unr
 
 
 def _split_hamiltonian(
-    control_variate: ControlVariate, factor: np.ndarray, inverse_factor: np.ndarray, step: float, steps: int, jitter
+    control_variate: ControlVariate,
+    factor: np.ndarray,
+    inverse_factor: np.ndarray,
+    step: float,
+    steps: int,
+    jitter,
+    temperature: float = 1.0,
 ):
     """``make(multiplier)`` of the split integrator (:func:`proxy_hamiltonian`'s ``integrator="split"``).
 
@@ -430,6 +462,8 @@ def _split_hamiltonian(
             lower, lower_inverse = jnp.asarray(factor, dtype), jnp.asarray(inverse_factor, dtype)
             momentum_key, epsilon, num = _trajectory(rng_key, step, steps, multiplier, jitter, dtype)
             momentum = jax.random.normal(momentum_key, flat.shape, dtype)  # w = Lᵀp
+            if temperature != 1.0:  # w ~ N(0, λI): p ~ N(0, λM⁻¹)
+                momentum = math.sqrt(temperature) * momentum
             prior_gradient = jax.grad(lambda theta: model.log_prior(unravel(theta)))(center)
             gradient_sum = control_variate.gradient_sum.astype(dtype) / control_variate.temperature
             anchor = lower.T @ (prior_gradient + gradient_sum)  # a = Lᵀ∇log π̃(c): θ* = c + L a
@@ -453,6 +487,7 @@ def _split_hamiltonian(
             z, final_momentum, _, moved_value = jax.lax.fori_loop(0, num, split_step, (whitened, momentum, kick, value))
             ratio = 0.5 * (momentum @ momentum - final_momentum @ final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
+            ratio = ratio if temperature == 1.0 else ratio / temperature  # the momentum's density N(0, λI)
             return Proposed(unravel(position_of(z)), ratio, _rows_read(control_variate, num + 1), proxy_ratio)
 
         return propose
