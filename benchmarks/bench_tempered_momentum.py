@@ -28,10 +28,9 @@ import time
 import warnings
 
 import arviz as az
-import jax
 import numpy as np
 from bench_user_models import MODELS
-from numpyro.infer import MCMC, NUTS
+from bench_zero_inflation import nuts_reference
 
 import tallmcmc
 import tallmcmc.automatic
@@ -59,16 +58,7 @@ def mixture():
 
 def zero_inflation():
     model_fn, positional, keywords = MODELS["zero_inflation"](20_000, np.random.default_rng(7))
-    nuts = MCMC(
-        NUTS(model_fn, target_accept_prob=0.95),
-        num_warmup=1500,
-        num_samples=1500,
-        num_chains=4,
-        chain_method="sequential",
-        progress_bar=False,
-    )
-    nuts.run(jax.random.key(1), *positional, **keywords)
-    draws = {k: np.asarray(v, np.float64) for k, v in nuts.get_samples(group_by_chain=True).items()}
+    draws, _ = nuts_reference(model_fn, positional, keywords)
     reference = {}
     for name, value in _coordinates(draws).items():
         reference[name] = (value.mean(), value.std(), _scalar(az.mcse(value)))
