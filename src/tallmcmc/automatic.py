@@ -180,7 +180,7 @@ INTEGRATOR = "split"
 #: The proxy-HMC move's ``momentum_temperature`` λ on the default path (:func:`tallmcmc.proxy_hamiltonian`): 1, the
 #: plain move. λ = 2 reaches tails heavier than the Laplace approximation, which the plain move visits rarely and
 #: sticks in (the N = 1,000 normal mixture, a zero-inflation gate on data without zero inflation), at a lower
-#: acceptance on every model (a Poisson regression: ESS 3.1× lower); not the default until a gate can tell where it
+#: acceptance on every model (a Poisson regression: ESS 3.3–3.5× lower); not the default until a gate can tell where it
 #: pays (``benchmarks/bench_tempered_momentum.py`` sets this to measure it; ``docs/sample_tall.md``, "Known weak spot").
 MOMENTUM_TEMPERATURE = 1.0
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).

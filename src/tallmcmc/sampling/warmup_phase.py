@@ -42,7 +42,7 @@ __all__ = ["WARMUP_STREAM", "WarmupResult", "compile_warmup", "run_warmup", "war
 WARMUP_STREAM = 0x7FFFFFFF  # warm-up keys come from a stream apart from the kept draws
 #: An adaptive warm-up runs in compiled chunks of at least this many steps (or all its steps, if fewer).
 WARMUP_CHUNK_LENGTH = 100
-#: With ``keep_going``, an adaptive warm-up runs in chunks of this many steps and asks after each.
+#: With ``keep_going``, an adaptive warm-up asks it every this many steps (its compiled chunk run that many at a call).
 KEEP_GOING_STEPS = 10
 
 
@@ -284,9 +284,8 @@ def _after(keep_going, earlier: MHInfo):
     """``keep_going`` for a later window: asked with the earlier window's steps first (``None`` without it)."""
     if keep_going is None:
         return None
-    return lambda info: keep_going(
-        {name: np.concatenate([_statistics(earlier)[name], info[name]], axis=1) for name in info}
-    )
+    before = _statistics(earlier)
+    return lambda info: keep_going({name: np.concatenate([before[name], info[name]], axis=1) for name in info})
 
 
 def _warm(plan: RunPlan, proposal: Proposal, states: MHState, keys: jax.Array, steps: int, keep_going=None):
