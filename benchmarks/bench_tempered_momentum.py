@@ -1,22 +1,35 @@
-"""``sample_tall`` with the proxy-HMC move's momentum tempered (λ = 2) against the plain move (λ = 1), same process.
+"""``sample_tall``'s tempered proxy-HMC momentum: the default path's gate against the plain move and other λ.
 
-``proxy_hamiltonian(..., momentum_temperature=λ)`` draws the momentum from N(0, λM⁻¹) and divides its
-kinetic energy by λ in the ratio: an exact move that proposes roughly from the proxy raised to 1/λ, √λ times wider.
-This sets ``tallmcmc.automatic.MOMENTUM_TEMPERATURE`` (1 on the default path) and runs ``sample_tall(model, seed=S)``
-on
+``proxy_hamiltonian(..., momentum_temperature=λ)`` draws the momentum from N(0, λM⁻¹) and divides its kinetic
+energy by λ in the ratio: an exact move that proposes roughly from the proxy raised to 1/λ, √λ times wider.
+``sample_tall`` warms up with the plain move (λ = 1) and, where that warm-up's Metropolis acceptance is below
+``tallmcmc.automatic.TEMPER_BELOW``, warms up again with λ = ``TEMPERED_MOMENTUM`` and keeps it
+(``docs/sample_tall.md``, "Tails wider than the Laplace approximation"). Variants, each ``sample_tall(model,
+seed=S)`` with its defaults but for:
 
+* ``default``: nothing (the gate as shipped);
+* ``plain``: the gate off (``TEMPER_BELOW = 0``): the plain move everywhere, the path before the gate;
+* ``gated-2``: the gate with λ = 2 where it fires (``TEMPERED_MOMENTUM = 2``);
+* ``forced-2``: every warm-up at λ = 2, the gate off (``MOMENTUM_TEMPERATURE = 2``: what the first measurements of
+  the tempered move ran, on models the gate does not fire on too).
+
+Models:
+
+* ``zero_inflation``: ``tallmcmc.examples.zero_inflated_poisson`` at N = 20,000 (a gate intercept with a long left
+  tail that the Laplace approximation misses);
 * ``mixture``: the N = 1,000 normal mixture of ``tests/test_sample_tall.py`` (tails heavier than the Laplace
-  approximation, where the plain move sticks), against ``tests/data/reference_posteriors.json`` (NUTS, float64);
-* ``zero_inflation`` (``bench_user_models.py``, N = 20,000): the gate intercept's long left tail, against NumPyro
-  NUTS run here (4 × 1,500 draws, ``target_accept_prob=0.95``);
+  approximation, where the plain move sticks; its warm-up acceptance does not fire the gate);
 * ``poisson`` (``bench_user_models.py``, N = 20,000): a posterior close to its Laplace approximation, where the
   tempered move only costs.
 
-Per run: the kept draws' acceptance, the smallest bulk ESS, r̂, and per coordinate the mean's z (its MCSE and the
-reference's in quadrature) and the sd ratio (for ``poisson`` only the ESS: it has no reference here).
+References: ``tests/data/reference_posteriors.json`` (NumPyro NUTS, float64; ``scripts/reference_posteriors.py``);
+``poisson`` has none (its ESS only). Per run: λ, the decision, the kept draws' acceptance, the smallest bulk ESS, r̂,
+and per coordinate the mean's z and the sd's z (the run's MCSE and the reference's in quadrature, as
+``tests/test_sample_tall.py``'s ``moment_errors``) and the sd ratio. Per variant and model over the seeds: the
+smallest and mean sd ratio of the coordinate furthest from its reference, and the pooled z of its sd (Σz/√seeds).
 
-    python benchmarks/bench_tempered_momentum.py                  # about 4 min
-    python benchmarks/bench_tempered_momentum.py --only mixture --seeds 3 4 5 6
+    python benchmarks/bench_tempered_momentum.py --seeds 0 1 2 3 4 5 6 7 8 9 10 11        # about 9 min
+    python benchmarks/bench_tempered_momentum.py --only poisson mixture --variants default forced-2 --seeds 3 4
 """
 
 from __future__ import annotations
@@ -27,90 +40,110 @@ import pathlib
 import time
 import warnings
 
-import arviz as az
+import jax
 import numpy as np
 from bench_user_models import MODELS
-from bench_zero_inflation import nuts_reference
+from jax.flatten_util import ravel_pytree
 
 import tallmcmc
-import tallmcmc.automatic
-from tallmcmc.examples import normal_mixture
+import tallmcmc.automatic as automatic
+from tallmcmc.examples import normal_mixture, zero_inflated_poisson
+from tallmcmc.interop import arviz as arviz_bridge
 
-REFERENCE = pathlib.Path(__file__).parents[1] / "tests" / "data" / "reference_posteriors.json"
-
-
-def _scalar(value) -> float:
-    return float(np.ravel(value)[0])
-
-
-def mixture():
-    moments = json.loads(REFERENCE.read_text())["normal_mixture"]["moments"]
-    reference = {name: (moments[name]["mean"], moments[name]["sd"], 0.0) for name in normal_mixture.COORDINATES}
-    model = normal_mixture.model(normal_mixture.simulate(1000, seed=0))
-    return (
-        model,
-        reference,
-        lambda positions: {
-            name: np.asarray(positions, np.float64)[..., j] for j, name in enumerate(normal_mixture.COORDINATES)
-        },
-    )
+REFERENCE = json.loads((pathlib.Path(__file__).parents[1] / "tests" / "data" / "reference_posteriors.json").read_text())
+#: What each variant sets in ``tallmcmc.automatic`` (the rest as shipped).
+VARIANTS = {
+    "default": {},
+    "plain": {"TEMPER_BELOW": 0.0},
+    "gated-2": {"TEMPERED_MOMENTUM": 2.0},
+    "forced-2": {"MOMENTUM_TEMPERATURE": 2.0, "TEMPER_BELOW": 0.0},
+}
 
 
-def zero_inflation():
-    model_fn, positional, keywords = MODELS["zero_inflation"](20_000, np.random.default_rng(7))
-    draws, _ = nuts_reference(model_fn, positional, keywords)
-    reference = {}
-    for name, value in _coordinates(draws).items():
-        reference[name] = (value.mean(), value.std(), _scalar(az.mcse(value)))
-    return tallmcmc.from_numpyro(model_fn, *positional, **keywords), reference, _coordinates
+def _reference(name: str, coordinates) -> tuple[np.ndarray, ...]:
+    rows = [REFERENCE[name]["moments"][coordinate] for coordinate in coordinates]
+    return tuple(np.array([row[key] for row in rows]) for key in ("mean", "sd", "mcse_mean", "mcse_sd"))
 
 
-def poisson():
+MODELS_HERE = {
+    "zero_inflation": lambda: (
+        zero_inflated_poisson.model(*zero_inflated_poisson.simulate(20_000)),
+        zero_inflated_poisson.COORDINATES,
+        _reference("zero_inflated_poisson", zero_inflated_poisson.COORDINATES),
+    ),
+    "mixture": lambda: (
+        normal_mixture.model(normal_mixture.simulate(1000, seed=0)),
+        normal_mixture.COORDINATES,
+        _reference("normal_mixture", normal_mixture.COORDINATES),
+    ),
+    "poisson": lambda: (_poisson(), None, None),
+}
+
+
+def _poisson():
     model_fn, positional, keywords = MODELS["poisson"](20_000, np.random.default_rng(7))
-    return tallmcmc.from_numpyro(model_fn, *positional, **keywords), None, _coordinates
+    return tallmcmc.from_numpyro(model_fn, *positional, **keywords)
 
 
-def _coordinates(draws: dict) -> dict[str, np.ndarray]:
-    out = {}
-    for name, value in draws.items():
-        value = np.asarray(value, np.float64).reshape(*np.shape(value)[:2], -1)
-        for j in range(value.shape[2]):
-            out[f"{name}[{j}]"] = value[:, :, j]
-    return out
+def _errors(result, reference) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """z of each coordinate's mean and sd against the reference, and the sd ratio."""
+    mean, sd, mcse_mean, mcse_sd = reference
+    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
+    ess = arviz_bridge.ess(flat)
+    got_sd = flat.std(axis=(0, 1))
+    kurtosis = np.mean((flat - flat.mean(axis=(0, 1))) ** 4, axis=(0, 1)) / got_sd**4
+    z_mean = (flat.mean(axis=(0, 1)) - mean) / np.hypot(got_sd / np.sqrt(ess), mcse_mean)
+    z_sd = (got_sd - sd) / np.hypot(got_sd * np.sqrt((kurtosis - 1) / (4 * ess)), mcse_sd)
+    return z_mean, z_sd, got_sd / sd
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", default=["mixture", "zero_inflation", "poisson"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[3, 4])
-    parser.add_argument("--temperatures", nargs="+", type=float, default=[1.0, 2.0])
+    parser.add_argument("--only", nargs="+", default=["zero_inflation", "mixture", "poisson"], choices=MODELS_HERE)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
+    parser.add_argument("--variants", nargs="+", default=["default", "plain", "gated-2"], choices=VARIANTS)
     args = parser.parse_args()
-    builders = {"mixture": mixture, "zero_inflation": zero_inflation, "poisson": poisson}
+    shipped = {name: getattr(automatic, name) for name in ("MOMENTUM_TEMPERATURE", "TEMPER_BELOW", "TEMPERED_MOMENTUM")}
     for name in args.only:
-        model, reference, coordinates = builders[name]()
-        for seed in args.seeds:
-            for temperature in args.temperatures:
-                tallmcmc.automatic.MOMENTUM_TEMPERATURE = temperature
+        model, coordinates, reference = MODELS_HERE[name]()
+        for variant in args.variants:
+            ratios, z_sds = [], []
+            for seed in args.seeds:
+                for setting, value in {**shipped, **VARIANTS[variant]}.items():
+                    setattr(automatic, setting, value)
                 began = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = tallmcmc.sample_tall(model, seed=seed, progress=False)
                 seconds = time.perf_counter() - began
                 diagnosis = result.diagnosis
-                rows = []
+                line = (
+                    f"{name} {variant} seed {seed}: λ {diagnosis.momentum_temperature}, {seconds:.1f} s, "
+                    f"{diagnosis.decision}, accepted {float(np.mean(result.info['accepted'])):.3f}, bulk ESS min "
+                    f"{diagnosis.ess_bulk_min:.0f}, r̂ max {diagnosis.r_hat_max:.3f}, problems {len(diagnosis.problems)}"
+                )
                 if reference is not None:
-                    for coordinate, draws in coordinates(result.positions).items():
-                        mean, sd, mcse = reference[coordinate]
-                        z = (draws.mean() - mean) / np.hypot(_scalar(az.mcse(draws)), mcse)
-                        rows.append(f"{coordinate} z {z:+.1f} sd {draws.std() / sd:.3f}")
+                    z_mean, z_sd, ratio = _errors(result, reference)
+                    worst = int(np.argmax(np.abs(ratio - 1)))
+                    ratios.append(ratio)
+                    z_sds.append(z_sd)
+                    line += (
+                        f"\n    z(mean) {np.round(z_mean, 1)}\n    z(sd)   {np.round(z_sd, 1)}\n    sd ratio "
+                        f"{np.round(ratio, 3)} (furthest: {coordinates[worst]})"
+                    )
+                print(line, flush=True)
+            if ratios:
+                ratios, z_sds = np.array(ratios), np.array(z_sds)
+                worst = int(np.argmax(np.abs(ratios.mean(axis=0) - 1)))
                 print(
-                    f"{name} seed {seed} λ = {temperature:g}: {seconds:.1f} s, {diagnosis.decision}, accepted "
-                    f"{float(np.mean(result.info['accepted'])):.3f}, bulk ESS min {diagnosis.ess_bulk_min:.0f}, r̂ max "
-                    f"{diagnosis.r_hat_max:.3f}, problems {len(diagnosis.problems)}"
-                    + (f"\n    {'; '.join(rows)}" if rows else ""),
+                    f"== {name} {variant}, seeds {args.seeds}: {coordinates[worst]}'s sd ratio "
+                    f"{ratios[:, worst].min():.3f}–{ratios[:, worst].max():.3f}, mean {ratios[:, worst].mean():.3f}; "
+                    f"pooled z of its sd {z_sds[:, worst].sum() / np.sqrt(len(args.seeds)):+.1f}; max |z(sd)| over "
+                    f"coordinates and seeds {np.abs(z_sds).max():.1f}",
                     flush=True,
                 )
-    tallmcmc.automatic.MOMENTUM_TEMPERATURE = 1.0
+    for setting, value in shipped.items():
+        setattr(automatic, setting, value)
 
 
 if __name__ == "__main__":

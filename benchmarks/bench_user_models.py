@@ -53,6 +53,7 @@ from _timing import cpu_probe_ms
 from numpyro.infer import MCMC, NUTS
 
 import tallmcmc
+from tallmcmc.examples import zero_inflated_poisson
 
 
 def poisson(n: int, rng):
@@ -150,18 +151,7 @@ def zero_inflation(n: int, rng):
     X = rng.normal(size=(n, 2)).astype(np.float32)
     Z = rng.normal(size=(n, 2)).astype(np.float32)
     y = rng.poisson(np.exp(1.0 + X @ np.array([0.4, -0.3]))).astype(np.int32)  # pure Poisson: no zeros inflated
-
-    def model(X, Z, y=None):
-        gate = numpyro.sample("a_gate", dist.Normal(0, 2.5)) + Z @ numpyro.sample(
-            "b_gate", dist.Normal(0, 2.5).expand([2]).to_event(1)
-        )
-        rate = numpyro.sample("a_rate", dist.Normal(0, 5)) + X @ numpyro.sample(
-            "b_rate", dist.Normal(0, 1).expand([2]).to_event(1)
-        )
-        with numpyro.plate("data", X.shape[0]):
-            numpyro.sample("y", dist.ZeroInflatedPoisson(jax.nn.sigmoid(gate), jax.numpy.exp(rate)), obs=y)
-
-    return model, (X, Z), {"y": y}
+    return zero_inflated_poisson.numpyro_model, (X, Z), {"y": y}  # the example's model (as a user would write it)
 
 
 MODELS = {

@@ -8,8 +8,6 @@ exact sum samples their Laplace approximation instead, and fails the same compar
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import warnings
 
 import jax
@@ -20,7 +18,7 @@ from scipy.special import log_expit
 
 import tallmcmc
 from tallmcmc import control_variate as control_variate_module
-from tallmcmc.examples import logistic_regression
+from tallmcmc.examples import logistic_regression, zero_inflated_poisson
 from tallmcmc.outlying_rows import (
     PROXY_MISFIT,
     choose_outlying_rows,
@@ -422,15 +420,11 @@ def test_following_the_rows_without_their_exact_sum_fails_the_same_comparison(mo
 
 
 def _zero_inflation_on_poisson_data(num_data=20_000, seed=7):
-    """The 2026-11-30 audit's zero-inflated Poisson fitted to pure Poisson data (``benchmarks/bench_user_models.py``'s
-    ``zero_inflation``): the gate's intercept has a long left tail the Laplace approximation misses, the proxy
-    misfits, and the rows the proxy would have to follow (≈ 1,000) make its trajectories read several times N a
-    step."""
-    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "benchmarks"))
-    from bench_user_models import zero_inflation
-
-    model, positional, keywords = zero_inflation(num_data, np.random.default_rng(seed))
-    return tallmcmc.from_numpyro(model, *positional, **keywords)
+    """The 2026-11-30 audit's zero-inflated Poisson fitted to pure Poisson data
+    (:mod:`tallmcmc.examples.zero_inflated_poisson`): the gate's intercept has a long left tail the Laplace
+    approximation misses, the proxy misfits, and the rows the proxy would have to follow (≈ 1,000) make its
+    trajectories read several times N a step."""
+    return zero_inflated_poisson.model(*zero_inflated_poisson.simulate(num_data, seed))
 
 
 def _zero_inflation_run(num_samples=200):

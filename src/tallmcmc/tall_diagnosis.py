@@ -151,6 +151,11 @@ class TallDiagnosis:
         ``setup_passes``); ``None`` where it did not, or did not run. Warned
         about, unless the look for outlying rows found the cause and held
         those rows (then only printed, with ``progress=True``).
+    momentum_temperature
+        The kept draws' proxy-HMC momentum temperature λ: 1, or
+        :data:`tallmcmc.automatic.TEMPERED_MOMENTUM` where the plain move's
+        warm-up accepted less than :data:`tallmcmc.automatic.TEMPER_BELOW`
+        of its moves (``None`` on the random-walk path).
     """
 
     decision: str
@@ -176,6 +181,7 @@ class TallDiagnosis:
     switched_at: int | None = None
     setup_fallback: str | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    momentum_temperature: float | None = None
 
     def __repr__(self) -> str:
         """One line: the decision and the run's own verdict (``str`` gives the reasons and every figure)."""
