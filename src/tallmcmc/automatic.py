@@ -201,7 +201,7 @@ TEMPER_BELOW = 0.6
 #: a·(λ²/(2λ − 1))^{−d/2} from the plain move's acceptance a (the factor is 1/E[π/q] for a Gaussian π and q, π's
 #: covariance times λ: measured 0.42–0.43 for λ = 2 on the Poisson regression, d = 6, predicted 0.42; the
 #: zero-inflated Poisson measured 0.13 at λ = 3, twice its prediction, its tails helping). At d = 104 (the Poisson
-#: intercepts with their rows' misfit path off, acceptance 0.51) the prediction is 10⁻¹³ and no warm-up is spent.
+#: intercepts with their rows' misfit path off, acceptance 0.51) the prediction is 3·10⁻¹⁴ and no warm-up is spent.
 TEMPER_OPTIMISM = 4.0
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2

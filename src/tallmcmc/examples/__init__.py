@@ -1,1 +1,1 @@
-"""Models used by the papers' experiments, ready to sample."""
+"""Models used by the papers' experiments and by the tests of the automatic path, ready to sample."""
