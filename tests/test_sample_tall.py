@@ -19,6 +19,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import types
 import warnings
 
 import jax
@@ -316,19 +317,36 @@ def test_the_plain_move_fails_the_same_check_on_the_zero_inflation(zero_inflatio
     assert z_sd[zero_inflated_poisson.COORDINATES.index("a_gate")] < -4, z_sd
 
 
+def test_the_tempered_move_is_tried_only_where_its_predicted_acceptance_could_pay(monkeypatch):
+    """The prediction a·(λ²/(2λ − 1))^{−d/2}, TEMPER_OPTIMISM times over, priced against an adapted random walk
+    (N·d/0.3 plain points per effective draw): tried on the zero-inflated Poisson (d = 6, 39% accepted plain; 13%
+    measured at λ = 3, predicted 6.7%), not at λ = 100 there, nor on the non-centred hierarchical model (d = 35, 2%)
+    or the Poisson intercepts with their misfit path off (d = 104, 51%), where it would be a warm-up thrown away."""
+    automatic = tallmcmc.automatic
+    num_data = 20_000
+
+    def may_pay(acceptance, dimension):
+        exact = num_data / tallmcmc.choice_of_test.ess_per_draw(acceptance)
+        choice = types.SimpleNamespace(
+            minibatch=False, minibatch_cost=np.inf, exact_cost=exact, metropolis_acceptance=acceptance
+        )
+        walk = num_data * dimension / automatic.RANDOM_WALK_EFFICIENCY
+        return automatic._tempering_may_pay(choice, dimension, walk)
+
+    assert automatic.TEMPERED_MOMENTUM == 3.0
+    assert may_pay(0.39, 6) and not may_pay(0.021, 35) and not may_pay(0.51, 104)
+    monkeypatch.setattr(automatic, "TEMPERED_MOMENTUM", 100.0)
+    assert not may_pay(0.39, 6)
+
+
 def test_a_tempered_move_that_cannot_pay_is_not_kept_and_the_run_says_so(zero_inflation, monkeypatch):
-    """With λ = 100 the tempered move is accepted so rarely that it costs more per effective draw than an adapted
-    random walk. Its predicted acceptance says so before any warm-up (nothing is run, nothing said); made to try
-    (TEMPER_OPTIMISM unbounded), the tempered warm-up is measured, counted and not kept: the plain one stays, and the
-    run warns that its tails may be narrow (rather than falling back to the walk, which the plain move's own cost did
-    not call for)."""
+    """With λ = 100 made to try (TEMPER_OPTIMISM unbounded; the prediction alone skips it, above), the tempered move
+    is accepted so rarely that it costs more per effective draw than an adapted random walk: its warm-up is
+    measured, counted and not kept, the plain one stays, and the run warns that its tails may be narrow (rather than
+    falling back to the walk, which the plain move's own cost did not call for)."""
     monkeypatch.setattr(tallmcmc.automatic, "TEMPERED_MOMENTUM", 100.0)
-    model = zero_inflation[0]
-    predicted, _ = quiet_sample_tall(model, num_samples=100)
-    assert predicted.diagnosis.momentum_temperature == 1.0 and "tempered" not in predicted.diagnosis.reason
-    assert not [name for name in predicted.setup_data_used if "momentum" in name]
     monkeypatch.setattr(tallmcmc.automatic, "TEMPER_OPTIMISM", np.inf)
-    result, said = quiet_sample_tall(model, num_samples=100)
+    result, said = quiet_sample_tall(zero_inflation[0], num_samples=100)
     diagnosis = result.diagnosis
     assert diagnosis.decision == "exact" and diagnosis.momentum_temperature == 1.0, str(diagnosis)
     assert "the tempered momentum (λ = 100) did not pay" in diagnosis.reason
@@ -336,8 +354,7 @@ def test_a_tempered_move_that_cannot_pay_is_not_kept_and_the_run_says_so(zero_in
     assert any("sds may come out narrow" in message for message in said)
     assert result.setup_data_used["warm-up with the momentum tempered (not kept)"] > 0
     assert "warm-up with the plain momentum (not kept)" not in result.setup_data_used
-    for name in result.positions:  # the plain warm-up kept: the same draws as without the attempt
-        np.testing.assert_array_equal(result.positions[name], predicted.positions[name])
+    assert result.warmup_info["accepted"].mean() > 0.3  # the plain warm-up's (the tempered one's: under 1%)
 
 
 def test_where_the_control_variate_cannot_pay_the_exact_test_runs_and_says_why():
