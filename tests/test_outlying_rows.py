@@ -428,7 +428,10 @@ def _zero_inflation_on_poisson_data(num_data=20_000, seed=7):
 
 
 def _zero_inflation_run(num_samples=200):
-    with warnings.catch_warnings():
+    """``sample_tall`` on it, the tempered momentum's gate off (the warm-up again that it would run is not what these
+    tests look at: ``tests/test_sample_tall.py`` tests it on this model)."""
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        patch.setattr(tallmcmc.automatic, "TEMPER_BELOW", 0.0)
         warnings.simplefilter("ignore")  # r̂ at 200 draws: only the path and its cost are looked at here
         return tallmcmc.sample_tall(_zero_inflation_on_poisson_data(), num_samples=num_samples, seed=0, progress=False)
 

@@ -346,7 +346,7 @@ def test_a_tempered_move_that_cannot_pay_is_not_kept_and_the_run_says_so(zero_in
     falling back to the walk, which the plain move's own cost did not call for)."""
     monkeypatch.setattr(tallmcmc.automatic, "TEMPERED_MOMENTUM", 100.0)
     monkeypatch.setattr(tallmcmc.automatic, "TEMPER_OPTIMISM", np.inf)
-    result, said = quiet_sample_tall(zero_inflation[0], num_samples=100)
+    result, said = quiet_sample_tall(zero_inflation[0], num_samples=100, num_warmup=100)
     diagnosis = result.diagnosis
     assert diagnosis.decision == "exact" and diagnosis.momentum_temperature == 1.0, str(diagnosis)
     assert "the tempered momentum (λ = 100) did not pay" in diagnosis.reason
