@@ -61,7 +61,13 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    plain points: proposals so often rejected that the Laplace approximation
    does not describe the posterior), the path runs that random walk instead,
    and warns (``docs/sample_tall.md``, "When the posterior is far from its
-   Laplace approximation").
+   Laplace approximation"). Otherwise, where warm-up's Metropolis acceptance
+   was below :data:`TEMPER_BELOW` and a tempered move is predicted able to
+   pay, warm-up runs again with the proxy-HMC momentum tempered
+   (:data:`TEMPERED_MOMENTUM`: proposals √λ wider, reaching tails heavier
+   than the Laplace approximation's), kept unless it costs more per
+   effective draw than that random walk (``docs/sample_tall.md``, "Tails
+   wider than the Laplace approximation").
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
    guard's pool carry over); with another test, from the warm-up's final
