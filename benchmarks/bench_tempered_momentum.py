@@ -24,8 +24,8 @@ Models:
 
 References: ``tests/data/reference_posteriors.json`` (NumPyro NUTS, float64; ``scripts/reference_posteriors.py``);
 ``poisson`` has none (its ESS only). Per run: λ, the decision, the kept draws' acceptance, the smallest bulk ESS, r̂,
-and per coordinate the mean's z and the sd's z (the run's MCSE and the reference's in quadrature, as
-``tests/test_sample_tall.py``'s ``moment_errors``) and the sd ratio. Per variant and model over the seeds: the
+and per coordinate the mean's z and the sd's z (the run's MCSE and the reference's in quadrature:
+``tallmcmc.testing.reference_errors``, as the tests use it) and the sd ratio. Per variant and model over the seeds: the
 smallest and mean sd ratio of the coordinate furthest from its reference, and the pooled z of its sd (Σz/√seeds).
 
     python benchmarks/bench_tempered_momentum.py --seeds 0 1 2 3 4 5 6 7 8 9 10 11        # about 9 min
@@ -40,15 +40,13 @@ import pathlib
 import time
 import warnings
 
-import jax
 import numpy as np
 from bench_user_models import MODELS
-from jax.flatten_util import ravel_pytree
 
 import tallmcmc
 import tallmcmc.automatic as automatic
+import tallmcmc.testing
 from tallmcmc.examples import normal_mixture, zero_inflated_poisson
-from tallmcmc.interop import arviz as arviz_bridge
 
 REFERENCE = json.loads((pathlib.Path(__file__).parents[1] / "tests" / "data" / "reference_posteriors.json").read_text())
 #: What each variant sets in ``tallmcmc.automatic`` (the rest as shipped).
@@ -85,18 +83,6 @@ def _poisson():
     return tallmcmc.from_numpyro(model_fn, *positional, **keywords)
 
 
-def _errors(result, reference) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """z of each coordinate's mean and sd against the reference, and the sd ratio."""
-    mean, sd, mcse_mean, mcse_sd = reference
-    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    ess = arviz_bridge.ess(flat)
-    got_sd = flat.std(axis=(0, 1))
-    kurtosis = np.mean((flat - flat.mean(axis=(0, 1))) ** 4, axis=(0, 1)) / got_sd**4
-    z_mean = (flat.mean(axis=(0, 1)) - mean) / np.hypot(got_sd / np.sqrt(ess), mcse_mean)
-    z_sd = (got_sd - sd) / np.hypot(got_sd * np.sqrt((kurtosis - 1) / (4 * ess)), mcse_sd)
-    return z_mean, z_sd, got_sd / sd
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", default=["zero_inflation", "mixture", "poisson"], choices=MODELS_HERE)
@@ -123,7 +109,7 @@ def main() -> None:
                     f"{diagnosis.ess_bulk_min:.0f}, r̂ max {diagnosis.r_hat_max:.3f}, problems {len(diagnosis.problems)}"
                 )
                 if reference is not None:
-                    z_mean, z_sd, ratio = _errors(result, reference)
+                    z_mean, z_sd, ratio, _ = tallmcmc.testing.reference_errors(result.positions, *reference)
                     worst = int(np.argmax(np.abs(ratio - 1)))
                     ratios.append(ratio)
                     z_sds.append(z_sd)

@@ -19,7 +19,6 @@ import pathlib
 import subprocess
 import sys
 import time
-import types
 import warnings
 
 import jax
@@ -59,15 +58,10 @@ def mixture():
 
 
 def moment_errors(result, mean, sd, reference_error=(0.0, 0.0)):
-    """z of each coordinate's mean and sd against the reference, and r̂ (all chains pooled)."""
-    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    ess, rhat = arviz_bridge.ess(flat), arviz_bridge.rhat(flat)
-    centred = flat - flat.mean(axis=(0, 1))
-    got_sd = flat.std(axis=(0, 1))
-    kurtosis = np.mean(centred**4, axis=(0, 1)) / got_sd**4
-    mcse_mean = np.hypot(got_sd / np.sqrt(ess), reference_error[0])
-    mcse_sd = np.hypot(got_sd * np.sqrt((kurtosis - 1) / (4 * ess)), reference_error[1])
-    return (flat.mean(axis=(0, 1)) - mean) / mcse_mean, (got_sd - sd) / mcse_sd, rhat
+    """z of each coordinate's mean and sd against the reference, and r̂ (all chains pooled;
+    :func:`tallmcmc.testing.reference_errors`)."""
+    errors = tallmcmc.testing.reference_errors(result.positions, mean, sd, reference_error[0], reference_error[1])
+    return errors.z_mean, errors.z_sd, errors.r_hat
 
 
 def reproduces(result, mean, sd, reference_error=(0.0, 0.0)) -> tuple[bool, str]:
@@ -327,8 +321,14 @@ def test_the_tempered_move_is_tried_only_where_its_predicted_acceptance_could_pa
 
     def may_pay(acceptance, dimension):
         exact = num_data / tallmcmc.choice_of_test.ess_per_draw(acceptance)
-        choice = types.SimpleNamespace(
-            minibatch=False, minibatch_cost=np.inf, exact_cost=exact, metropolis_acceptance=acceptance
+        choice = tallmcmc.choice_of_test.TestChoice(
+            minibatch=False,
+            cause="spread",
+            use=None,
+            minibatch_acceptance=acceptance,
+            metropolis_acceptance=acceptance,
+            minibatch_cost=np.inf,
+            exact_cost=exact,
         )
         walk = num_data * dimension / automatic.RANDOM_WALK_EFFICIENCY
         return automatic._tempering_may_pay(choice, dimension, walk)

@@ -578,7 +578,6 @@ def sample_tall(
     switch = None
     early = outlying = None  # the looks for outlying rows, before and after warm-up (their passes counted below)
     tempered = None  # the warm-up again with the momentum tempered, where the plain move accepted too little
-    temperature = None
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
@@ -653,8 +652,7 @@ def sample_tall(
                 control_variate, warmed, proposal, warmup_test, choice, minibatch, measured = outlying.kept
             clock.lap("look for outlying rows")
         walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
-        temperature = MOMENTUM_TEMPERATURE
-        walk = bound is None and (choice.minibatch_cost if choice.minibatch else choice.exact_cost) > walk_cost
+        walk = bound is None and choice.cost > walk_cost
         if (
             not walk
             and choice.metropolis_acceptance < TEMPER_BELOW
@@ -676,7 +674,6 @@ def sample_tall(
             )
             if tempered.kept is not None:
                 warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
-                temperature = TEMPERED_MOMENTUM
             else:
                 problems.append(tempered.problem)
             clock.lap("warm-up")
@@ -734,9 +731,7 @@ def sample_tall(
                     )
                 else:
                     choice = choice.with_tuna(pilot.info)
-                if violated is None and choice.tuna_cost < (
-                    choice.minibatch_cost if choice.minibatch else choice.exact_cost
-                ):
+                if violated is None and choice.tuna_cost < choice.cost:
                     decision = "tuna"
                     reason = f"TunaMH on the residuals costs the least per effective draw: {choice.describe_tuna()}; {measured}"
                 else:  # the decision above stands
@@ -786,7 +781,13 @@ def sample_tall(
         test=kept_test,
         switched_at=None if switch is None else switch.at,
         setup_fallback=fallback,
-        momentum_temperature=None if decision == "random walk" else temperature,
+        momentum_temperature=(
+            None
+            if decision == "random walk"
+            else TEMPERED_MOMENTUM
+            if tempered is not None and tempered.kept is not None
+            else MOMENTUM_TEMPERATURE
+        ),
         seconds=clock.seconds,  # the checks below are added to it as they end
     )
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
@@ -878,7 +879,7 @@ def _warmed_up(
         minibatch_test,
         run.options["num_chains"],
         run.seed,
-        MOMENTUM_TEMPERATURE if momentum_temperature is None else momentum_temperature,
+        momentum_temperature,
     )
     checked = _check_starts(model, starts, run.seed)  # None: too few rows to subsample, sample's full check runs
     run.say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
@@ -1241,7 +1242,7 @@ def _tempering_may_pay(choice: TestChoice, dimension: int, walk_cost: float) -> 
     plain = choice.metropolis_acceptance
     mismatch = (TEMPERED_MOMENTUM**2 / (2.0 * TEMPERED_MOMENTUM - 1.0)) ** (dimension / 2.0)
     optimistic = min(1.0, TEMPER_OPTIMISM * plain / mismatch)
-    cost = (choice.minibatch_cost if choice.minibatch else choice.exact_cost) * ess_per_draw(plain)
+    cost = choice.cost * ess_per_draw(plain)
     return cost / ess_per_draw(optimistic) <= walk_cost
 
 
@@ -1286,7 +1287,7 @@ def _with_tempered_momentum(
         f"warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}% with the plain move (below "
         f"{100 * TEMPER_BELOW:g}%), {100 * tempered.metropolis_acceptance:.3g}% tempered"
     )
-    cost = tempered.minibatch_cost if tempered.minibatch else tempered.exact_cost
+    cost = tempered.cost
     if cost > walk_cost:
         summary = (
             f"the tempered momentum (λ = {TEMPERED_MOMENTUM:g}) did not pay: {acceptances}, ≈ {cost:,.0f} plain points "
@@ -1325,7 +1326,7 @@ def _warmed_up_again(
     draw than ``choice``. A warm-up whose steps read more than it could pay for stops early
     (:func:`_stops_when_it_cannot_pay`): then ``choice`` and ``minibatch`` are ``None``, ``measured`` says why, and
     it does not cost less."""
-    before = choice.minibatch_cost if choice.minibatch else choice.exact_cost
+    before = choice.cost
     warmed_again, proposal, test = _warmed_up(
         model,
         mode,
@@ -1349,7 +1350,7 @@ def _warmed_up_again(
     again, minibatch, measured = _measured_choice(
         model, warmed_again, test, held, minibatch_test, batch_size, residual_cost
     )
-    after = again.minibatch_cost if again.minibatch else again.exact_cost
+    after = again.cost
     return (held, warmed_again, proposal, test, again, minibatch, measured), after < before
 
 
@@ -1640,10 +1641,11 @@ def _warmup_pieces(
     minibatch_test: str,
     num_chains: int,
     seed: int,
-    momentum_temperature: float = MOMENTUM_TEMPERATURE,
+    momentum_temperature: float | None = None,
 ) -> tuple[Proposal, Any, Position]:
     """The warm-up's proposal (proxy HMC preconditioned by ``covariance``, its momentum tempered by
-    ``momentum_temperature``), its minibatch test and the chains' starts (Laplace draws around ``center``)."""
+    ``momentum_temperature``, ``None``: :data:`MOMENTUM_TEMPERATURE` as it is when called), its minibatch test and the
+    chains' starts (Laplace draws around ``center``)."""
     proposal = proxy_hamiltonian(
         control_variate,
         INTEGRATION_TIME / NUM_LEAPFROG_STEPS,
@@ -1651,7 +1653,7 @@ def _warmup_pieces(
         preconditioner=covariance,
         step_size_jitter=STEP_SIZE_JITTER,
         integrator=INTEGRATOR,
-        momentum_temperature=momentum_temperature,
+        momentum_temperature=MOMENTUM_TEMPERATURE if momentum_temperature is None else momentum_temperature,
     )
     first_minibatch = min(batch_size, control_variate.num_data)
     warmup_test = (minibatch_barker if minibatch_test == "barker" else minibatch_penalty)(

@@ -149,6 +149,11 @@ class TestChoice:
     minibatch_points: float = float("nan")
     proposal_points: float = 0.0
 
+    @property
+    def cost(self) -> float:
+        """Cost per effective draw of the test chosen (the minibatch test's or the exact test's), in plain points."""
+        return self.minibatch_cost if self.minibatch else self.exact_cost
+
     def with_tuna(self, info: dict[str, np.ndarray]) -> TestChoice:
         """This choice with TunaMH's measured acceptance, points per step and cost per effective draw."""
         acceptance = float(np.mean(info["accepted"]))

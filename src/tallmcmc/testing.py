@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from tallmcmc._checks import removed_name
 from tallmcmc._sbc import (
@@ -34,6 +35,7 @@ from tallmcmc._sbc import (
 )
 from tallmcmc.acceptance.base import AcceptanceTest
 from tallmcmc.interop.arviz import ess as arviz_ess
+from tallmcmc.interop.arviz import rhat as arviz_rhat
 from tallmcmc.model import Model
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.sampling import SamplingResult, sample
@@ -43,7 +45,9 @@ __all__ = [
     "CalibrationResult",
     "MomentCheck",
     "calibration_power",
+    "ReferenceErrors",
     "check_posterior_moments",
+    "reference_errors",
     "repeated_decisions",
     "run_and_check",
     "simulation_based_calibration",
@@ -130,6 +134,34 @@ def check_posterior_moments(
         and np.all(ess >= minimum_effective_sample_size)
     )
     return MomentCheck(mean, variance, true_mean, true_variance, ess, mean_z, variance_z, passed)
+
+
+class ReferenceErrors(NamedTuple):
+    """Draws against a reference run's moments, per coordinate (:func:`reference_errors`)."""
+
+    z_mean: np.ndarray  # (mean − reference) / √(MCSE² + reference MCSE²)
+    z_sd: np.ndarray  # (sd − reference) / √(its standard error² + reference's²)
+    sd_ratio: np.ndarray  # sd / reference sd
+    r_hat: np.ndarray  # ArviZ's rank-normalised r̂ of the draws
+
+
+def reference_errors(positions, mean, sd, mcse_mean=0.0, mcse_sd=0.0) -> ReferenceErrors:
+    """Compare draws with a reference whose moments are themselves Monte Carlo estimates (a long NUTS run).
+
+    ``positions``: the draws ``(chain, draw, …)``, any pytree, flattened per draw as
+    :func:`jax.flatten_util.ravel_pytree` orders it; ``mean``, ``sd``, ``mcse_mean``, ``mcse_sd``: the reference's, per
+    flat coordinate. The mean's standard error is sd/√ESS (bulk ESS); the sd's is sd·√((κ − 1)/(4·ESS)) with κ the
+    draws' kurtosis (the delta method on the variance, right for tails heavier than a Gaussian's); the reference's
+    MCSEs are added in quadrature. Unlike :func:`check_posterior_moments` (exact moments), no verdict: the caller
+    sets the tolerance.
+    """
+    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(positions), np.float64)
+    ess = arviz_ess(flat, method="bulk")
+    got_mean, got_sd = flat.mean(axis=(0, 1)), flat.std(axis=(0, 1))
+    kurtosis = np.mean((flat - got_mean) ** 4, axis=(0, 1)) / got_sd**4
+    z_mean = (got_mean - mean) / np.hypot(got_sd / np.sqrt(ess), mcse_mean)
+    z_sd = (got_sd - sd) / np.hypot(got_sd * np.sqrt((kurtosis - 1) / (4 * ess)), mcse_sd)
+    return ReferenceErrors(z_mean, z_sd, got_sd / np.asarray(sd), np.ravel(arviz_rhat(flat)))
 
 
 def run_and_check(

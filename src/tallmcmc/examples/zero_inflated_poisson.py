@@ -7,7 +7,7 @@ with a_g ~ N(0, 2.5²), b_g ~ N(0, 2.5² I), a_r ~ N(0, 5²), b_r ~ N(0, I); two
 draws pure Poisson counts (no zero is inflated), so the data only bound the gate from above: the gate intercept
 a_g has a long left tail down to its prior, which the Laplace approximation at the mode misses (its sd there is
 about half the posterior's). The 2026-11-30 user-model audit's case, where ``sample_tall``'s plain proxy-HMC move
-gave a_g's sd 19% narrow and the draws could not show it (``docs/sample_tall.md``, "Tails wider than the Laplace
+gave a_g's sd 18% narrow (12 seeds) and the draws could not show it (``docs/sample_tall.md``, "Tails wider than the Laplace
 approximation"); ``tests/data/reference_posteriors.json`` holds a long NumPyro NUTS run on N = 20,000
 (``scripts/reference_posteriors.py``).
 """

@@ -257,8 +257,9 @@ def proxy_hamiltonian(
         plain move rarely visits (the N = 1,000 normal mixture: bulk ESS
         2,100–2,300 instead of 83–1,800 at 4 × 2,000 draws), at a lower
         acceptance everywhere (a Poisson regression with d = 6: 0.42–0.43
-        against 0.995, ESS 3.3–3.5× lower; ``docs/sample_tall.md``, "Known
-        weak spot").
+        against 0.995, ESS 3.3–3.5× lower). :func:`tallmcmc.sample_tall`
+        uses λ = 3 where its warm-up accepts too little (``docs/sample_tall.md``,
+        "Tails wider than the Laplace approximation").
         Warm-up still adapts the step on the untempered energy error.
 
     Returns
