@@ -436,11 +436,13 @@ def _zero_inflation_run(num_samples=200):
         return tallmcmc.sample_tall(_zero_inflation_on_poisson_data(), num_samples=num_samples, seed=0, progress=False)
 
 
+@pytest.mark.slow
 def test_a_second_warm_up_that_cannot_pay_stops_early():
     """The audit's run read 9,669 passes over N in a second warm-up (the rows followed by the proxy; 14 s of a 20 s
     call) and threw it away: its trajectories read ≈ 240,000 rows a step, 5× the exact test's cost per effective
     draw even at a fitting proxy's acceptance. It now stops after SECOND_WARMUP_LOOK steps (measured: 1,609 passes),
-    and the exact test runs as before."""
+    and the exact test runs as before. Slow: the default suite asserts the same stop on the same data in
+    ``tests/test_sample_tall.py``'s default zero-inflation run (the gate on; the look comes before it)."""
     result = _zero_inflation_run()
     diagnosis = result.diagnosis
     passes = diagnosis.setup_passes
