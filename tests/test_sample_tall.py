@@ -296,6 +296,10 @@ def test_the_default_path_tempers_the_momentum_and_reaches_a_tail_the_laplace_ap
     thrown = diagnosis.setup_passes["warm-up with outlying rows in the proxy (not kept)"]
     assert 0 < thrown < 3_000 and "its warm-up stopped after 20 of 200 steps" in diagnosis.reason, diagnosis.reason
     assert diagnosis.decision == "exact" and not diagnosis.control_variate.outlying_in_proxy
+    # the plain warm-up chose the exact test, so the tempered warm-up ran under it (no residuals at ≈ 23 plain points
+    # each for a choice already made) and measured its acceptance itself
+    assert np.all(result.warmup_info["data_used"] == model.num_data), result.warmup_info["data_used"]
+    assert "warmed up again under the exact test, which accepted" in diagnosis.reason, diagnosis.reason
     # the plain warm-up, thrown away, is counted: its steps and its start check
     plain = result.setup_data_used["warm-up with the plain momentum (not kept)"]
     assert plain > 4 * 200 * 100

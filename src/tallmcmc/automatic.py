@@ -866,11 +866,12 @@ def _warmed_up(
     run: _RunShape,
     keep_going: Callable[[dict], bool] | None = None,
     momentum_temperature: float | None = None,
+    test=None,
 ) -> tuple[WarmupResult, Proposal, Any]:
     """The warm-up: proxy HMC on the Laplace approximation under the minibatch test, from starts checked on a
     subsample (counted as ``"start check (subsample)"``); the warmed chains, the proposal and the test.
     ``keep_going``: as for :func:`tallmcmc.warmup`; ``momentum_temperature``: the move's λ (``None``:
-    :data:`MOMENTUM_TEMPERATURE`)."""
+    :data:`MOMENTUM_TEMPERATURE`); ``test``: another test than the minibatch one (``None``: the minibatch test)."""
     proposal, warmup_test, starts = _warmup_pieces(
         control_variate,
         covariance,
@@ -881,6 +882,7 @@ def _warmed_up(
         run.seed,
         momentum_temperature,
     )
+    warmup_test = warmup_test if test is None else test
     checked = _check_starts(model, starts, run.seed)  # None: too few rows to subsample, sample's full check runs
     run.say("sample_tall: warm-up with the minibatch test, measuring what it costs ...", flush=True)
     warmed = warmup(
@@ -1263,7 +1265,12 @@ def _with_tempered_momentum(
     with the proxy-HMC move's momentum tempered (:data:`TEMPERED_MOMENTUM`), and keep that warm-up — a plain move's
     cost per effective draw, measured on chains that rarely reach the tails, is not one to compare against — unless
     its measured cost per effective draw is above ``walk_cost``, an adapted random walk's at best (then the plain
-    warm-up stays, and ``problem`` says that its tails may be too narrow). The warm-up not kept is counted."""
+    warm-up stays, and ``problem`` says that its tails may be too narrow). The warm-up not kept is counted.
+
+    Where the plain warm-up chose the exact test (``choice.minibatch`` false), the tempered warm-up runs under it
+    too: its longer moves only spread the residuals more, and a residual costs several plain points
+    (:func:`~tallmcmc.choice_of_test.residual_point_cost`), so the minibatch test would read more than N's worth
+    per step for a choice already made (:func:`_exact_choice`)."""
     run.say(
         f"sample_tall: warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}% (below "
         f"{100 * TEMPER_BELOW:g}%): the posterior is far from its Laplace approximation; warming up again with the "
@@ -1279,10 +1286,14 @@ def _with_tempered_momentum(
         minibatch_test,
         run._replace(say=lambda *_, **__: None),
         momentum_temperature=TEMPERED_MOMENTUM,
+        test=None if choice.minibatch else exact_metropolis(),
     )
-    tempered, minibatch, measured = _measured_choice(
-        model, again, test, control_variate, minibatch_test, batch_size, residual_cost
-    )
+    if choice.minibatch:
+        tempered, minibatch, measured = _measured_choice(
+            model, again, test, control_variate, minibatch_test, batch_size, residual_cost
+        )
+    else:
+        tempered, minibatch, measured = _exact_choice(model, again, choice)
     acceptances = (
         f"warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}% with the plain move (below "
         f"{100 * TEMPER_BELOW:g}%), {100 * tempered.metropolis_acceptance:.3g}% tempered"
@@ -1308,6 +1319,23 @@ def _with_tempered_momentum(
     )
     counted = {"warm-up with the plain momentum (not kept)": _warmup_points(warmed)}
     return _Tempered(counted, summary, (again, proposal, test, tempered, minibatch, measured))
+
+
+def _exact_choice(model: Model, warmed: WarmupResult, plain: TestChoice) -> tuple[TestChoice, None, str]:
+    """What a warm-up under the exact test measures, for the choice ``plain`` (the exact test) made on the first
+    warm-up: its window's acceptance is the Metropolis acceptance itself, not an estimate from Δ*, and sets the exact
+    test's cost per effective draw; the minibatch test's figures stay the first warm-up's. As
+    :func:`_measured_choice` returns it, with no minibatch test (the kept draws run the exact test)."""
+    acceptance = float(np.mean(to_host(_window(warmed)["accepted"])))
+    rows = plain.proposal_points * PROPOSAL_ROW_COST
+    choice = dataclasses.replace(
+        plain, metropolis_acceptance=acceptance, exact_cost=(model.num_data + rows) / ess_per_draw(acceptance)
+    )
+    measured = (
+        f"{plain.describe(model.num_data)}; warmed up again under the exact test, which accepted "
+        f"{100 * acceptance:.3g}%: ≈ {choice.exact_cost:,.0f} plain points per effective draw"
+    )
+    return choice, None, measured
 
 
 def _warmed_up_again(
