@@ -8,17 +8,19 @@ energy by λ in the ratio: an exact move that proposes roughly from the proxy ra
 seed=S)`` with its defaults but for:
 
 * ``default``: nothing (the gate as shipped);
-* ``plain``: the gate off (``TEMPER_BELOW = 0``): the plain move everywhere, the path before the gate;
+* ``plain``: the gate and the draws again off (``TEMPER_BELOW = 0``, ``STICKY_TEMPERED_MOMENTUM = 1``): the plain
+  move everywhere, the path before either;
 * ``gated-2``: the gate with λ = 2 where it fires (``TEMPERED_MOMENTUM = 2``);
-* ``forced-2``: every warm-up at λ = 2, the gate off (``MOMENTUM_TEMPERATURE = 2``: what the first measurements of
-  the tempered move ran, on models the gate does not fire on too).
+* ``forced-2``: every warm-up at λ = 2, the gate and the draws again off (``MOMENTUM_TEMPERATURE = 2``: what the
+  first measurements of the tempered move ran, on models the gate does not fire on too).
 
 Models:
 
 * ``zero_inflation``: ``tallmcmc.examples.zero_inflated_poisson`` at N = 20,000 (a gate intercept with a long left
   tail that the Laplace approximation misses);
 * ``mixture``: the N = 1,000 normal mixture of ``tests/test_sample_tall.py`` (tails heavier than the Laplace
-  approximation, where the plain move sticks; its warm-up acceptance does not fire the gate);
+  approximation, where the plain move sticks; its warm-up acceptance does not fire the gate, its kept draws' sd-mixing
+  check draws them again at λ = ``STICKY_TEMPERED_MOMENTUM``);
 * ``poisson`` (``bench_user_models.py``, N = 20,000): a posterior close to its Laplace approximation, where the
   tempered move only costs.
 
@@ -52,9 +54,9 @@ REFERENCE = json.loads((pathlib.Path(__file__).parents[1] / "tests" / "data" / "
 #: What each variant sets in ``tallmcmc.automatic`` (the rest as shipped).
 VARIANTS = {
     "default": {},
-    "plain": {"TEMPER_BELOW": 0.0},
+    "plain": {"TEMPER_BELOW": 0.0, "STICKY_TEMPERED_MOMENTUM": 1.0},
     "gated-2": {"TEMPERED_MOMENTUM": 2.0},
-    "forced-2": {"MOMENTUM_TEMPERATURE": 2.0, "TEMPER_BELOW": 0.0},
+    "forced-2": {"MOMENTUM_TEMPERATURE": 2.0, "TEMPER_BELOW": 0.0, "STICKY_TEMPERED_MOMENTUM": 2.0},
 }
 
 
@@ -89,7 +91,10 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--variants", nargs="+", default=["default", "plain", "gated-2"], choices=VARIANTS)
     args = parser.parse_args()
-    shipped = {name: getattr(automatic, name) for name in ("MOMENTUM_TEMPERATURE", "TEMPER_BELOW", "TEMPERED_MOMENTUM")}
+    shipped = {
+        name: getattr(automatic, name)
+        for name in ("MOMENTUM_TEMPERATURE", "TEMPER_BELOW", "TEMPERED_MOMENTUM", "STICKY_TEMPERED_MOMENTUM")
+    }
     for name in args.only:
         model, coordinates, reference = MODELS_HERE[name]()
         for variant in args.variants:

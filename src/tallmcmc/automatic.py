@@ -75,7 +75,12 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    minibatch test's kept draws are watched (:data:`KEPT_CHECKS`): where a
    segment of them costs more than :data:`KEPT_SWITCH_MARGIN` times the exact
    test per effective draw, as the tail guard may find only after warm-up on
-   residuals with heavy tails, the rest run the exact test.
+   residuals with heavy tails, the rest run the exact test. Where the kept
+   draws' sd mixed far slower than their means (chains stuck in tails the
+   plain move visits rarely) and the move was not tempered, warm-up and kept
+   draws run again with the momentum tempered to
+   :data:`STICKY_TEMPERED_MOMENTUM`, where that can pay
+   (``docs/sample_tall.md``, "Drawn again, tempered").
 7. **A diagnosis** (:class:`TallDiagnosis`, ``result.diagnosis``): every setup
    pass by source, the probe's measurements and the decision with its reason,
    the data per step, the error bounds, r̂ and ESS, and whether warm-up
@@ -165,13 +170,16 @@ from tallmcmc.tall_continuation import (
     count_pass,
     made_in_this_process,
     resumed_kept,
+    warmup_redone,
 )
 from tallmcmc.tall_diagnosis import (
     FAR_FROM_LAPLACE,
     ROUNDING_NOISE_LIMIT,
+    SD_ESS_RATIO_LIMIT,
     TallDiagnosis,
     diagnose,
     float32_rounding,
+    sd_mixing_ratio,
 )
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
@@ -210,6 +218,20 @@ TEMPER_BELOW = 0.6
 #: zero-inflated Poisson measured 0.13 at λ = 3, twice its prediction, its tails helping). At d = 104 (the Poisson
 #: intercepts with their rows' misfit path off, acceptance 0.51) the prediction is 3·10⁻¹⁴ and no warm-up is spent.
 TEMPER_OPTIMISM = 4.0
+#: Where the kept draws' sd mixed far slower than their means (:func:`~tallmcmc.tall_diagnosis.sd_mixing_ratio`
+#: below :data:`~tallmcmc.tall_diagnosis.SD_ESS_RATIO_LIMIT`, the diagnosis's check) and the move was not tempered,
+#: warm-up and kept draws run again with the momentum tempered to this λ, where it is predicted able to pay (as for
+#: :data:`TEMPERED_MOMENTUM`) and kept unless it costs more per effective draw than an adapted random walk: chains that
+#: visit tails heavier than the Laplace approximation rarely and stick there when they do, which the plain warm-up's
+#: acceptance cannot see. Measured on the N = 1,000 normal mixture (seeds 1–8, against NUTS): the plain move's sd
+#: ratio read 0.17–0.50, its bulk ESS 83–1,821, r̂ to 1.038 and sds up to 19% wide at the seeds whose chains stuck;
+#: λ = 2 gave bulk ESS 1,883–2,518, r̂ ≤ 1.004 and every sd within 4% (``docs/sample_tall.md``, "When the second
+#: moments mix slower than the means").
+STICKY_TEMPERED_MOMENTUM = 2.0
+#: ... and only for runs of at least this many kept draws a chain, where the check was measured (its ratio 0.73–0.97
+#: on the regression examples at 4 × 500 and 4 × 2,000 draws): on a short run the ESS of the sd is noise, and a run of
+#: 2 × 60 draws, continued or not, would draw again by chance.
+STICKY_MIN_DRAWS = 500
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2
 #: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
@@ -701,21 +723,8 @@ def sample_tall(
                 result, "warm-up with the proxy proposal (rejected)", np.sum(to_host(warmed.info["data_used"])), resume
             )
         else:  # the Laplace approximation fits: tune, measure TunaMH, keep draws
-            if choice.minibatch:
-                decision, reason = "minibatch", f"the control variate pays: {measured}"
-            else:
-                reason = (
-                    f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact Metropolis "
-                    "test runs"
-                    + (
-                        ", at less cost per effective draw"
-                        if choice.cause == "residual cost"
-                        else " rather than spending most of N per step under a minibatch name"
-                    )
-                )
-                decision = "exact"
-            factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
-            tuned = proposal.tune(to_device(factor, np.float32))
+            decision, reason = _decided(choice, measured)
+            tuned = _tuned(proposal, warmed)
             pilot = None
             tuna_test = None if bound is None else tuna(chi, bound, control_variate=control_variate)
             # TunaMH is Metropolis-type: measure it, and keep it where it costs less per ESS (a continuation does not:
@@ -738,12 +747,46 @@ def sample_tall(
                     reason += (
                         f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
                     )
-            if early is not None:
-                reason += f"; {early.summary}"
-            if outlying is not None:
-                reason += f"; {outlying.summary}"
-            if tempered is not None:
-                reason += f"; {tempered.summary}"
+            reason += _looks_said(early, outlying, tempered)
+            sticky_may_apply = (
+                tempered is None
+                and bound is None
+                and STICKY_TEMPERED_MOMENTUM != MOMENTUM_TEMPERATURE
+                and _tempering_may_pay(choice, dimension, walk_cost, STICKY_TEMPERED_MOMENTUM)
+            )
+            if resume is not None and sticky_may_apply and not warmup_redone(model, warmed, resume):
+                # the saved run may have drawn again with the momentum tempered, its sd having mixed too slowly:
+                # its warm-up draws say so (the kept draws that decided it are not redone)
+                again = _with_tempered_momentum(
+                    model,
+                    mode,
+                    covariance,
+                    control_variate,
+                    warmed,
+                    choice,
+                    walk_cost,
+                    batch_size,
+                    minibatch_test,
+                    residual_cost,
+                    run,
+                    STICKY_TEMPERED_MOMENTUM,
+                    "the saved run's warm-up draws are not the plain warm-up's redone",
+                )
+                if again.kept is not None and warmup_redone(model, again.kept[0], resume):
+                    tempered = again
+                    warmed, proposal, warmup_test, choice, minibatch, measured = again.kept
+                    decision, reason = _decided(choice, measured)
+                    reason += _looks_said(early, outlying, tempered)
+                    tuned = _tuned(proposal, warmed)
+                elif again.kept is not None:  # not the saved run's either: the plain one stays; this one is counted
+                    tempered = again._replace(
+                        setup_data_used={
+                            "warm-up with the momentum tempered (not kept)": _warmup_points(again.kept[0])
+                        },
+                        kept=None,
+                    )
+                else:
+                    tempered = again
             if resume is not None:
                 result, kept_proposal, kept_test, decision, differs = resumed_kept(
                     model,
@@ -767,6 +810,43 @@ def sample_tall(
                 result, kept_proposal, kept_test, switch = _kept_run(
                     model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
                 )
+                if sticky_may_apply and switch is None and run.watch_kept and run.num_samples >= STICKY_MIN_DRAWS:
+                    diagnostics_import.wait()
+                    ratio = sd_mixing_ratio(result)
+                    if ratio < SD_ESS_RATIO_LIMIT:
+                        clock.lap("kept draws")
+                        tempered = _with_tempered_momentum(
+                            model,
+                            mode,
+                            covariance,
+                            control_variate,
+                            warmed,
+                            choice,
+                            walk_cost,
+                            batch_size,
+                            minibatch_test,
+                            residual_cost,
+                            run,
+                            STICKY_TEMPERED_MOMENTUM,
+                            f"the kept draws' sd mixed far slower than their means (the ESS of the sd {ratio:.2f} "
+                            f"of the bulk ESS, below {SD_ESS_RATIO_LIMIT:g}: chains that stick in tails heavier than "
+                            "the Laplace approximation)",
+                        )
+                        clock.lap("warm-up")
+                        if tempered.kept is None:
+                            reason += f"; {tempered.summary}"
+                        else:
+                            first = int(np.sum(to_host(result.info["data_used"])))
+                            tempered.setup_data_used["draws with the plain momentum (not kept)"] = first
+                            warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
+                            decision, reason = _decided(choice, measured)
+                            reason += _looks_said(early, outlying, tempered)
+                            tuned = _tuned(proposal, warmed)
+                            say(f"sample_tall: drawing again: {decision} — {reason}", flush=True)
+                            watch = _Watch(control_variate, residual_cost, choice.proposal_points)
+                            result, kept_proposal, kept_test, switch = _kept_run(
+                                model, decision, warmed, proposal, tuned, warmup_test, minibatch, None, None, watch, run
+                            )
             clock.lap("kept draws")
             if switch is not None:
                 decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
@@ -784,7 +864,7 @@ def sample_tall(
         momentum_temperature=(
             None
             if decision == "random walk"
-            else TEMPERED_MOMENTUM
+            else tempered.temperature
             if tempered is not None and tempered.kept is not None
             else MOMENTUM_TEMPERATURE
         ),
@@ -811,6 +891,31 @@ def sample_tall(
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
+
+
+def _decided(choice: TestChoice, measured: str) -> tuple[str, str]:
+    """The decision the measured ``choice`` makes (``"minibatch"`` or ``"exact"``) and its reason in words."""
+    if choice.minibatch:
+        return "minibatch", f"the control variate pays: {measured}"
+    return "exact", (
+        f"the control variate cannot pay ({_CAUSES[choice.cause]}): {measured}; so the exact Metropolis test runs"
+        + (
+            ", at less cost per effective draw"
+            if choice.cause == "residual cost"
+            else " rather than spending most of N per step under a minibatch name"
+        )
+    )
+
+
+def _tuned(proposal: Proposal, warmed: WarmupResult) -> Proposal:
+    """``proposal`` tuned to the warmed chains' geometric mean step factor (the kept draws' step)."""
+    factor = float(np.exp(np.mean(np.log(np.asarray(to_host(warmed.step_size_factor))))))
+    return proposal.tune(to_device(factor, np.float32))
+
+
+def _looks_said(*looks) -> str:
+    """What the looks that ran (for outlying rows, the tempered momentum; ``None``: not run) add to the reason."""
+    return "".join(f"; {look.summary}" for look in looks if look is not None)
 
 
 class _RunShape(NamedTuple):
@@ -1017,6 +1122,7 @@ class _Tempered(NamedTuple):
     setup_data_used: dict[str, int]
     summary: str
     kept: tuple | None
+    temperature: float
     problem: str = ""
 
 
@@ -1237,12 +1343,14 @@ def _with_rows_in_proxy(
     return _Outlying(counted, summary)
 
 
-def _tempering_may_pay(choice: TestChoice, dimension: int, walk_cost: float) -> bool:
-    """Whether the tempered move could cost no more per effective draw than an adapted random walk (``walk_cost``),
-    at :data:`TEMPER_OPTIMISM` times the acceptance predicted for it from the plain move's (on a Gaussian posterior
-    the tempered proposal's extra mismatch with it is (λ²/(2λ − 1))^{d/2})."""
+def _tempering_may_pay(choice: TestChoice, dimension: int, walk_cost: float, temperature: float | None = None) -> bool:
+    """Whether the move tempered to ``temperature`` (``None``: :data:`TEMPERED_MOMENTUM`) could cost no more per
+    effective draw than an adapted random walk (``walk_cost``), at :data:`TEMPER_OPTIMISM` times the acceptance
+    predicted for it from the plain move's (on a Gaussian posterior the tempered proposal's extra mismatch with it is
+    (λ²/(2λ − 1))^{d/2})."""
+    temperature = TEMPERED_MOMENTUM if temperature is None else temperature
     plain = choice.metropolis_acceptance
-    mismatch = (TEMPERED_MOMENTUM**2 / (2.0 * TEMPERED_MOMENTUM - 1.0)) ** (dimension / 2.0)
+    mismatch = (temperature**2 / (2.0 * temperature - 1.0)) ** (dimension / 2.0)
     optimistic = min(1.0, TEMPER_OPTIMISM * plain / mismatch)
     cost = choice.cost * ess_per_draw(plain)
     return cost / ess_per_draw(optimistic) <= walk_cost
@@ -1260,21 +1368,28 @@ def _with_tempered_momentum(
     minibatch_test: str,
     residual_cost: float | None,
     run: _RunShape,
+    temperature: float | None = None,
+    why: str | None = None,
 ) -> _Tempered:
-    """The kept warm-up's Metropolis acceptance was below :data:`TEMPER_BELOW`: warm up again, from the same starts,
-    with the proxy-HMC move's momentum tempered (:data:`TEMPERED_MOMENTUM`), and keep that warm-up — a plain move's
-    cost per effective draw, measured on chains that rarely reach the tails, is not one to compare against — unless
-    its measured cost per effective draw is above ``walk_cost``, an adapted random walk's at best (then the plain
-    warm-up stays, and ``problem`` says that its tails may be too narrow). The warm-up not kept is counted.
+    """The kept warm-up's Metropolis acceptance was below :data:`TEMPER_BELOW` (or, ``why``, the kept draws' sd mixed
+    far slower than their means: :data:`STICKY_TEMPERED_MOMENTUM`): warm up again, from the same starts, with the
+    proxy-HMC move's momentum tempered to ``temperature`` (``None``: :data:`TEMPERED_MOMENTUM`), and keep that
+    warm-up — a plain move's cost per effective draw, measured on chains that rarely reach the tails, is not one to
+    compare against — unless its measured cost per effective draw is above ``walk_cost``, an adapted random walk's at
+    best (then the plain warm-up stays, and ``problem`` says that its tails may be too narrow). The warm-up not kept
+    is counted.
 
     Where the plain warm-up chose the exact test (``choice.minibatch`` false), the tempered warm-up runs under it
     too: its longer moves only spread the residuals more, and a residual costs several plain points
     (:func:`~tallmcmc.choice_of_test.residual_point_cost`), so the minibatch test would read more than N's worth
     per step for a choice already made (:func:`_exact_choice`)."""
+    temperature = TEMPERED_MOMENTUM if temperature is None else temperature
+    plain = f"warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}% with the plain move"
+    gated = why is None  # the gate on the plain warm-up's acceptance, not the kept draws' sd mixing
+    why = f"{plain} (below {100 * TEMPER_BELOW:g}%)" if gated else why
     run.say(
-        f"sample_tall: warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}% (below "
-        f"{100 * TEMPER_BELOW:g}%): the posterior is far from its Laplace approximation; warming up again with the "
-        f"momentum tempered (λ = {TEMPERED_MOMENTUM:g}) to reach tails the approximation misses ...",
+        f"sample_tall: {why}; warming up again with the momentum tempered (λ = {temperature:g}) to reach tails the "
+        "Laplace approximation misses ...",
         flush=True,
     )
     again, proposal, test = _warmed_up(
@@ -1285,7 +1400,7 @@ def _with_tempered_momentum(
         batch_size,
         minibatch_test,
         run._replace(say=lambda *_, **__: None),
-        momentum_temperature=TEMPERED_MOMENTUM,
+        momentum_temperature=temperature,
         test=None if choice.minibatch else exact_metropolis(),
     )
     if choice.minibatch:
@@ -1294,14 +1409,12 @@ def _with_tempered_momentum(
         )
     else:
         tempered, minibatch, measured = _exact_choice(model, again, choice)
-    acceptances = (
-        f"warm-up's Metropolis acceptance was {100 * choice.metropolis_acceptance:.3g}% with the plain move (below "
-        f"{100 * TEMPER_BELOW:g}%), {100 * tempered.metropolis_acceptance:.3g}% tempered"
-    )
+    tempered_acceptance = f"{100 * tempered.metropolis_acceptance:.3g}% tempered"
+    acceptances = f"{why}, {tempered_acceptance}" if gated else f"{why}; {plain}, {tempered_acceptance}"
     cost = tempered.cost
     if cost > walk_cost:
         summary = (
-            f"the tempered momentum (λ = {TEMPERED_MOMENTUM:g}) did not pay: {acceptances}, ≈ {cost:,.0f} plain points "
+            f"the tempered momentum (λ = {temperature:g}) did not pay: {acceptances}, ≈ {cost:,.0f} plain points "
             f"per effective draw against ≈ {walk_cost:,.0f} for an adapted random walk at best"
         )
         problem = (
@@ -1311,14 +1424,18 @@ def _with_tempered_momentum(
             f"{walk_cost:,.0f}. " + FAR_FROM_LAPLACE
         )
         return _Tempered(
-            {"warm-up with the momentum tempered (not kept)": _warmup_points(again)}, summary, None, problem
+            {"warm-up with the momentum tempered (not kept)": _warmup_points(again)},
+            summary,
+            None,
+            temperature,
+            problem,
         )
     summary = (
-        f"the proxy-HMC move's momentum is tempered (λ = {TEMPERED_MOMENTUM:g}), so that it reaches tails the Laplace "
+        f"the proxy-HMC move's momentum is tempered (λ = {temperature:g}), so that it reaches tails the Laplace "
         f"approximation misses: {acceptances}"
     )
     counted = {"warm-up with the plain momentum (not kept)": _warmup_points(warmed)}
-    return _Tempered(counted, summary, (again, proposal, test, tempered, minibatch, measured))
+    return _Tempered(counted, summary, (again, proposal, test, tempered, minibatch, measured), temperature)
 
 
 def _exact_choice(model: Model, warmed: WarmupResult, plain: TestChoice) -> tuple[TestChoice, None, str]:

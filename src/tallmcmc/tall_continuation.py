@@ -40,6 +40,7 @@ __all__ = [
     "count_pass",
     "made_in_this_process",
     "resumed_kept",
+    "warmup_redone",
 ]
 
 #: ``result.setup_data_used``'s entry for what a continuation of a saved run redid (its setup and warm-up); the saved
@@ -179,6 +180,18 @@ def check_rederived(resume: SamplingResult, proposal: Proposal, test) -> None:
         )
 
 
+def warmup_redone(model: Model, warmed: WarmupResult, resume: SamplingResult) -> bool:
+    """Whether the warm-up redone to continue ``resume`` drew its warm-up draws again, bit for bit (``True`` for a
+    file without warm-up draws: nothing to compare)."""
+    if resume.warmup_positions is None:
+        return True
+    redone = jax.tree_util.tree_leaves(reported_draws(model, warmed.positions))
+    saved = jax.tree_util.tree_leaves(resume.warmup_positions)
+    return len(redone) == len(saved) and all(
+        np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(redone, saved)
+    )
+
+
 def resumed_kept(
     model: Model,
     decision: str,
@@ -220,16 +233,8 @@ def resumed_kept(
         decision = "exact" if decision == "exact" else "minibatch, then exact"
     else:
         decision = "minibatch"
-    redone = jax.tree_util.tree_leaves(reported_draws(model, warmed.positions))
-    saved = jax.tree_util.tree_leaves(resume.warmup_positions)
-    same = resume.warmup_positions is None or (  # a file without warm-up draws: nothing to compare
-        len(redone) == len(saved)
-        and all(
-            np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(redone, saved)
-        )
-    )
     differs = None
-    if not same:
+    if not warmup_redone(model, warmed, resume):
         differs = (
             "the setup and warm-up redone to continue the saved run did not give its warm-up draws again (another "
             "tallmcmc, JAX or device, or other arguments than the run was made with): the continued draws come from "

@@ -30,7 +30,7 @@ from tallmcmc.run_warnings import VACUOUS_ERROR_BOUND
 from tallmcmc.sampling import SamplingResult
 from tallmcmc.sampling.continuation import starts_of
 
-__all__ = ["Rounding", "TallDiagnosis", "diagnose", "float32_rounding", "run_longer"]
+__all__ = ["Rounding", "TallDiagnosis", "diagnose", "float32_rounding", "run_longer", "sd_mixing_ratio"]
 
 #: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
 SETTLED_TOLERANCE = 0.15
@@ -296,6 +296,31 @@ def float32_rounding(model: Model, result: SamplingResult, covariance: np.ndarra
     return Rounding(float(np.sqrt(np.sum(error**2))), worst, float(abs(error[worst])))
 
 
+def _flat_draws(result) -> tuple[np.ndarray, np.ndarray]:
+    """The kept draws as (chains, draws, d) float64, and which coordinates move. A coordinate that never moves in any
+    chain (a Cholesky factor's unit corner) has no r̂ and no ESS of its sd: it is left out, so that its NaN cannot
+    hide another coordinate's r̂ (max() of a list starting with NaN is NaN)."""
+    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
+    return flat, np.ptp(flat.reshape(-1, flat.shape[-1]), axis=0) > 0
+
+
+def _ess_and_sd_ratios(flat: np.ndarray, varies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each moving coordinate's bulk ESS and its sd's ESS over it (ArviZ's ``method="sd"``)."""
+    moving = flat[..., varies]
+    with warnings.catch_warnings():  # ArviZ divides by a chain's zero variance for chains that never moved
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ess = np.ravel(arviz_bridge.ess(moving)) if moving.size else np.array([float(flat.shape[0] * flat.shape[1])])
+        sd_ratios = np.ravel(arviz_bridge.ess(moving, method="sd")) / ess if moving.size else np.array([np.nan])
+    return ess, sd_ratios
+
+
+def sd_mixing_ratio(result) -> float:
+    """The smallest ESS of a coordinate's sd over its bulk ESS in ``result``'s kept draws (NaN where none moves): what
+    :func:`diagnose` compares with :data:`SD_ESS_RATIO_LIMIT` (its ``ess_sd_ratio_min``)."""
+    _, sd_ratios = _ess_and_sd_ratios(*_flat_draws(result))
+    return float(np.nanmin(sd_ratios)) if np.isfinite(sd_ratios).any() else float("nan")
+
+
 def diagnose(result, decision, reason, mode, control_variate, choice, proposal, problems, num_warmup) -> TallDiagnosis:
     num_data = result.num_data
     info = result.info
@@ -307,17 +332,13 @@ def diagnose(result, decision, reason, mode, control_variate, choice, proposal, 
         median, vacuous = float(np.median(bounds)), float(np.mean(bounds >= VACUOUS_ERROR_BOUND))
     else:
         median = vacuous = float("nan")
-    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
-    # a coordinate that never moves in any chain (a Cholesky factor's unit corner) has no r̂ and no ESS of its sd:
-    # left out, so that its NaN cannot hide another coordinate's r̂ (max() of a list starting with NaN is NaN)
-    varies = np.ptp(flat.reshape(-1, flat.shape[-1]), axis=0) > 0
+    flat, varies = _flat_draws(result)
     names = np.array(_coordinate_names(result.positions))[varies]
     moving = flat[..., varies]
     with warnings.catch_warnings():  # ArviZ divides by a chain's zero variance for chains that never moved
         warnings.simplefilter("ignore", RuntimeWarning)
         rhat = np.ravel(arviz_bridge.rhat(moving)) if result.num_chains > 1 and moving.size else np.array([])
-        ess = np.ravel(arviz_bridge.ess(moving)) if moving.size else np.array([float(flat.shape[0] * flat.shape[1])])
-        sd_ratios = np.ravel(arviz_bridge.ess(moving, method="sd")) / ess if moving.size else np.array([np.nan])
+    ess, sd_ratios = _ess_and_sd_ratios(flat, varies)
     rhat = np.where(np.isnan(rhat), np.inf, rhat)  # a coordinate that moves without an r̂: chains stuck apart
     settled = None if proposal is None else _warmup_settled(result, proposal, num_warmup)
     problems = list(problems)
