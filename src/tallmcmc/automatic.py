@@ -675,25 +675,26 @@ def sample_tall(
             clock.lap("look for outlying rows")
         walk_cost = model.num_data * dimension / RANDOM_WALK_EFFICIENCY
         walk = bound is None and choice.cost > walk_cost
+        # a warm-up again with the momentum tempered, from the plain warm-up (warmed) and its choice
+        tempered_warmup = functools.partial(
+            _with_tempered_momentum,
+            model,
+            mode,
+            covariance,
+            control_variate,
+            walk_cost=walk_cost,
+            batch_size=batch_size,
+            minibatch_test=minibatch_test,
+            residual_cost=residual_cost,
+            run=run,
+        )
         if (
             not walk
             and choice.metropolis_acceptance < TEMPER_BELOW
             and TEMPERED_MOMENTUM != MOMENTUM_TEMPERATURE
             and _tempering_may_pay(choice, dimension, walk_cost)
         ):
-            tempered = _with_tempered_momentum(
-                model,
-                mode,
-                covariance,
-                control_variate,
-                warmed,
-                choice,
-                walk_cost,
-                batch_size,
-                minibatch_test,
-                residual_cost,
-                run,
-            )
+            tempered = tempered_warmup(warmed, choice)
             if tempered.kept is not None:
                 warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
             else:
@@ -754,24 +755,12 @@ def sample_tall(
                 and STICKY_TEMPERED_MOMENTUM != MOMENTUM_TEMPERATURE
                 and _tempering_may_pay(choice, dimension, walk_cost, STICKY_TEMPERED_MOMENTUM)
             )
+            # the warm-up again at λ = STICKY_TEMPERED_MOMENTUM from the plain one and its choice, and why
+            sticky_again = functools.partial(tempered_warmup, warmed, choice, temperature=STICKY_TEMPERED_MOMENTUM)
             if resume is not None and sticky_may_apply and not warmup_redone(model, warmed, resume):
                 # the saved run may have drawn again with the momentum tempered, its sd having mixed too slowly:
                 # its warm-up draws say so (the kept draws that decided it are not redone)
-                again = _with_tempered_momentum(
-                    model,
-                    mode,
-                    covariance,
-                    control_variate,
-                    warmed,
-                    choice,
-                    walk_cost,
-                    batch_size,
-                    minibatch_test,
-                    residual_cost,
-                    run,
-                    STICKY_TEMPERED_MOMENTUM,
-                    "the saved run's warm-up draws are not the plain warm-up's redone",
-                )
+                again = sticky_again(why="the saved run's warm-up draws are not the plain warm-up's redone")
                 if again.kept is not None and warmup_redone(model, again.kept[0], resume):
                     tempered = again
                     warmed, proposal, warmup_test, choice, minibatch, measured = again.kept
@@ -815,20 +804,8 @@ def sample_tall(
                     ratio = sd_mixing_ratio(result)
                     if ratio < SD_ESS_RATIO_LIMIT:
                         clock.lap("kept draws")
-                        tempered = _with_tempered_momentum(
-                            model,
-                            mode,
-                            covariance,
-                            control_variate,
-                            warmed,
-                            choice,
-                            walk_cost,
-                            batch_size,
-                            minibatch_test,
-                            residual_cost,
-                            run,
-                            STICKY_TEMPERED_MOMENTUM,
-                            f"the kept draws' sd mixed far slower than their means (the ESS of the sd {ratio:.2f} "
+                        tempered = sticky_again(
+                            why=f"the kept draws' sd mixed far slower than their means (the ESS of the sd {ratio:.2f} "
                             f"of the bulk ESS, below {SD_ESS_RATIO_LIMIT:g}: chains that stick in tails heavier than "
                             "the Laplace approximation)",
                         )
