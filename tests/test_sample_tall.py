@@ -278,8 +278,14 @@ def test_the_default_path_draws_the_mixture_again_with_the_momentum_tempered(mix
     sd-mixing ratio 0.17-0.47 at each) every run does, and every one has bulk ESS above 1,000 (measured 1,889-2,255),
     r̂ ≤ 1.01 and every mean and sd within 4 MCSE of the NUTS reference. The first draws, thrown away, are counted."""
     model, mean, sd, reference_error = mixture
+    still_low = 0
     for seed, result in zip(range(1, 5), default_mixture_runs(model, range(1, 5))):
         diagnosis = result.diagnosis
+        # the check, set on the plain move, may still read low on the tempered draws (seeds 1 and 2: 0.47, 0.30):
+        # then its problem says the draws were already made again
+        slow = [problem for problem in diagnosis.problems if "sd mixed far slower than its mean" in problem]
+        assert all("already made again with the proxy-HMC momentum tempered" in problem for problem in slow), slow
+        still_low += bool(slow)
         assert diagnosis.momentum_temperature == tallmcmc.automatic.STICKY_TEMPERED_MOMENTUM == 2.0, str(diagnosis)
         assert "the kept draws' sd mixed far slower than their means" in diagnosis.reason, diagnosis.reason
         z_mean, z_sd, rhat = moment_errors(result, mean, sd, reference_error)
@@ -291,6 +297,7 @@ def test_the_default_path_draws_the_mixture_again_with_the_momentum_tempered(mix
         assert result.total_data_used == (
             sum(thrown.values()) + result.warmup_info["data_used"].sum() + result.data_used.sum()
         )
+    assert still_low >= 1  # the problem's wording above was looked at
 
 
 def test_the_plain_move_alone_mixes_the_mixture_slowly_at_the_same_seeds(mixture, monkeypatch):

@@ -600,6 +600,7 @@ def sample_tall(
     switch = None
     early = outlying = None  # the looks for outlying rows, before and after warm-up (their passes counted below)
     tempered = None  # the warm-up again with the momentum tempered, where the plain move accepted too little
+    drawn_again = None  # the plain kept draws' sd-mixing ratio, where they were drawn again tempered
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
@@ -813,6 +814,7 @@ def sample_tall(
                         if tempered.kept is None:
                             reason += f"; {tempered.summary}"
                         else:
+                            drawn_again = ratio
                             first = int(np.sum(to_host(result.info["data_used"])))
                             tempered.setup_data_used["draws with the plain momentum (not kept)"] = first
                             warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
@@ -847,6 +849,10 @@ def sample_tall(
         ),
         seconds=clock.seconds,  # the checks below are added to it as they end
     )
+    if drawn_again is not None:  # the check may still read low on tempered draws that are right: say what was done
+        result.diagnosis.problems[:] = [
+            _after_drawing_again(problem, drawn_again) for problem in result.diagnosis.problems
+        ]
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
     if rounding is not None:  # its four passes ran, whatever they found
         count_pass(result, "float32 rounding check (diagnosis)", 4 * model.num_data, resume)
@@ -868,6 +874,20 @@ def sample_tall(
     for problem in result.diagnosis.problems:
         warnings.warn(f"sample_tall: {problem}", RuntimeWarning, stacklevel=2)
     return result
+
+
+def _after_drawing_again(problem: str, plain_ratio: float) -> str:
+    """The diagnosis's sd-mixing ``problem`` on draws made again with the momentum tempered, with that said (other
+    problems as they are): on the N = 1,000 normal mixture such draws matched NUTS while the check, set on the plain
+    move, still read 0.30 and 0.47 on two seeds of seven."""
+    if "sd mixed far slower than its mean" not in problem:
+        return problem
+    return (
+        f"{problem}. These draws were already made again with the proxy-HMC momentum tempered (λ = "
+        f"{STICKY_TEMPERED_MOMENTUM:g}) after the plain move's draws read {plain_ratio:.2f}; the check was set on the "
+        "plain move, and on the N = 1,000 normal mixture tempered draws that matched NUTS still read 0.30 and 0.47 "
+        "(docs/sample_tall.md, 'Drawn again, tempered')"
+    )
 
 
 def _decided(choice: TestChoice, measured: str) -> tuple[str, str]:
