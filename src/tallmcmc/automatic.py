@@ -225,8 +225,8 @@ TEMPER_OPTIMISM = 4.0
 #: visit tails heavier than the Laplace approximation rarely and stick there when they do, which the plain warm-up's
 #: acceptance cannot see. Measured on the N = 1,000 normal mixture (seeds 1–8, against NUTS): the plain move's sd
 #: ratio read 0.17–0.50, its bulk ESS 83–1,821, r̂ to 1.038 and sds up to 19% wide at the seeds whose chains stuck;
-#: λ = 2 gave bulk ESS 1,883–2,518, r̂ ≤ 1.004 and every sd within 4% (``docs/sample_tall.md``, "When the second
-#: moments mix slower than the means").
+#: λ = 2 gave bulk ESS 1,883–2,518, r̂ ≤ 1.004 and every sd within 4% (``docs/sample_tall.md``, "Drawn again,
+#: tempered").
 STICKY_TEMPERED_MOMENTUM = 2.0
 #: ... and only for runs of at least this many kept draws a chain, where the check was measured (its ratio 0.73–0.97
 #: on the regression examples at 4 × 500 and 4 × 2,000 draws): on a short run the ESS of the sd is noise, and a run of
@@ -768,15 +768,8 @@ def sample_tall(
                     decision, reason = _decided(choice, measured)
                     reason += _looks_said(early, outlying, tempered)
                     tuned = _tuned(proposal, warmed)
-                elif again.kept is not None:  # not the saved run's either: the plain one stays; this one is counted
-                    tempered = again._replace(
-                        setup_data_used={
-                            "warm-up with the momentum tempered (not kept)": _warmup_points(again.kept[0])
-                        },
-                        kept=None,
-                    )
-                else:
-                    tempered = again
+                else:  # not the saved run's either (or it did not pay): the plain one stays, this one is counted
+                    tempered = again.not_kept()
             if resume is not None:
                 result, kept_proposal, kept_test, decision, differs = resumed_kept(
                     model,
@@ -816,7 +809,12 @@ def sample_tall(
                         else:
                             drawn_again = ratio
                             first = int(np.sum(to_host(result.info["data_used"])))
-                            tempered.setup_data_used["draws with the plain momentum (not kept)"] = first
+                            tempered = tempered._replace(
+                                setup_data_used={
+                                    **tempered.setup_data_used,
+                                    "draws with the plain momentum (not kept)": first,
+                                }
+                            )
                             warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
                             decision, reason = _decided(choice, measured)
                             reason += _looks_said(early, outlying, tempered)
@@ -1122,6 +1120,14 @@ class _Tempered(NamedTuple):
     temperature: float
     problem: str = ""
 
+    def not_kept(self) -> _Tempered:
+        """This warm-up counted as not kept (``"warm-up with the momentum tempered (not kept)"``), the plain one
+        staying; as it is where it was not kept already."""
+        if self.kept is None:
+            return self
+        points = _warmup_points(self.kept[0])
+        return self._replace(setup_data_used={"warm-up with the momentum tempered (not kept)": points}, kept=None)
+
 
 def _outlying_rows_may_pay(choice: TestChoice, run: _RunShape) -> bool:
     """Whether warm-up's residuals were heavy-tailed and its minibatch test cost enough to look for outlying rows (not
@@ -1420,13 +1426,8 @@ def _with_tempered_momentum(
             f"cost ≈ {cost:,.0f} plain points per effective draw, more than an adapted random walk's ≈ "
             f"{walk_cost:,.0f}. " + FAR_FROM_LAPLACE
         )
-        return _Tempered(
-            {"warm-up with the momentum tempered (not kept)": _warmup_points(again)},
-            summary,
-            None,
-            temperature,
-            problem,
-        )
+        pieces = (again, proposal, test, tempered, minibatch, measured)
+        return _Tempered({}, summary, pieces, temperature, problem).not_kept()
     summary = (
         f"the proxy-HMC move's momentum is tempered (λ = {temperature:g}), so that it reaches tails the Laplace "
         f"approximation misses: {acceptances}"
@@ -1441,10 +1442,7 @@ def _exact_choice(model: Model, warmed: WarmupResult, plain: TestChoice) -> tupl
     test's cost per effective draw; the minibatch test's figures stay the first warm-up's. As
     :func:`_measured_choice` returns it, with no minibatch test (the kept draws run the exact test)."""
     acceptance = float(np.mean(to_host(_window(warmed)["accepted"])))
-    rows = plain.proposal_points * PROPOSAL_ROW_COST
-    choice = dataclasses.replace(
-        plain, metropolis_acceptance=acceptance, exact_cost=(model.num_data + rows) / ess_per_draw(acceptance)
-    )
+    choice = plain.with_metropolis_acceptance(acceptance, model.num_data)
     measured = (
         f"{plain.describe(model.num_data)}; warmed up again under the exact test, which accepted "
         f"{100 * acceptance:.3g}%: ≈ {choice.exact_cost:,.0f} plain points per effective draw"

@@ -154,6 +154,12 @@ class TestChoice:
         """Cost per effective draw of the test chosen (the minibatch test's or the exact test's), in plain points."""
         return self.minibatch_cost if self.minibatch else self.exact_cost
 
+    def with_metropolis_acceptance(self, acceptance: float, num_data: int) -> TestChoice:
+        """This choice with the exact test's acceptance measured (a warm-up run under the exact test) rather than
+        estimated from Δ*, and the exact test's cost per effective draw from it."""
+        exact_cost = _exact_cost(num_data, self.proposal_points, acceptance)
+        return dataclasses.replace(self, metropolis_acceptance=acceptance, exact_cost=exact_cost)
+
     def with_tuna(self, info: dict[str, np.ndarray]) -> TestChoice:
         """This choice with TunaMH's measured acceptance, points per step and cost per effective draw."""
         acceptance = float(np.mean(info["accepted"]))
@@ -188,6 +194,12 @@ class TestChoice:
                 else ""
             )
         )
+
+
+def _exact_cost(num_data: int, proposal_points: float, acceptance: float) -> float:
+    """The exact test's cost per effective draw in plain points: N, and the rows the proposal read per step at
+    :data:`PROPOSAL_ROW_COST` each, per e(a) = a/(2 − a)."""
+    return (num_data + proposal_points * PROPOSAL_ROW_COST) / ess_per_draw(acceptance)
 
 
 def choose_test(
@@ -244,7 +256,7 @@ def choose_test(
     metropolis = float(np.mean(np.where(np.isfinite(statistic), np.exp(np.minimum(statistic, 0.0)), 0.0)))
     minibatch_points = float(np.mean(info["data_used"])) / ess_per_draw(accepted)
     minibatch_cost = minibatch_points * residual_cost + proposal_price / ess_per_draw(accepted)
-    exact_cost = (num_data + proposal_price) / ess_per_draw(metropolis)
+    exact_cost = _exact_cost(num_data, proposal_points, metropolis)
     cause = use.cause or "spread"
     if use.fraction <= MOST_OF_THE_DATA and minibatch_points < exact_cost <= minibatch_cost:
         cause = "residual cost"  # fewer points, but not at their price
