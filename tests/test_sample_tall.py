@@ -188,14 +188,13 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     assert passed, report
     diagnosis = result.diagnosis
     assert diagnosis.decision == decision and diagnosis.warmup_settled, str(diagnosis)
-    # the mixture's sticky tails are the only thing the diagnosis may report (the sd's ESS 0.42 of the bulk ESS here
-    # with the leapfrog move, 0.50 with the split one, at the limit), and it reports them exactly when the sd's ESS is
-    # below the limit; the regression's posterior is close to Gaussian, and nothing is reported
-    expected = ["sd mixed far slower than its mean"] if name == "mixture" else []
+    # the mixture's sticky tails are the only thing the diagnosis may report, and it reports them exactly when the
+    # tail ESS is below the limit; the regression's posterior is close to Gaussian, and nothing is reported
+    expected = ["tails mixed far slower than its bulk"] if name == "mixture" else []
     assert [p for p in diagnosis.problems if not any(e in p for e in expected)] == [], str(diagnosis)
-    slow_sd = diagnosis.ess_sd_ratio_min < tallmcmc.tall_diagnosis.SD_ESS_RATIO_LIMIT
-    assert len(diagnosis.problems) == int(slow_sd), str(diagnosis)
-    assert name == "mixture" or not slow_sd, str(diagnosis)
+    slow_tails = diagnosis.ess_tail_ratio_min < tallmcmc.tall_diagnosis.TAIL_ESS_RATIO_LIMIT
+    assert len(diagnosis.problems) == int(slow_tails), str(diagnosis)
+    assert name == "mixture" or not slow_tails, str(diagnosis)
     choice = diagnosis.choice
     assert diagnosis.r_hat_max <= 1.01 and choice.use.fraction < 0.25
     # by data points alone the minibatch test wins on both; the price of a residual decides
@@ -216,6 +215,9 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     counted = dict(result.setup_data_used)
     # the look for other modes: four searches on (at most) N rows (tests/test_other_modes.py)
     assert 0 < counted.pop("other modes") <= 4 * 61 * model.num_data
+    if diagnosis.momentum_temperature == tallmcmc.automatic.STICKY_TEMPERED_MOMENTUM:  # drawn again (tests below)
+        assert name == "mixture" and counted.pop("warm-up with the plain momentum (not kept)") > 0
+        assert counted.pop("draws with the plain momentum (not kept)") >= 4 * num_samples * 50  # (the Barker test's)
     assert counted == {
         "start check": 4 * model.num_data,
         "find_mode": diagnosis.mode.data_used,
@@ -231,31 +233,32 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
 
 
 def sticky_tails_reported(model, start, seed) -> tuple[bool, float]:
-    """Whether a ``sample_tall`` run warns that its sds mixed far slower than its means, and the ratio (its draws
+    """Whether a ``sample_tall`` run warns that its tails mixed far slower than its bulk, and the ratio (its draws
     again with the momentum tempered off: the check is what is looked at)."""
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
         patch.setattr(tallmcmc.automatic, "STICKY_TEMPERED_MOMENTUM", tallmcmc.automatic.MOMENTUM_TEMPERATURE)
         warnings.simplefilter("always")
         result = tallmcmc.sample_tall(model, start, seed=seed, progress=False)
-    said = [str(w.message) for w in caught if "sd mixed far slower than its mean" in str(w.message)]
-    reported = [p for p in result.diagnosis.problems if "sd mixed far slower than its mean" in p]
+    said = [str(w.message) for w in caught if "tails mixed far slower than its bulk" in str(w.message)]
+    reported = [p for p in result.diagnosis.problems if "tails mixed far slower than its bulk" in p]
     assert len(said) == len(reported), (said, reported)  # every problem is also warned about
-    return bool(reported), result.diagnosis.ess_sd_ratio_min
+    return bool(reported), result.diagnosis.ess_tail_ratio_min
 
 
 def test_the_plain_run_on_the_mixture_says_its_tails_mix_slowly(mixture):
     """N = 1,000 mixture, the plain move (4 x 2,000 draws, the exact test; the draws again with the momentum tempered,
     below, off): the chains stick in tails heavier than the Laplace approximation (sds up to 2% narrow on average
     over 8 seeds of 4 x 16,000 draws against NUTS, the sd's ESS 0.5-4% of the draws against NUTS's 19%:
-    benchmarks/RESULTS.md); the diagnosis must say so (measured 0.15-0.38 over seeds 1-4). The minibatch path on the
+    benchmarks/RESULTS.md); the diagnosis must say so (the tail ESS measured 0.17-0.27 of the bulk ESS over seeds 1-4,
+    0.14-0.46 over seeds 1-24). The minibatch path on the
     mixture reports it too, and the regression, close to Gaussian, stays silent (both in the reference test above,
     which asserts each run's whole list of problems)."""
     reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], 1)
-    assert reported and ratio < tallmcmc.tall_diagnosis.SD_ESS_RATIO_LIMIT, ratio
+    assert reported and ratio < tallmcmc.tall_diagnosis.TAIL_ESS_RATIO_LIMIT, ratio
 
 
-def test_a_check_that_reads_the_bulk_ess_for_the_sd_misses_the_mixture(mixture, monkeypatch):
-    """The deliberately wrong check (the sd's ESS taken as the draws' bulk ESS) passes the mixture silently."""
+def test_a_check_that_reads_the_bulk_ess_for_the_tails_misses_the_mixture(mixture, monkeypatch):
+    """The deliberately wrong check (the tail ESS taken as the draws' bulk ESS) passes the mixture silently."""
     bulk = arviz_bridge.ess
     monkeypatch.setattr(arviz_bridge, "ess", lambda draws, method="bulk": bulk(draws))
     reported, ratio = sticky_tails_reported(mixture[0], STARTS["mixture"], 1)
@@ -273,21 +276,17 @@ def default_mixture_runs(model, seeds):
 
 
 def test_the_default_path_draws_the_mixture_again_with_the_momentum_tempered(mixture):
-    """Where the kept draws' sd mixed far slower than their means, the path warms up and draws again with the
+    """Where the kept draws' tails mixed far slower than their bulk, the path warms up and draws again with the
     momentum tempered (λ = STICKY_TEMPERED_MOMENTUM = 2): on the N = 1,000 mixture at seeds 1-4 (the plain move's
-    sd-mixing ratio 0.17-0.32 at each) every run does, and every one has bulk ESS above 1,000 (measured 1,889-2,255),
-    r̂ ≤ 1.01 and every mean and sd within 4 MCSE of the NUTS reference. The first draws, thrown away, are counted."""
+    tail ratio 0.17-0.27 at each) every run does, and every one has bulk ESS above 1,000 (measured 1,889-2,255),
+    r̂ ≤ 1.01, every mean and sd within 4 MCSE of the NUTS reference, and no problem (the tempered draws' tail ratio
+    0.58-0.78). The first draws, thrown away, are counted."""
     model, mean, sd, reference_error = mixture
-    still_low = 0
     for seed, result in zip(range(1, 5), default_mixture_runs(model, range(1, 5))):
         diagnosis = result.diagnosis
-        # the check, set on the plain move, may still read low on the tempered draws (seeds 1 and 2: 0.47, 0.30):
-        # then its problem says the draws were already made again
-        slow = [problem for problem in diagnosis.problems if "sd mixed far slower than its mean" in problem]
-        assert all("already made again with the proxy-HMC momentum tempered" in problem for problem in slow), slow
-        still_low += bool(slow)
+        assert diagnosis.problems == [], (seed, str(diagnosis))
         assert diagnosis.momentum_temperature == tallmcmc.automatic.STICKY_TEMPERED_MOMENTUM == 2.0, str(diagnosis)
-        assert "the kept draws' sd mixed far slower than their means" in diagnosis.reason, diagnosis.reason
+        assert "the kept draws' tails mixed far slower than their bulk" in diagnosis.reason, diagnosis.reason
         z_mean, z_sd, rhat = moment_errors(result, mean, sd, reference_error)
         assert np.all(np.abs(z_mean) <= 4) and np.all(np.abs(z_sd) <= 4), (seed, z_mean, z_sd)
         assert diagnosis.ess_bulk_min > 1000 and np.all(rhat <= 1.01), (seed, diagnosis.ess_bulk_min, rhat)
@@ -297,7 +296,77 @@ def test_the_default_path_draws_the_mixture_again_with_the_momentum_tempered(mix
         assert result.total_data_used == (
             sum(thrown.values()) + result.warmup_info["data_used"].sum() + result.data_used.sum()
         )
-    assert still_low >= 1  # the problem's wording above was looked at
+
+
+def sd_read_for_tails(monkeypatch):
+    """The check before 2026-12-01, deliberately: the sd's ESS read where the tail ESS is."""
+    ess = arviz_bridge.ess
+    monkeypatch.setattr(
+        arviz_bridge, "ess", lambda draws, method="bulk": ess(draws, "sd" if method == "tail" else method)
+    )
+
+
+@pytest.mark.parametrize("check", ["tail", "sd"])
+def test_the_mixture_runs_whose_sds_the_sd_check_left_narrow_are_drawn_again(mixture, check, monkeypatch):
+    """Seeds 18 and 23 of the 24 measured (benchmarks/RESULTS.md, "The tails, not the sd"): the plain move's sds came
+    out 7% narrow (z to -5.7 and -5.4 against NUTS) while the sd's ESS read 0.67 and 0.57 of the bulk ESS, above the
+    old check's ½, so they were returned silently. The tail ESS read 0.45 and 0.44: the path draws them again, every
+    sd within 4 MCSE. The deliberately wrong twin, the sd read for the tails, returns some sd beyond 4 MCSE."""
+    if check == "sd":
+        sd_read_for_tails(monkeypatch)
+    model, mean, sd, reference_error = mixture
+    worst = []
+    for result in default_mixture_runs(model, (18, 23)):
+        drawn_again = result.diagnosis.momentum_temperature == 2.0
+        z_sd = moment_errors(result, mean, sd, reference_error)[1]
+        worst.append((drawn_again, float(np.max(np.abs(z_sd)))))
+    if check == "tail":
+        assert all(again and z <= 4 for again, z in worst), worst
+    else:
+        assert not any(again for again, _ in worst) and max(z for _, z in worst) > 4, worst
+
+
+def test_a_regression_is_not_drawn_again(regression, monkeypatch):
+    """The N = 2,000, d = 9 linear regression (a posterior close to Gaussian), seeds 0-9 with the defaults: none is
+    drawn again and none reports a problem (the tail ESS read 0.61-0.84 of the bulk ESS on seeds 0-16). The
+    deliberately wrong twin, the path as it was before 2026-12-01 (the sd read for the tails, no gate on the tempered
+    move's predicted ESS), draws seed 6 again (its log σ's sd ESS 0.42 of the bulk ESS) with the tempered move, whose
+    bulk ESS is then a fifth of the plain draws' (1,013 against 4,949)."""
+    model = regression[0]
+
+    def run(seed):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = tallmcmc.sample_tall(model, seed=seed, progress=False)
+        return result.diagnosis.momentum_temperature, result.diagnosis.ess_bulk_min, len(caught)
+
+    said = [run(seed) for seed in range(10)]
+    assert all(temperature == 1.0 and warned == 0 for temperature, _, warned in said), said
+    sd_read_for_tails(monkeypatch)
+    monkeypatch.setattr(tallmcmc.automatic, "_drawn_again_only_if_faster", lambda tempered, per_draw: tempered)
+    temperature, ess, _ = run(6)
+    assert temperature == 2.0 and ess < 2000, (temperature, ess)
+
+
+@pytest.mark.parametrize("gate", ["on", "off"])
+def test_a_tempered_warm_up_that_cannot_mix_the_tails_faster_is_not_kept(regression, gate, monkeypatch):
+    """The tempered move is kept only where its warm-up's acceptance predicts more ESS per draw, a/(2 − a), than the
+    plain draws' tail ESS per draw. Forced to try it on the regression (the trigger's limit raised to 2), the
+    tempered warm-up accepts ≈ 30% (≈ 0.17 per draw at best, against the plain draws' tail ESS of ≈ 0.5 per draw): it
+    is not kept, counted, said, and the plain draws (bulk ESS > 4,000) are returned. The deliberately wrong twin, the
+    gate off, returns draws made again with bulk ESS below 2,000."""
+    monkeypatch.setattr(tallmcmc.automatic, "TAIL_ESS_RATIO_LIMIT", 2.0)
+    if gate == "off":
+        monkeypatch.setattr(tallmcmc.automatic, "_drawn_again_only_if_faster", lambda tempered, per_draw: tempered)
+    result = tallmcmc.sample_tall(regression[0], seed=0, progress=False)
+    diagnosis = result.diagnosis
+    if gate == "on":
+        assert diagnosis.momentum_temperature == 1.0 and diagnosis.ess_bulk_min > 4000, str(diagnosis)
+        assert "the momentum tempered (λ = 2) was not kept" in diagnosis.reason, diagnosis.reason
+        assert result.setup_data_used["warm-up with the momentum tempered (not kept)"] > 0
+        assert "draws with the plain momentum (not kept)" not in result.setup_data_used
+    else:
+        assert diagnosis.momentum_temperature == 2.0 and diagnosis.ess_bulk_min < 2000, str(diagnosis)
 
 
 def test_the_plain_move_alone_mixes_the_mixture_slowly_at_the_same_seeds(mixture, monkeypatch):
@@ -586,7 +655,7 @@ def test_a_mode_found_without_a_laplace_approximation_builds_no_control_variate(
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         warnings.filterwarnings("ignore", message=".*r̂.*")  # a short random-walk run may not have mixed
-        warnings.filterwarnings("ignore", message=".*sd mixed.*")
+        warnings.filterwarnings("ignore", message=".*mixed far slower.*")
         result = tallmcmc.sample_tall(model, setup="exact", num_samples=200, num_warmup=200, progress=False)
     assert result.diagnosis.decision == "random walk" and result.diagnosis.control_variate is None
 

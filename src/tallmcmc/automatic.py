@@ -76,11 +76,11 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    segment of them costs more than :data:`KEPT_SWITCH_MARGIN` times the exact
    test per effective draw, as the tail guard may find only after warm-up on
    residuals with heavy tails, the rest run the exact test. Where the kept
-   draws' sd mixed far slower than their means (chains stuck in tails the
+   draws' tails mixed far slower than their bulk (chains stuck in tails the
    plain move visits rarely) and the move was not tempered, warm-up and kept
    draws run again with the momentum tempered to
-   :data:`STICKY_TEMPERED_MOMENTUM`, where that can pay
-   (``docs/sample_tall.md``, "Drawn again, tempered").
+   :data:`STICKY_TEMPERED_MOMENTUM`, where that can pay and is predicted to
+   mix the tails faster (``docs/sample_tall.md``, "Drawn again, tempered").
 7. **A diagnosis** (:class:`TallDiagnosis`, ``result.diagnosis``): every setup
    pass by source, the probe's measurements and the decision with its reason,
    the data per step, the error bounds, r̂ and ESS, and whether warm-up
@@ -175,11 +175,11 @@ from tallmcmc.tall_continuation import (
 from tallmcmc.tall_diagnosis import (
     FAR_FROM_LAPLACE,
     ROUNDING_NOISE_LIMIT,
-    SD_ESS_RATIO_LIMIT,
+    TAIL_ESS_RATIO_LIMIT,
     TallDiagnosis,
     diagnose,
     float32_rounding,
-    sd_mixing_ratio,
+    tail_mixing_ratio,
 )
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
@@ -218,18 +218,21 @@ TEMPER_BELOW = 0.6
 #: zero-inflated Poisson measured 0.13 at λ = 3, twice its prediction, its tails helping). At d = 104 (the Poisson
 #: intercepts with their rows' misfit path off, acceptance 0.51) the prediction is 3·10⁻¹⁴ and no warm-up is spent.
 TEMPER_OPTIMISM = 4.0
-#: Where the kept draws' sd mixed far slower than their means (:func:`~tallmcmc.tall_diagnosis.sd_mixing_ratio`
-#: below :data:`~tallmcmc.tall_diagnosis.SD_ESS_RATIO_LIMIT`, the diagnosis's check) and the move was not tempered,
+#: Where the kept draws' tails mixed far slower than their bulk (:func:`~tallmcmc.tall_diagnosis.tail_mixing_ratio`
+#: below :data:`~tallmcmc.tall_diagnosis.TAIL_ESS_RATIO_LIMIT`, the diagnosis's check) and the move was not tempered,
 #: warm-up and kept draws run again with the momentum tempered to this λ, where it is predicted able to pay (as for
-#: :data:`TEMPERED_MOMENTUM`) and kept unless it costs more per effective draw than an adapted random walk: chains that
-#: visit tails heavier than the Laplace approximation rarely and stick there when they do, which the plain warm-up's
-#: acceptance cannot see. Measured on the N = 1,000 normal mixture (seeds 1–8, against NUTS): the plain move's sd
-#: ratio read 0.17–0.50, its bulk ESS 83–1,821, r̂ to 1.038 and sds up to 19% wide at the seeds whose chains stuck;
-#: λ = 2 gave bulk ESS 1,883–2,518, r̂ ≤ 1.004 and every sd within 4% (``docs/sample_tall.md``, "Drawn again,
-#: tempered").
+#: :data:`TEMPERED_MOMENTUM`): chains that visit tails heavier than the Laplace approximation rarely and stick there
+#: when they do, which the plain warm-up's acceptance cannot see. The tempered warm-up is kept, and the draws made
+#: again, only where its ESS per draw predicted from its measured acceptance, a/(2 − a), is above the plain draws'
+#: tail ESS per draw, and its cost per effective draw is not above an adapted random walk's. Measured on the N = 1,000
+#: normal mixture (against NUTS): the plain move's tail ratio read 0.14–0.46 on seeds 1–24 (tail ESS 0.002–0.16 per
+#: draw), r̂ to 1.038 and sds up to 9% narrow or 19% wide; λ = 2 (acceptance 0.41–0.51, a prediction of 0.26–0.34
+#: per draw) gave bulk ESS 1,883–2,518, r̂ ≤ 1.004 and every sd within 4% (``docs/sample_tall.md``, "Drawn again,
+#: tempered"). On a near-Gaussian regression at d = 9 the tempered move accepts 0.28–0.30 (0.16–0.17 per draw
+#: predicted, the plain draws' tail ESS 0.40–0.61 per draw): it would cut the ESS four- to fivefold.
 STICKY_TEMPERED_MOMENTUM = 2.0
-#: ... and only for runs of at least this many kept draws a chain, where the check was measured (its ratio 0.73–0.97
-#: on the regression examples at 4 × 500 and 4 × 2,000 draws): on a short run the ESS of the sd is noise, and a run of
+#: ... and only for runs of at least this many kept draws a chain, where the check was measured (its ratio 0.57–0.95
+#: on near-Gaussian regressions at 4 × 500 and 4 × 2,000 draws): on a short run the tail ESS is noise, and a run of
 #: 2 × 60 draws, continued or not, would draw again by chance.
 STICKY_MIN_DRAWS = 500
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
@@ -600,7 +603,7 @@ def sample_tall(
     switch = None
     early = outlying = None  # the looks for outlying rows, before and after warm-up (their passes counted below)
     tempered = None  # the warm-up again with the momentum tempered, where the plain move accepted too little
-    drawn_again = None  # the plain kept draws' sd-mixing ratio, where they were drawn again tempered
+    tail_note = None  # what the tail-mixing problem adds, where the kept draws' tails sent the path to temper
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
@@ -795,19 +798,26 @@ def sample_tall(
                 )
                 if sticky_may_apply and switch is None and run.watch_kept and run.num_samples >= STICKY_MIN_DRAWS:
                     diagnostics_import.wait()
-                    ratio = sd_mixing_ratio(result)
-                    if ratio < SD_ESS_RATIO_LIMIT:
+                    ratio, per_draw = tail_mixing_ratio(result)
+                    if ratio < TAIL_ESS_RATIO_LIMIT:
                         clock.lap("kept draws")
-                        tempered = sticky_again(
-                            why=f"the kept draws' sd mixed far slower than their means (the ESS of the sd {ratio:.2f} "
-                            f"of the bulk ESS, below {SD_ESS_RATIO_LIMIT:g}: chains that stick in tails heavier than "
-                            "the Laplace approximation)",
+                        tempered = _drawn_again_only_if_faster(
+                            sticky_again(
+                                why=f"the kept draws' tails mixed far slower than their bulk (tail ESS {ratio:.2f} of "
+                                f"the bulk ESS, below {TAIL_ESS_RATIO_LIMIT:g}: chains that stick in tails heavier "
+                                "than the Laplace approximation)",
+                            ),
+                            per_draw,
                         )
                         clock.lap("warm-up")
                         if tempered.kept is None:
                             reason += f"; {tempered.summary}"
+                            tail_note = f"A warm-up with {tempered.summary.removeprefix('the ')}"
                         else:
-                            drawn_again = ratio
+                            tail_note = (
+                                "These draws were already made again with the proxy-HMC momentum tempered (λ = "
+                                f"{tempered.temperature:g}) after the plain move's draws read {ratio:.2f}"
+                            )
                             first = int(np.sum(to_host(result.info["data_used"])))
                             tempered = tempered._replace(
                                 setup_data_used={
@@ -847,10 +857,8 @@ def sample_tall(
         ),
         seconds=clock.seconds,  # the checks below are added to it as they end
     )
-    if drawn_again is not None:  # the check may still read low on tempered draws that are right: say what was done
-        result.diagnosis.problems[:] = [
-            _after_drawing_again(problem, drawn_again) for problem in result.diagnosis.problems
-        ]
+    if tail_note is not None:  # the check may still read low after tempering was tried: say what was done
+        result.diagnosis.problems[:] = [_with_tail_note(problem, tail_note) for problem in result.diagnosis.problems]
     rounding = float32_rounding(model, result, covariance) if result.diagnosis.problems else None
     if rounding is not None:  # its four passes ran, whatever they found
         count_pass(result, "float32 rounding check (diagnosis)", 4 * model.num_data, resume)
@@ -874,17 +882,32 @@ def sample_tall(
     return result
 
 
-def _after_drawing_again(problem: str, plain_ratio: float) -> str:
-    """The diagnosis's sd-mixing ``problem`` on draws made again with the momentum tempered, with that said (other
-    problems as they are): on the N = 1,000 normal mixture such draws matched NUTS while the check, set on the plain
-    move, still read 0.30 and 0.47 on two seeds of seven."""
-    if "sd mixed far slower than its mean" not in problem:
+def _with_tail_note(problem: str, note: str) -> str:
+    """The diagnosis's tail-mixing ``problem`` with ``note`` (what tempering did after the plain draws' tails read
+    low) said; other problems as they are."""
+    if "tails mixed far slower than its bulk" not in problem:
         return problem
-    return (
-        f"{problem}. These draws were already made again with the proxy-HMC momentum tempered (λ = "
-        f"{STICKY_TEMPERED_MOMENTUM:g}) after the plain move's draws read {plain_ratio:.2f}; the check was set on the "
-        "plain move, and on the N = 1,000 normal mixture tempered draws that matched NUTS still read 0.30 and 0.47 "
-        "(docs/sample_tall.md, 'Drawn again, tempered')"
+    return f"{problem}. {note} (docs/sample_tall.md, 'Drawn again, tempered')"
+
+
+def _drawn_again_only_if_faster(tempered: _Tempered, plain_per_draw: float) -> _Tempered:
+    """``tempered``, a warm-up again at :data:`STICKY_TEMPERED_MOMENTUM` after the kept draws' tails mixed slowly,
+    kept only where the ESS per draw its measured Metropolis acceptance predicts, a/(2 − a) (optimistic: its tail ESS
+    per draw came out about half of it on the mixture), is above the plain draws' smallest tail ESS per draw
+    (``plain_per_draw``): otherwise tempering cannot mix the tails faster than the plain move already did — a tail
+    ratio read low on a posterior near its Laplace approximation (the tempered move then accepts less and mixes
+    slower) — and the plain draws are returned, the tempered warm-up counted as not kept."""
+    if tempered.kept is None:
+        return tempered
+    choice = tempered.kept[3]
+    acceptance = choice.minibatch_acceptance if choice.minibatch else choice.metropolis_acceptance
+    predicted = ess_per_draw(acceptance)
+    if predicted > plain_per_draw:
+        return tempered
+    return tempered.not_kept()._replace(
+        summary=f"the momentum tempered (λ = {tempered.temperature:g}) was not kept: it accepted "
+        f"{100 * acceptance:.3g}% on warm-up, ≈ {predicted:.2f} ESS per draw at best, no faster than the plain draws' "
+        f"tails mixed ({plain_per_draw:.2f} of a tail ESS per draw)"
     )
 
 
@@ -1374,8 +1397,8 @@ def _with_tempered_momentum(
     temperature: float | None = None,
     why: str | None = None,
 ) -> _Tempered:
-    """The kept warm-up's Metropolis acceptance was below :data:`TEMPER_BELOW` (or, ``why``, the kept draws' sd mixed
-    far slower than their means: :data:`STICKY_TEMPERED_MOMENTUM`): warm up again, from the same starts, with the
+    """The kept warm-up's Metropolis acceptance was below :data:`TEMPER_BELOW` (or, ``why``, the kept draws' tails mixed
+    far slower than their bulk: :data:`STICKY_TEMPERED_MOMENTUM`): warm up again, from the same starts, with the
     proxy-HMC move's momentum tempered to ``temperature`` (``None``: :data:`TEMPERED_MOMENTUM`), and keep that
     warm-up — a plain move's cost per effective draw, measured on chains that rarely reach the tails, is not one to
     compare against — unless its measured cost per effective draw is above ``walk_cost``, an adapted random walk's at
