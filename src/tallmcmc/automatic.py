@@ -175,11 +175,12 @@ from tallmcmc.tall_continuation import (
 from tallmcmc.tall_diagnosis import (
     FAR_FROM_LAPLACE,
     ROUNDING_NOISE_LIMIT,
+    TAIL_ESS_PER_DRAW_LIMIT,
     TAIL_ESS_RATIO_LIMIT,
     TallDiagnosis,
     diagnose,
     float32_rounding,
-    tail_mixing_ratio,
+    sticky_tails,
 )
 
 __all__ = ["TallDiagnosis", "TestChoice", "choose_test", "residual_point_cost", "sample_tall"]
@@ -218,8 +219,8 @@ TEMPER_BELOW = 0.6
 #: zero-inflated Poisson measured 0.13 at λ = 3, twice its prediction, its tails helping). At d = 104 (the Poisson
 #: intercepts with their rows' misfit path off, acceptance 0.51) the prediction is 3·10⁻¹⁴ and no warm-up is spent.
 TEMPER_OPTIMISM = 4.0
-#: Where the kept draws' tails mixed far slower than their bulk (:func:`~tallmcmc.tall_diagnosis.tail_mixing_ratio`
-#: below :data:`~tallmcmc.tall_diagnosis.TAIL_ESS_RATIO_LIMIT`, the diagnosis's check) and the move was not tempered,
+#: Where the kept draws' tails mixed far slower than their bulk (:func:`~tallmcmc.tall_diagnosis.sticky_tails`, the
+#: diagnosis's check) and the move was not tempered,
 #: warm-up and kept draws run again with the momentum tempered to this λ, where it is predicted able to pay (as for
 #: :data:`TEMPERED_MOMENTUM`): chains that visit tails heavier than the Laplace approximation rarely and stick there
 #: when they do, which the plain warm-up's acceptance cannot see. The tempered warm-up is kept, and the draws made
@@ -798,14 +799,15 @@ def sample_tall(
                 )
                 if sticky_may_apply and switch is None and run.watch_kept and run.num_samples >= STICKY_MIN_DRAWS:
                     diagnostics_import.wait()
-                    ratio, per_draw = tail_mixing_ratio(result)
-                    if ratio < TAIL_ESS_RATIO_LIMIT:
+                    sticky = sticky_tails(result, TAIL_ESS_RATIO_LIMIT, TAIL_ESS_PER_DRAW_LIMIT)
+                    if sticky is not None:
+                        ratio, per_draw = sticky
                         clock.lap("kept draws")
                         tempered = _drawn_again_only_if_faster(
                             sticky_again(
                                 why=f"the kept draws' tails mixed far slower than their bulk (tail ESS {ratio:.2f} of "
-                                f"the bulk ESS, below {TAIL_ESS_RATIO_LIMIT:g}: chains that stick in tails heavier "
-                                "than the Laplace approximation)",
+                                f"the bulk ESS, {per_draw:.2f} per draw: chains that stick in tails heavier than the "
+                                "Laplace approximation)",
                             ),
                             per_draw,
                         )
