@@ -155,12 +155,14 @@ def test_sample_warns_when_most_error_bounds_are_vacuous():
         tallmcmc.sample(light, tallmcmc.random_walk(0.3), tallmcmc.minibatch_barker(50), **options)
 
 
+@pytest.mark.slow
 def test_pilot_sized_by_the_pool_restores_the_barker_probability(heavy):
     """``pilot=True`` on heavy tails: the pilot grows to what the guard asks of the chain's earlier steps.
 
     A pilot of ``batch_size`` points that missed the heavy ones would choose a minibatch too small for σ²
     (docs/minibatch_error.md, "Skewed log ratios"); sized from the pool, its decisions must pass where
-    the guarded test's do.
+    the guarded test's do. Slow (18 s): ``pilot=True`` is on no default path, and the default suite checks it on
+    the skewed mixture (test_minibatch_barker_skew.py) and on the heavy Student-t (below).
     """
     model, pairs = heavy
     z, used = mismatch(model, tallmcmc.minibatch_barker(100, pilot=True), pairs)
