@@ -66,10 +66,10 @@ FAR_FROM_LAPLACE = (
 #: fraction of its bulk ESS: the chains reach the tails rarely and stay there long when they do. Measured with the
 #: plain proxy-HMC move (``docs/sample_tall.md``, "When the tails mix slower than the bulk"): 0.14-0.46 on 24 seeds of
 #: the N = 1,000 normal mixture, whose sds then come out up to 9% narrow or 19% wide; 0.57-0.95 on near-Gaussian
-#: regressions (N = 2,000, d = 1, 3 and 9, 48 runs at 4 x 500 and 4 x 2,000 draws); 0.58-0.90 on the mixture drawn
-#: with the momentum tempered, whose draws match NUTS. Until 2026-12-01 the check read the sd's ESS instead
-#: (:func:`sd_mixing_ratio`, still reported): 0.17-0.67 on the same mixture runs (it missed five of 24 whose sds were
-#: 6-7% narrow, z to -5.7) and 0.41-0.91 on the regressions (a false alarm on two runs of 48).
+#: linear regressions (N = 2,000, d = 1, 3 and 9, 48 runs at 4 x 500 and 4 x 2,000 draws); 0.58-0.90 on the mixture
+#: drawn with the momentum tempered (seeds 1-12), whose draws match NUTS. Until 2026-12-01 the check read the sd's
+#: ESS instead (:func:`sd_mixing_ratio`, still reported): 0.17-0.67 on the same mixture runs (it missed five of 24
+#: whose sds were 6-7% narrow, z to -5.7) and 0.41-0.91 on the regressions (a false alarm on two runs of 48).
 TAIL_ESS_RATIO_LIMIT = 0.5
 #: ... and where that coordinate's tail ESS per kept draw is also below this: its tails mix slower than the default
 #: move's do on posteriors it fits, not merely slower than an unusually efficient bulk. The tail ratio alone is noisy
@@ -77,8 +77,8 @@ TAIL_ESS_RATIO_LIMIT = 0.5
 #: below ½ on 2 of 12 runs at 4 x 500 draws and 3 of 12 at 4 x 100, on the linear regression (d = 9) on 3 of 12 at
 #: 4 x 100; those runs' tail ESS per draw was 0.17-0.43 (one, at 4 x 100, below this limit), the mixture's
 #: 0.002-0.18 (24 runs at 4 x 2,000 and 12 at 4 x 500), a near-Gaussian posterior's at least 0.37 at 4 x 500 or more
-#: (``docs/sample_tall.md``, "When the tails mix slower than the bulk"). A chain whose bulk mixes slowly too (a random walk, the minibatch Barker test's ⅓ cap) passes the
-#: second condition at once, and is judged by the ratio.
+#: (``docs/sample_tall.md``, "When the tails mix slower than the bulk"). A chain whose bulk mixes slowly too (a
+#: random walk, the minibatch Barker test's ⅓ cap) passes the second condition at once, and is judged by the ratio.
 TAIL_ESS_PER_DRAW_LIMIT = 0.25
 #: Where a float32 run's diagnosis finds a problem, the float32 rounding of Δ for a proposal-sized move from a chain's
 #: last position is measured against float64 (:func:`float32_rounding`); above this root sum of squares it is named as
