@@ -3,12 +3,15 @@
 NumPyro NUTS (an independent sampler: not tallmcmc's code) in float64 on the exact posterior of
 ``tallmcmc.examples.normal_mixture`` (its sampling scale, the same log density the tests sample; 10 chains x 10,000
 draws after 2,000 warm-up steps each) and of ``tallmcmc.examples.zero_inflated_poisson`` (the NumPyro model itself
-on N = 20,000 rows; 4 chains x 10,000 draws after 2,000, ``target_accept_prob=0.95`` for the gate's long tail). Writes, per coordinate, the mean, the standard deviation,
+on N = 20,000 rows; 4 chains x 10,000 draws after 2,000, ``target_accept_prob=0.95`` for the gate's long tail) and
+of the separated logistic regression (``logistic_regression.simulate_separated()``, prior N(0, 5²); the same NUTS
+settings as the zero-inflated Poisson's). Writes, per coordinate, the mean, the standard deviation,
 their Monte Carlo standard errors, the bulk ESS and r-hat to ``tests/data/reference_posteriors.json``, with the
 settings and package versions.
 
     python scripts/reference_posteriors.py                          # both; minutes on 2 CPU cores
     python scripts/reference_posteriors.py zero_inflated_poisson    # one, the others kept as they are
+    python scripts/reference_posteriors.py separated_logistic
 
 The tests read the JSON; they never run this.
 """
@@ -28,7 +31,7 @@ import numpyro  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
 
 import tallmcmc  # noqa: E402
-from tallmcmc.examples import normal_mixture, zero_inflated_poisson  # noqa: E402
+from tallmcmc.examples import logistic_regression, normal_mixture, zero_inflated_poisson  # noqa: E402
 from tallmcmc.interop import arviz as arviz_bridge  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "reference_posteriors.json"
@@ -110,7 +113,50 @@ def zero_inflation_reference() -> dict:
     }
 
 
-REFERENCES = {"normal_mixture": mixture_reference, "zero_inflated_poisson": zero_inflation_reference}
+#: The separated logistic regression's prior variance (N(0, 5²) on every coefficient).
+SEPARATED_PRIOR_VARIANCE = 25.0
+
+
+def separation_reference() -> dict:
+    covariates, response = logistic_regression.simulate_separated()
+    x, y = jax.numpy.asarray(covariates, jax.numpy.float64), jax.numpy.asarray(response, jax.numpy.float64)
+
+    def potential(beta):
+        logits = x @ beta
+        return 0.5 * jax.numpy.sum(beta**2) / SEPARATED_PRIOR_VARIANCE - jax.numpy.sum(
+            jax.nn.log_sigmoid(jax.numpy.where(y > 0, logits, -logits))
+        )
+
+    kernel = NUTS(potential_fn=potential, target_accept_prob=0.95)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=ZIP_WARMUP,
+        num_samples=ZIP_DRAWS,
+        num_chains=ZIP_CHAINS,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(SEED), init_params=jax.numpy.zeros((ZIP_CHAINS, 4)))
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True))  # (chain, draw, 4)
+    coordinates = [f"beta[{k}]" for k in range(4)]
+    divergences = int(np.sum(mcmc.get_extra_fields()["diverging"]))
+    return {
+        "model": "tallmcmc.examples.logistic_regression.model(*logistic_regression.simulate_separated(), "
+        f"prior_variance={SEPARATED_PRIOR_VARIANCE})",
+        "coordinates": coordinates,
+        "sampler": f"NumPyro {numpyro.__version__} NUTS, target_accept_prob 0.95, float64, {ZIP_CHAINS} chains x "
+        f"{ZIP_DRAWS} draws after {ZIP_WARMUP} warm-up, seed {SEED}, {divergences} divergences",
+        "tallmcmc": tallmcmc.__version__,
+        "jax": jax.__version__,
+        "moments": {name: _moments(draws[..., k]) for k, name in enumerate(coordinates)},
+    }
+
+
+REFERENCES = {
+    "normal_mixture": mixture_reference,
+    "zero_inflated_poisson": zero_inflation_reference,
+    "separated_logistic": separation_reference,
+}
 
 
 def main() -> int:

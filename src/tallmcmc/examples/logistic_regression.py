@@ -39,6 +39,7 @@ __all__ = [
     "sample_tall",
     "simulate",
     "simulate_rare_levels",
+    "simulate_separated",
     "tuna_bound",
 ]
 
@@ -160,6 +161,30 @@ def simulate_rare_levels(
     logits = covariates @ np.r_[-0.5, 0.5, -0.3, np.linspace(effects[0], effects[1], levels)]
     response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
     return covariates, response, rare
+
+
+def simulate_separated(
+    num_data: int = 20_000, separated_rows: int = 30, seed: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic data with quasi-complete separation: columns an intercept, two N(0, 1) covariates and an indicator
+    that is 1 on the first ``separated_rows`` rows, whose responses are all 1; the other responses from coefficients
+    (−0.5, 0.8, −0.4). The indicator's coefficient then has no finite maximum-likelihood estimate, and under a
+    N(0, s²) prior (``model(..., prior_variance=25.0)``: the posterior of ``docs/sample_tall.md``'s "Drawn again,
+    tempered") a right tail bounded only by the prior, which the Laplace approximation at the mode misses.
+
+    Returns
+    -------
+    (covariates, response)
+        float32 (N, 4) and (N,).
+    """
+    rng = np.random.default_rng(seed)
+    covariates = np.column_stack([np.ones(num_data), rng.standard_normal((num_data, 2)), np.zeros(num_data)])
+    covariates = covariates.astype(np.float32)
+    covariates[:separated_rows, 3] = 1.0
+    logits = covariates @ np.array([-0.5, 0.8, -0.4, 0.0])
+    response = (rng.random(num_data) < 1 / (1 + np.exp(-logits))).astype(np.float32)
+    response[:separated_rows] = 1.0
+    return covariates, response
 
 
 def laplace_reference(
