@@ -83,10 +83,10 @@ def _moments(x: np.ndarray) -> dict:
     }
 
 
-def zero_inflation_reference() -> dict:
-    X, Z, y = zero_inflated_poisson.simulate(ZIP_ROWS)
-    kernel = NUTS(zero_inflated_poisson.numpyro_model, target_accept_prob=0.95)
-    mcmc = MCMC(
+def _long_chains(kernel) -> MCMC:
+    """``kernel`` in ZIP_CHAINS sequential chains of ZIP_DRAWS draws after ZIP_WARMUP: fewer, longer chains, for the
+    references whose gradient reads every one of their rows."""
+    return MCMC(
         kernel,
         num_warmup=ZIP_WARMUP,
         num_samples=ZIP_DRAWS,
@@ -94,6 +94,12 @@ def zero_inflation_reference() -> dict:
         chain_method="sequential",
         progress_bar=False,
     )
+
+
+def zero_inflation_reference() -> dict:
+    X, Z, y = zero_inflated_poisson.simulate(ZIP_ROWS)
+    kernel = NUTS(zero_inflated_poisson.numpyro_model, target_accept_prob=0.95)
+    mcmc = _long_chains(kernel)
     mcmc.run(jax.random.key(SEED), np.asarray(X, np.float64), np.asarray(Z, np.float64), y=y)
     samples = {name: np.asarray(value) for name, value in mcmc.get_samples(group_by_chain=True).items()}
     rows = {}
@@ -128,14 +134,7 @@ def separation_reference() -> dict:
         )
 
     kernel = NUTS(potential_fn=potential, target_accept_prob=0.95)
-    mcmc = MCMC(
-        kernel,
-        num_warmup=ZIP_WARMUP,
-        num_samples=ZIP_DRAWS,
-        num_chains=ZIP_CHAINS,
-        chain_method="sequential",
-        progress_bar=False,
-    )
+    mcmc = _long_chains(kernel)
     mcmc.run(jax.random.key(SEED), init_params=jax.numpy.zeros((ZIP_CHAINS, 4)))
     draws = np.asarray(mcmc.get_samples(group_by_chain=True))  # (chain, draw, 4)
     coordinates = [f"beta[{k}]" for k in range(4)]

@@ -38,7 +38,6 @@ __all__ = [
     "run_longer",
     "sd_mixing_ratio",
     "sticky_tails",
-    "tail_mixing_ratio",
 ]
 
 #: A warm-up has settled when, over its second half, every chain's proxy acceptance is within this of the target.
@@ -357,12 +356,6 @@ def sd_mixing_ratio(result) -> float:
     """The smallest ESS of a coordinate's sd over its bulk ESS in ``result``'s kept draws (NaN where none moves): the
     diagnosis's ``ess_sd_ratio_min``, reported."""
     return _smallest(_ess_ratios(*_flat_draws(result))[1])
-
-
-def tail_mixing_ratio(result) -> float:
-    """The smallest tail ESS of a coordinate over its bulk ESS in ``result``'s kept draws (NaN where none moves): the
-    diagnosis's ``ess_tail_ratio_min``."""
-    return _smallest(_ess_ratios(*_flat_draws(result))[2])
 
 
 def _sticky(
