@@ -80,7 +80,9 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    plain move visits rarely) and the move was not tempered, warm-up and kept
    draws run again with the momentum tempered to
    :data:`STICKY_TEMPERED_MOMENTUM`, where that can pay and is predicted to
-   mix the tails faster (``docs/sample_tall.md``, "Drawn again, tempered").
+   mix the tails faster, and once more at :data:`STICKY_TEMPERED_AGAIN` where
+   those draws' tails still mix slowly (``docs/sample_tall.md``, "Drawn
+   again, tempered").
 7. **A diagnosis** (:class:`TallDiagnosis`, ``result.diagnosis``): every setup
    pass by source, the probe's measurements and the decision with its reason,
    the data per step, the error bounds, r̂ and ESS, and whether warm-up
@@ -229,7 +231,7 @@ TEMPER_OPTIMISM = 4.0
 #: normal mixture (against NUTS): the plain move's tail ratio read 0.14–0.46 on seeds 1–24 (tail ESS 0.002–0.16 per
 #: draw), r̂ to 1.038 and sds up to 9% narrow or 19% wide; λ = 2 (acceptance 0.41–0.51, a prediction of 0.26–0.34
 #: per draw) gave bulk ESS 1,564–2,758, r̂ ≤ 1.005 and max |z| 2.9 of the sds, but for seed 17, whose tempered
-#: chains stuck too (ESS 432, r̂ 1.012, warned) (``docs/sample_tall.md``, "Drawn again, tempered"). On a
+#: chains stuck too (ESS 432, r̂ 1.012, warned; drawn again at :data:`STICKY_TEMPERED_AGAIN` since) (``docs/sample_tall.md``, "Drawn again, tempered"). On a
 #: near-Gaussian regression at d = 9 the tempered move accepts 0.28–0.30 (0.16–0.17 per draw predicted, the plain
 #: draws' tail ESS 0.40–0.61 per draw): it would cut the ESS four- to fivefold.
 STICKY_TEMPERED_MOMENTUM = 2.0
@@ -237,6 +239,16 @@ STICKY_TEMPERED_MOMENTUM = 2.0
 #: on near-Gaussian regressions at 4 × 500 and 4 × 2,000 draws): on a short run the tail ESS is noise, and a run of
 #: 2 × 60 draws, continued or not, would draw again by chance.
 STICKY_MIN_DRAWS = 500
+#: Where the draws made again at :data:`STICKY_TEMPERED_MOMENTUM` still read sticky tails (the same check), warm-up
+#: and kept draws run once more at this λ, under the same gates (able to pay against a random walk; the ESS per draw
+#: its warm-up's acceptance predicts above the λ = 2 draws' tail ESS per draw). λ = 3 everywhere would halve the
+#: mixture's ESS (1,052-1,821 against 1,889-2,518 at λ = 2, seeds 1-12); as a second rung it runs only where λ = 2
+#: fell short. Measured (``docs/sample_tall.md``, "A second rung"): on the mixture's seeds 1-24 it fired on seeds 14,
+#: 17 and 22, the three the λ = 2 draws warned about (seed 17's stuck: ESS 432, r̂ 1.012, sds to 18% wide), and gave
+#: bulk ESS 994-1,220, r̂ ≤ 1.008, sds 0.985-1.054 of the reference and no warning; on the separated logistic
+#: regression (seeds 1-11) it fired on the 9 runs whose λ = 2 draws warned, and one still warns (9 before). Set it to
+#: :data:`STICKY_TEMPERED_MOMENTUM` to stop at one rung.
+STICKY_TEMPERED_AGAIN = 3.0
 #: The step is drawn from ε·U(1 − j, 1 + j): integration times in [0.4π, 0.6π], far from half a period (π).
 STEP_SIZE_JITTER = 0.2
 #: An adapted random walk's ESS per draw is at best about this over d (Gelman, Roberts & Gilks 1996: 0.3/d at the
@@ -755,26 +767,30 @@ def sample_tall(
                         f"; {choice.describe_tuna()}" if violated is None else f"; TunaMH's bound failed: {violated}"
                     )
             reason += _looks_said(early, outlying, tempered)
-            sticky_may_apply = (
-                tempered is None
-                and bound is None
-                and STICKY_TEMPERED_MOMENTUM != MOMENTUM_TEMPERATURE
-                and _tempering_may_pay(choice, dimension, walk_cost, STICKY_TEMPERED_MOMENTUM)
+            # the λs the kept draws are made again at, in turn, while their tails read sticky
+            sticky_rungs = (
+                () if tempered is not None or bound is not None else _sticky_rungs(choice, dimension, walk_cost)
             )
-            # the warm-up again at λ = STICKY_TEMPERED_MOMENTUM from the plain one and its choice, and why
-            sticky_again = functools.partial(tempered_warmup, warmed, choice, temperature=STICKY_TEMPERED_MOMENTUM)
-            if resume is not None and sticky_may_apply and not warmup_redone(model, warmed, resume):
-                # the saved run may have drawn again with the momentum tempered, its sd having mixed too slowly:
-                # its warm-up draws say so (the kept draws that decided it are not redone)
-                again = sticky_again(why="the saved run's warm-up draws are not the plain warm-up's redone")
-                if again.kept is not None and warmup_redone(model, again.kept[0], resume):
-                    tempered = again
-                    warmed, proposal, warmup_test, choice, minibatch, measured = again.kept
-                    decision, reason = _decided(choice, measured)
-                    reason += _looks_said(early, outlying, tempered)
-                    tuned = _tuned(proposal, warmed)
-                else:  # not the saved run's either (or it did not pay): the plain one stays, this one is counted
-                    tempered = again.not_kept()
+            # a warm-up again at a rung's λ from the plain one and its choice, and why
+            sticky_again = functools.partial(tempered_warmup, warmed, choice)
+            if resume is not None and sticky_rungs and not warmup_redone(model, warmed, resume):
+                # the saved run may have drawn again with the momentum tempered, its tails having mixed too slowly:
+                # its warm-up draws say which rung (the kept draws that decided it are not redone)
+                thrown: dict[str, int] = {}
+                for temperature in sticky_rungs:
+                    again = sticky_again(
+                        temperature=temperature, why="the saved run's warm-up draws are not the plain warm-up's redone"
+                    )
+                    if again.kept is not None and warmup_redone(model, again.kept[0], resume):
+                        tempered = again._replace(setup_data_used={**thrown, **again.setup_data_used})
+                        warmed, proposal, warmup_test, choice, minibatch, measured = again.kept
+                        decision, reason = _decided(choice, measured)
+                        reason += _looks_said(early, outlying, tempered)
+                        tuned = _tuned(proposal, warmed)
+                        break
+                    thrown.update(again.not_kept().setup_data_used)
+                else:  # none is the saved run's (or did not pay): the plain one stays, these are counted
+                    tempered = again.not_kept()._replace(setup_data_used=thrown)
             if resume is not None:
                 result, kept_proposal, kept_test, decision, differs = resumed_kept(
                     model,
@@ -798,45 +814,59 @@ def sample_tall(
                 result, kept_proposal, kept_test, switch = _kept_run(
                     model, decision, warmed, proposal, tuned, warmup_test, minibatch, pilot, tuna_test, watch, run
                 )
-                if sticky_may_apply and switch is None and run.watch_kept and run.num_samples >= STICKY_MIN_DRAWS:
+                if sticky_rungs and switch is None and run.watch_kept and run.num_samples >= STICKY_MIN_DRAWS:
                     diagnostics_import.wait()
-                    sticky = sticky_tails(result, TAIL_ESS_RATIO_LIMIT, TAIL_ESS_PER_DRAW_LIMIT)
-                    if sticky is not None:
+                    read = []  # what each set of draws made read: "the plain draws read 0.21", ...
+                    for temperature in sticky_rungs:
+                        sticky = sticky_tails(result, TAIL_ESS_RATIO_LIMIT, TAIL_ESS_PER_DRAW_LIMIT)
+                        if sticky is None:
+                            break
                         ratio, per_draw = sticky
+                        made = "the plain draws" if tempered is None else f"the draws at λ = {tempered.temperature:g}"
+                        read.append(f"{made} read {ratio:.2f}")
                         clock.lap("kept draws")
-                        tempered = _drawn_again_only_if_faster(
+                        again = _drawn_again_only_if_faster(
                             sticky_again(
-                                why=f"the kept draws' tails mixed far slower than their bulk (tail ESS {ratio:.2f} of "
-                                f"the bulk ESS, {per_draw:.2f} per draw: chains that stick in tails heavier than the "
-                                "Laplace approximation)",
+                                temperature=temperature,
+                                why=f"the kept draws' tails mixed far slower than their bulk ({made}: tail ESS "
+                                f"{ratio:.2f} of the bulk ESS, {per_draw:.2f} per draw: chains that stick in tails "
+                                "heavier than the Laplace approximation)",
                             ),
                             per_draw,
                         )
                         clock.lap("warm-up")
-                        if tempered.kept is None:
-                            reason += f"; {tempered.summary}"
-                            tail_note = f"A warm-up with {tempered.summary.removeprefix('the ')}"
-                        else:
-                            tail_note = (
-                                "These draws were already made again with the proxy-HMC momentum tempered (λ = "
-                                f"{tempered.temperature:g}) after the plain move's draws read {ratio:.2f}"
-                            )
-                            first = int(np.sum(to_host(result.info["data_used"])))
-                            tempered = tempered._replace(
-                                setup_data_used={
-                                    **tempered.setup_data_used,
-                                    "draws with the plain momentum (not kept)": first,
-                                }
-                            )
-                            warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
-                            decision, reason = _decided(choice, measured)
-                            reason += _looks_said(early, outlying, tempered)
-                            tuned = _tuned(proposal, warmed)
-                            say(f"sample_tall: drawing again: {decision} — {reason}", flush=True)
-                            watch = _Watch(control_variate, residual_cost, choice.proposal_points)
-                            result, kept_proposal, kept_test, switch = _kept_run(
-                                model, decision, warmed, proposal, tuned, warmup_test, minibatch, None, None, watch, run
-                            )
+                        if again.kept is None:  # the draws made stay
+                            reason += f"; {again.summary}"
+                            if tempered is None:
+                                tempered = again
+                            else:
+                                tempered = tempered._replace(
+                                    setup_data_used={**tempered.setup_data_used, **again.setup_data_used}
+                                )
+                            read.append(f"a warm-up with {again.summary.removeprefix('the ')}")
+                            break
+                        # the draws made, and the warm-up before them, are replaced: counted as not kept
+                        first = int(np.sum(to_host(result.info["data_used"])))
+                        replaced = {"draws with the plain momentum (not kept)": first}
+                        if tempered is not None:
+                            replaced = {
+                                **tempered.setup_data_used,
+                                **tempered.thrown(),
+                                f"draws with the momentum tempered at λ = {tempered.temperature:g} (not kept)": first,
+                            }
+                        tempered = again._replace(setup_data_used={**again.setup_data_used, **replaced})
+                        warmed, proposal, warmup_test, choice, minibatch, measured = tempered.kept
+                        decision, reason = _decided(choice, measured)
+                        reason += _looks_said(early, outlying, tempered)
+                        tuned = _tuned(proposal, warmed)
+                        say(f"sample_tall: drawing again: {decision} — {reason}", flush=True)
+                        watch = _Watch(control_variate, residual_cost, choice.proposal_points)
+                        result, kept_proposal, kept_test, switch = _kept_run(
+                            model, decision, warmed, proposal, tuned, warmup_test, minibatch, None, None, watch, run
+                        )
+                        if switch is not None:
+                            break
+                    tail_note = _tail_note(read, tempered)
             clock.lap("kept draws")
             if switch is not None:
                 decision, reason = "minibatch, then exact", f"{reason}; {switch.reason}"
@@ -893,6 +923,32 @@ def _with_tail_note(problem: str, note: str) -> str:
     return f"{problem}. {note} (docs/sample_tall.md, 'Drawn again, tempered')"
 
 
+def _sticky_rungs(choice: TestChoice, dimension: int, walk_cost: float) -> tuple[float, ...]:
+    """The λs at which the kept draws are made again, in turn, while their tails read sticky:
+    :data:`STICKY_TEMPERED_MOMENTUM`, then :data:`STICKY_TEMPERED_AGAIN`, each while it may pay against a random walk
+    (:func:`_tempering_may_pay`, from the plain warm-up's ``choice``); none where the first is the plain move's λ
+    (the draws again turned off)."""
+    rungs: list[float] = []
+    for temperature in dict.fromkeys((STICKY_TEMPERED_MOMENTUM, STICKY_TEMPERED_AGAIN)):
+        if temperature == MOMENTUM_TEMPERATURE or not _tempering_may_pay(choice, dimension, walk_cost, temperature):
+            break
+        rungs.append(temperature)
+    return tuple(rungs)
+
+
+def _tail_note(read: list[str], tempered: _Tempered | None) -> str | None:
+    """What the draws again did, for a tail-mixing problem still read on the draws returned: ``read`` says what each
+    set of draws read, and a warm-up not kept (``None`` where the check did not fire)."""
+    if not read:
+        return None
+    if tempered is None or tempered.kept is None:  # the plain draws stay
+        return read[-1][0].upper() + read[-1][1:]
+    return (
+        "These draws were already made again with the proxy-HMC momentum tempered (λ = "
+        f"{tempered.temperature:g}) after {', and '.join(read)}"
+    )
+
+
 def _drawn_again_only_if_faster(tempered: _Tempered, plain_per_draw: float) -> _Tempered:
     """``tempered``, a warm-up again at :data:`STICKY_TEMPERED_MOMENTUM` after the kept draws' tails mixed slowly,
     kept only where the ESS per draw its measured Metropolis acceptance predicts, a/(2 − a) (optimistic: its tail ESS
@@ -909,7 +965,7 @@ def _drawn_again_only_if_faster(tempered: _Tempered, plain_per_draw: float) -> _
         return tempered
     return tempered.not_kept()._replace(
         summary=f"the momentum tempered (λ = {tempered.temperature:g}) was not kept: it accepted "
-        f"{100 * acceptance:.3g}% on warm-up, ≈ {predicted:.2f} ESS per draw at best, no faster than the plain draws' "
+        f"{100 * acceptance:.3g}% on warm-up, ≈ {predicted:.2f} ESS per draw at best, no faster than the kept draws' "
         f"tails mixed ({plain_per_draw:.2f} of a tail ESS per draw)"
     )
 
@@ -1147,12 +1203,17 @@ class _Tempered(NamedTuple):
     problem: str = ""
 
     def not_kept(self) -> _Tempered:
-        """This warm-up counted as not kept (``"warm-up with the momentum tempered (not kept)"``), the plain one
-        staying; as it is where it was not kept already."""
+        """This warm-up counted as not kept (``"warm-up with the momentum tempered at λ = 3 (not kept)"``, its λ
+        named), the one before it staying; as it is where it was not kept already."""
         if self.kept is None:
             return self
-        points = _warmup_points(self.kept[0])
-        return self._replace(setup_data_used={"warm-up with the momentum tempered (not kept)": points}, kept=None)
+        return self._replace(setup_data_used=self.thrown(), kept=None)
+
+    def thrown(self) -> dict[str, int]:
+        """This kept warm-up's points, named as a warm-up not kept (it is being replaced, or was not kept)."""
+        return {
+            f"warm-up with the momentum tempered at λ = {self.temperature:g} (not kept)": _warmup_points(self.kept[0])
+        }
 
 
 def _outlying_rows_may_pay(choice: TestChoice, run: _RunShape) -> bool:

@@ -142,9 +142,11 @@ def balance_z(model, test, theta, proposed, delta):
     return gap / np.sqrt(variance / REPETITIONS)
 
 
+@pytest.mark.slow
 def test_the_penalty_test_shares_the_stop_and_its_bias_and_the_pilot_removes_it(mixture):
     """``minibatch_penalty`` stops as the Barker test does (``stopping_helpers``): the same selection breaks its
-    detailed balance at these pairs, and ``pilot=True`` restores it."""
+    detailed balance at these pairs, and ``pilot=True`` restores it. Slow (24 s): ``pilot=True`` is on no default
+    path, and the pilot's mechanism is tested fast on the Barker test above, on the same pairs."""
     model, pairs = mixture
     plain = [balance_z(model, tallmcmc.minibatch_penalty(50), t, p, d) for t, p, d, _ in pairs]
     piloted = [balance_z(model, tallmcmc.minibatch_penalty(50, pilot=True), t, p, d) for t, p, d, _ in pairs]
