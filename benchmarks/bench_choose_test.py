@@ -41,7 +41,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
-from tallmcmc import automatic, choice_of_test
+from tallmcmc import automatic, choice_of_test, tall_warmup
 from tallmcmc.control_variate import control_variate_at_mode
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
@@ -99,13 +99,13 @@ def measure(num_data: int, dimension: int, args) -> dict:
     covariance = np.asarray(tallmcmc.laplace_covariance(mode), np.float64)
     proposal = tallmcmc.proxy_hamiltonian(
         control_variate,
-        automatic.INTEGRATION_TIME / automatic.NUM_LEAPFROG_STEPS,
-        automatic.NUM_LEAPFROG_STEPS,
+        tall_warmup.INTEGRATION_TIME / tall_warmup.NUM_LEAPFROG_STEPS,
+        tall_warmup.NUM_LEAPFROG_STEPS,
         preconditioner=tallmcmc.laplace_covariance(mode),
-        step_size_jitter=automatic.STEP_SIZE_JITTER,
+        step_size_jitter=tall_warmup.STEP_SIZE_JITTER,
     )
     minibatch = tallmcmc.minibatch_barker(100, control_variate=control_variate)
-    starts = automatic._starts(mode.position, covariance, CHAINS, jax.random.key(0))
+    starts = tall_warmup.chain_starts(mode.position, covariance, CHAINS, jax.random.key(0))
     load_start = os.getloadavg()[0]
     warmed = tallmcmc.warmup(
         model,
@@ -118,7 +118,7 @@ def measure(num_data: int, dimension: int, args) -> dict:
         progress=False,
         check_starts=False,
     )
-    window = automatic._window(warmed)
+    window = tall_warmup.warmup_window(warmed)
     pool = warmed.states.cache
     pool = to_host(pool) if hasattr(pool, "fourth") else None
     by_points = automatic.choose_test(window, num_data, pool)
@@ -139,7 +139,7 @@ def measure(num_data: int, dimension: int, args) -> dict:
                 model,
                 tuned,
                 tallmcmc.exact_metropolis(),
-                initial_positions=automatic._positions(warmed),
+                initial_positions=tall_warmup.final_positions(warmed),
                 num_samples=args.exact_draws,
                 num_chains=CHAINS,
                 seed=0,

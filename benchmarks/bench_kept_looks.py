@@ -31,7 +31,7 @@ import numpyro.distributions as dist
 from _timing import cpu_probe_ms
 
 import tallmcmc
-import tallmcmc.automatic as automatic
+import tallmcmc.tall_kept_draws as tall_kept_draws
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
 
@@ -59,7 +59,7 @@ def flat(result) -> np.ndarray:
 
 
 def timed(model, looks, **options):
-    automatic.KEPT_CHECKS = looks
+    tall_kept_draws.KEPT_CHECKS = looks
     began = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
     parser.add_argument("--repeats", type=int, default=3, help="alternating pairs for the overhead at N = 10⁶")
     args = parser.parse_args()
-    looks = automatic.KEPT_CHECKS
+    looks = tall_kept_draws.KEPT_CHECKS
     print(f"# load {os.getloadavg()[0]:.2f}, CPU probe {cpu_probe_ms():.1f} ms")
     model = leverage_model(args.num_data)
     reference, seconds, _ = timed(model, (), seed=100, num_samples=6000, residual_cost=1e9)

@@ -65,10 +65,11 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
-from tallmcmc.automatic import INTEGRATION_TIME, NUM_LEAPFROG_STEPS, STEP_SIZE_JITTER, choose_test
+from tallmcmc.choice_of_test import choose_test
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
 from tallmcmc.sharding import to_host
+from tallmcmc.tall_warmup import INTEGRATION_TIME, NUM_LEAPFROG_STEPS, STEP_SIZE_JITTER
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import CompileClock  # noqa: E402

@@ -54,8 +54,8 @@ import numpy as np
 import scipy.linalg
 
 import tallmcmc
-from tallmcmc.automatic import INTEGRATION_TIME, NUM_LEAPFROG_STEPS, STEP_SIZE_JITTER
 from tallmcmc.examples import logistic_regression
+from tallmcmc.tall_warmup import INTEGRATION_TIME, NUM_LEAPFROG_STEPS, STEP_SIZE_JITTER
 
 NUM_DATA = 100_000
 NUM_CHAINS = 4

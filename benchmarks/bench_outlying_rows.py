@@ -30,13 +30,13 @@ import numpy as np
 from _timing import cpu_probe_ms
 
 import tallmcmc
-import tallmcmc.automatic as automatic
+import tallmcmc.tall_outlying_looks as tall_outlying_looks
 from tallmcmc.examples import logistic_regression
 from tallmcmc.interop import arviz as arviz_bridge
 
 
 def timed(model, look: bool, seed: int):
-    automatic.LOOK_FOR_OUTLYING_ROWS = look
+    tall_outlying_looks.LOOK_FOR_OUTLYING_ROWS = look
     began = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -51,9 +51,10 @@ def timed(model, look: bool, seed: int):
 def leverage(num_data: int) -> None:
     from bench_kept_looks import leverage_model
 
-    from tallmcmc.automatic import _laplace_pairs, default_setup
+    from tallmcmc.automatic import default_setup
     from tallmcmc.model import DEFAULT_START_SPREAD, default_start
     from tallmcmc.outlying_rows import find_outlying_rows
+    from tallmcmc.tall_outlying_looks import laplace_pairs
 
     model = leverage_model(num_data)
     mode, control_variate, _ = default_setup(model, default_start(model.position_shape, 0, DEFAULT_START_SPREAD))
@@ -61,7 +62,7 @@ def leverage(num_data: int) -> None:
         control_variate = tallmcmc.taylor_control_variate(model, mode.position)
     covariance = tallmcmc.laplace_covariance(mode)
     for seed in range(3):
-        found = find_outlying_rows(model, control_variate, *_laplace_pairs(mode.position, covariance, seed))
+        found = find_outlying_rows(model, control_variate, *laplace_pairs(mode.position, covariance, seed))
         print(f"# leverage points, N = {num_data:,}, pairs seed {seed}: {found.describe()}", flush=True)
 
 
@@ -105,7 +106,7 @@ def main() -> None:
                 + (f" warnings: {caught}" if caught else ""),
                 flush=True,
             )
-    automatic.LOOK_FOR_OUTLYING_ROWS = True
+    tall_outlying_looks.LOOK_FOR_OUTLYING_ROWS = True
 
 
 if __name__ == "__main__":

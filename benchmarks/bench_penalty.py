@@ -25,7 +25,7 @@ overstated |z| about twofold on this target). ``--tests nuts`` adds NumPyro's NU
 that follows the posterior's own gradient gets on this target with these seeds; ``--tests hmc`` adds tallmcmc's own
 full-data HMC under the exact test (``minibatch_hamiltonian`` with b = N, one minibatch per trajectory), the remedy
 ``docs/sample_tall.md`` names. ``--times`` sets
-``sample_tall``'s proxy-HMC integration time (``tallmcmc.automatic.INTEGRATION_TIME``, in units of π; its default
+``sample_tall``'s proxy-HMC integration time (``tallmcmc.tall_warmup.INTEGRATION_TIME``, in units of π; its default
 is ½) for the ``sample_tall`` rows; a summary line per row group gives the mean sd / reference sd over the seeds.
 """
 
@@ -107,15 +107,15 @@ def mixture(args) -> None:
         "ESS per draw: bulk, squared deviations (min) |"
     )
     print("|---|---:|---|---:|---:|---:|---:|---|")
-    default_jitter, default_time = tallmcmc.automatic.STEP_SIZE_JITTER, tallmcmc.automatic.INTEGRATION_TIME
+    default_jitter, default_time = tallmcmc.tall_warmup.STEP_SIZE_JITTER, tallmcmc.tall_warmup.INTEGRATION_TIME
     groups: dict[str, list[np.ndarray]] = {}
     runs = itertools.product(args.times or [default_time / math.pi], args.jitters or [default_jitter], args.tests)
     for time_in_pi, jitter, test in runs:
         if test in ("nuts", "hmc") and (jitter != default_jitter or time_in_pi * math.pi != default_time):
             continue  # neither has sample_tall's proxy move: one group of rows
         for seed in args.seeds:
-            tallmcmc.automatic.STEP_SIZE_JITTER = jitter  # ε·U(1 − j, 1 + j): integration times T·(1 ± j)
-            tallmcmc.automatic.INTEGRATION_TIME = time_in_pi * math.pi
+            tallmcmc.tall_warmup.STEP_SIZE_JITTER = jitter  # ε·U(1 − j, 1 + j): integration times T·(1 ± j)
+            tallmcmc.tall_warmup.INTEGRATION_TIME = time_in_pi * math.pi
             if test == "nuts":
                 draws, accepted, bound, label = nuts_draws(model, start, args.draws, seed), float("nan"), 0.0, "NUTS"
             elif test == "hmc":
@@ -134,7 +134,7 @@ def mixture(args) -> None:
             row = score(draws, mean, sd, mcse_sd, moments)
             groups.setdefault(label, []).append(row["ratios"])
             print(f"| {label} | {seed} | {row['text']} | {accepted:.3f} | {bound:.2g} | {row['ess']} |", flush=True)
-    tallmcmc.automatic.STEP_SIZE_JITTER, tallmcmc.automatic.INTEGRATION_TIME = default_jitter, default_time
+    tallmcmc.tall_warmup.STEP_SIZE_JITTER, tallmcmc.tall_warmup.INTEGRATION_TIME = default_jitter, default_time
     for label, ratios in groups.items():
         ratios = np.array(ratios)
         spread = ratios.std(0, ddof=1) / np.sqrt(len(ratios)) if len(ratios) > 1 else np.full(ratios.shape[1], np.nan)

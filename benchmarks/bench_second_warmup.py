@@ -3,7 +3,7 @@
 After a warm-up whose proxy misfits the posterior, ``sample_tall`` may warm up again with rows followed by the proxy
 (or held in the test) and keeps that warm-up only where its measured cost per effective draw is lower. Since
 2026-12-01 the second warm-up stops once the points its steps read show it cannot pay
-(``tallmcmc.automatic.SECOND_WARMUP_STOP``; ``docs/sample_tall.md``, "Rows the proxy cannot follow"). This runs
+(``tallmcmc.tall_outlying_looks.SECOND_WARMUP_STOP``; ``docs/sample_tall.md``, "Rows the proxy cannot follow"). This runs
 ``bench_user_models.py``'s models with ``sample_tall(model, seed=0)`` twice per round, the stop on and off
 (``SECOND_WARMUP_STOP = inf``), alternating, and prints per run the passes over N the second warm-up read (and
 whether it was kept), the call's wall time (compilation included), and whether the kept draws are the same bit for bit.
@@ -37,7 +37,7 @@ def second_warmup_passes(diagnosis) -> tuple[float, str]:
 
 
 def run(model, stop: float, samples: int):
-    tallmcmc.automatic.SECOND_WARMUP_STOP = stop
+    tallmcmc.tall_outlying_looks.SECOND_WARMUP_STOP = stop
     began = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    default = tallmcmc.automatic.SECOND_WARMUP_STOP
+    default = tallmcmc.tall_outlying_looks.SECOND_WARMUP_STOP
     for name in args.only:
         model_fn, positional, keywords = MODELS[name](args.num_data, np.random.default_rng(7))
         model = tallmcmc.from_numpyro(model_fn, *positional, **keywords)
@@ -82,7 +82,7 @@ def main() -> None:
                 for k in results["stop"].positions
             )
             print(f"  kept draws the same bit for bit: {same}", flush=True)
-        tallmcmc.automatic.SECOND_WARMUP_STOP = default
+        tallmcmc.tall_outlying_looks.SECOND_WARMUP_STOP = default
         later = slice(1, None) if args.rounds > 1 else slice(None)  # round 0's first call compiles for both
         ratio = np.median(seconds["stop"][later]) / np.median(seconds["no stop"][later])
         print(f"{name}: median wall after round 0, stop / no stop = {ratio:.2f}", flush=True)

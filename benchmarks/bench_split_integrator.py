@@ -2,7 +2,7 @@
 
 For each target, in one process: the setup ``sample_tall`` would build (``fast_setup`` where ``setup="auto"`` picks
 it, else ``find_mode`` and ``taylor_control_variate``), then ``sample_tall(model, start, mode=, control_variate=)``
-twice with the same seed, once with ``automatic.INTEGRATOR = "leapfrog"`` (the path before) and once ``"split"``
+twice with the same seed, once with ``tall_warmup.INTEGRATOR = "leapfrog"`` (the path before) and once ``"split"``
 (:func:`tallmcmc.proxy_hamiltonian`'s ``integrator="split"``), so the setup is shared and only the move differs.
 
 Targets (``--targets``):
@@ -38,7 +38,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
-from tallmcmc import automatic
+from tallmcmc import automatic, tall_warmup
 from tallmcmc.control_variate import control_variate_at_mode
 from tallmcmc.examples import logistic_regression, normal_mixture, random_intercepts
 from tallmcmc.interop import arviz as arviz_bridge
@@ -123,7 +123,7 @@ def main(argv=None) -> list[dict]:
         print(f"{name}: N = {model.num_data:,}, setup {setup_seconds:.1f} s", flush=True)
         pair = {}
         for integrator in ("leapfrog", "split"):
-            automatic.INTEGRATOR = integrator
+            tall_warmup.INTEGRATOR = integrator
             result = tallmcmc.sample_tall(
                 model,
                 start,
@@ -136,7 +136,7 @@ def main(argv=None) -> list[dict]:
             row = {"target": name, "integrator": integrator, **measured(result, reference)}
             pair[integrator] = row
             rows.append(row)
-            steps = max(1, round(automatic.NUM_LEAPFROG_STEPS / row["factor"]))
+            steps = max(1, round(tall_warmup.NUM_LEAPFROG_STEPS / row["factor"]))
             accuracy = f"  max|z| {row['max_z_mean']:.2f}  max|sd err| {row['max_sd_error']:.3f}" if reference else ""
             print(
                 f"  {integrator:9s} steps ≈ {steps:2d}  proxy acc {row['proxy_acceptance']:.3f}  "
@@ -149,7 +149,7 @@ def main(argv=None) -> list[dict]:
         ratio_time = pair["split"]["ms_per_step"] / pair["leapfrog"]["ms_per_step"]
         ratio_ess = pair["split"]["ess_per_second"] / pair["leapfrog"]["ess_per_second"]
         print(f"  split / leapfrog: ms per step {ratio_time:.3f}, ESS/s {ratio_ess:.2f}", flush=True)
-    automatic.INTEGRATOR = "split"
+    tall_warmup.INTEGRATOR = "split"
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     return rows

@@ -3,7 +3,7 @@
 ``proxy_hamiltonian(..., momentum_temperature=λ)`` draws the momentum from N(0, λM⁻¹) and divides its kinetic
 energy by λ in the ratio: an exact move that proposes roughly from the proxy raised to 1/λ, √λ times wider.
 ``sample_tall`` warms up with the plain move (λ = 1) and, where that warm-up's Metropolis acceptance is below
-``tallmcmc.automatic.TEMPER_BELOW``, warms up again with λ = ``TEMPERED_MOMENTUM`` and keeps it
+``tallmcmc.tall_tempering.TEMPER_BELOW``, warms up again with λ = ``TEMPERED_MOMENTUM`` and keeps it
 (``docs/sample_tall.md``, "Tails wider than the Laplace approximation"). Variants, each ``sample_tall(model,
 seed=S)`` with its defaults but for:
 
@@ -46,12 +46,13 @@ import numpy as np
 from bench_user_models import MODELS
 
 import tallmcmc
-import tallmcmc.automatic as automatic
+import tallmcmc.tall_tempering as tall_tempering
+import tallmcmc.tall_warmup as tall_warmup
 import tallmcmc.testing
 from tallmcmc.examples import normal_mixture, zero_inflated_poisson
 
 REFERENCE = json.loads((pathlib.Path(__file__).parents[1] / "tests" / "data" / "reference_posteriors.json").read_text())
-#: What each variant sets in ``tallmcmc.automatic`` (the rest as shipped).
+#: What each variant sets (the rest as shipped; each setting in its module, ``SETTING_HOME``).
 VARIANTS = {
     "default": {},
     "plain": {"TEMPER_BELOW": 0.0, "STICKY_TEMPERED_MOMENTUM": 1.0},
@@ -85,23 +86,29 @@ def _poisson():
     return tallmcmc.from_numpyro(model_fn, *positional, **keywords)
 
 
+#: The module each setting a variant changes lives in (the path reads it there).
+SETTING_HOME = {
+    "MOMENTUM_TEMPERATURE": tall_warmup,
+    "TEMPER_BELOW": tall_tempering,
+    "TEMPERED_MOMENTUM": tall_tempering,
+    "STICKY_TEMPERED_MOMENTUM": tall_tempering,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", default=["zero_inflation", "mixture", "poisson"], choices=MODELS_HERE)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--variants", nargs="+", default=["default", "plain", "gated-2"], choices=VARIANTS)
     args = parser.parse_args()
-    shipped = {
-        name: getattr(automatic, name)
-        for name in ("MOMENTUM_TEMPERATURE", "TEMPER_BELOW", "TEMPERED_MOMENTUM", "STICKY_TEMPERED_MOMENTUM")
-    }
+    shipped = {name: getattr(SETTING_HOME[name], name) for name in SETTING_HOME}
     for name in args.only:
         model, coordinates, reference = MODELS_HERE[name]()
         for variant in args.variants:
             ratios, z_sds = [], []
             for seed in args.seeds:
                 for setting, value in {**shipped, **VARIANTS[variant]}.items():
-                    setattr(automatic, setting, value)
+                    setattr(SETTING_HOME[setting], setting, value)
                 began = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -134,7 +141,7 @@ def main() -> None:
                     flush=True,
                 )
     for setting, value in shipped.items():
-        setattr(automatic, setting, value)
+        setattr(SETTING_HOME[setting], setting, value)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ seconds, and the Stein identity −E[(x − x̄) ∂ log π(x)] (1 under the pos
 draws), for
 
 * ``sample_tall(model, seed=0)`` (its defaults: the momentum tempered, λ = 3, since 2026-12-01), and the same with
-  the gate off (``tallmcmc.automatic.TEMPER_BELOW = 0``: the plain move, as before);
+  the gate off (``tallmcmc.tall_tempering.TEMPER_BELOW = 0``: the plain move, as before);
 * full-data HMC under the exact test from its mode (``minibatch_hamiltonian(0.5, L, N, minibatch="trajectory",
   preconditioner=laplace_covariance(mode))``, 500 warm-up steps, 4 × 2,000 draws), L = 3 and 10;
 * a random walk under the exact test with an adapted covariance (1,000 warm-up steps, 4 × 4,000 draws).
@@ -103,11 +103,11 @@ def main() -> None:
         report(
             f"sample_tall (defaults; λ = {tall.diagnosis.momentum_temperature:g})", tall, time.perf_counter() - began
         )
-        shipped, tallmcmc.automatic.TEMPER_BELOW = tallmcmc.automatic.TEMPER_BELOW, 0.0
+        shipped, tallmcmc.tall_tempering.TEMPER_BELOW = tallmcmc.tall_tempering.TEMPER_BELOW, 0.0
         began = time.perf_counter()
         plain = tallmcmc.sample_tall(model, seed=0, progress=False)
         report("sample_tall, the gate off (the plain move)", plain, time.perf_counter() - began)
-        tallmcmc.automatic.TEMPER_BELOW = shipped
+        tallmcmc.tall_tempering.TEMPER_BELOW = shipped
         mode = tall.diagnosis.mode
         options = dict(initial_position=mode.position, num_chains=4, seed=0, progress=False)
         for steps in (3, 10):

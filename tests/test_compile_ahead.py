@@ -110,14 +110,14 @@ def test_a_program_offered_for_another_step_is_not_taken(model, taken, threads, 
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "0")
     without = run(model, monkeypatch, tmp_path / "without")
     taken.clear()
-    original = tallmcmc.automatic._compile_warmup_ahead
+    original = tallmcmc.tall_warmup.compile_warmup_ahead
 
     # another minibatch size: another step, another key (another number of warm-up steps would not do: the loop is
     # compiled for a power of two of steps, program.compiled_length, and serves both)
     def other_step(model, start, batch_size, test, chains, num_warmup, seed):
         return original(model, start, batch_size + 1, test, chains, num_warmup, seed)
 
-    monkeypatch.setattr(tallmcmc.automatic, "_compile_warmup_ahead", other_step)
+    monkeypatch.setattr(tallmcmc.tall_warmup, "compile_warmup_ahead", other_step)
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
     mismatched = run(model, monkeypatch, tmp_path / "with")
     assert threads[-1].join().compiled
@@ -135,7 +135,7 @@ def test_a_failing_thread_leaves_the_run_as_it_was(model, threads, monkeypatch, 
     def failing(*_):
         raise RuntimeError("planted")
 
-    monkeypatch.setattr(tallmcmc.automatic, "_compile_warmup_ahead", failing)
+    monkeypatch.setattr(tallmcmc.tall_warmup, "compile_warmup_ahead", failing)
     monkeypatch.setenv(ahead.ENVIRONMENT_VARIABLE, "1")
     failed = run(model, monkeypatch, tmp_path / "with")
     assert isinstance(threads[-1].join().error, RuntimeError) and not threads[-1].compiled

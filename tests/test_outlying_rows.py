@@ -222,42 +222,44 @@ def test_holding_the_rows_without_their_exact_sum_fails_the_same_comparison(monk
 
 
 def test_the_look_after_warm_up_is_only_for_heavy_tails_on_a_costly_minibatch():
-    from tallmcmc.automatic import _outlying_rows_may_pay, _RunShape
     from tallmcmc.run_warnings import DataUse
+    from tallmcmc.tall_outlying_looks import outlying_rows_may_pay
+    from tallmcmc.tall_warmup import RunShape
 
     def choice(cause, kurtosis, minibatch=False, fraction=0.3, chosen_cause=None):
         use = DataUse(fraction, 800.0, kurtosis, 0.0, 0.0, 100.0, cause)
         return tallmcmc.automatic.TestChoice(minibatch, chosen_cause or cause, use, 0.5, 0.5, 1.0, 1.0)
 
-    run = _RunShape(1000, 200, 0, {}, print, True)
-    assert _outlying_rows_may_pay(choice("tail weight", 5000.0), run)
-    assert _outlying_rows_may_pay(choice("spread", float("nan")), run)  # unmeasured kurtosis: look
-    assert not _outlying_rows_may_pay(choice("spread", 4.8), run)  # spread over every row: nothing to hold
-    assert not _outlying_rows_may_pay(choice("spread", 5000.0, chosen_cause="rejected"), run)
-    assert _outlying_rows_may_pay(choice("small N", 5000.0), run)  # one chain guarding from its first step
-    assert not _outlying_rows_may_pay(choice("small N", 3.0), run)
-    assert not _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.005), run)
-    assert _outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.05), run)
+    run = RunShape(1000, 200, 0, {}, print, True)
+    assert outlying_rows_may_pay(choice("tail weight", 5000.0), run)
+    assert outlying_rows_may_pay(choice("spread", float("nan")), run)  # unmeasured kurtosis: look
+    assert not outlying_rows_may_pay(choice("spread", 4.8), run)  # spread over every row: nothing to hold
+    assert not outlying_rows_may_pay(choice("spread", 5000.0, chosen_cause="rejected"), run)
+    assert outlying_rows_may_pay(choice("small N", 5000.0), run)  # one chain guarding from its first step
+    assert not outlying_rows_may_pay(choice("small N", 3.0), run)
+    assert not outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.005), run)
+    assert outlying_rows_may_pay(choice("tail weight", 5000.0, minibatch=True, fraction=0.05), run)
 
 
 def test_the_look_for_a_misfitting_proxy_is_for_heavy_tails_and_rejected_moves():
     """Where the moves are rejected (Metropolis acceptance under 0.6) and the residuals heavy-tailed, the look runs
     whatever the minibatch cost, proposals almost never accepted included; not where the proxy fits, nor where the
     residuals are spread over every row."""
-    from tallmcmc.automatic import _proxy_may_misfit, _RunShape
     from tallmcmc.run_warnings import DataUse
+    from tallmcmc.tall_outlying_looks import proxy_may_misfit
+    from tallmcmc.tall_warmup import RunShape
 
     def choice(kurtosis, metropolis, fraction=0.9, cause="spread"):
         use = DataUse(fraction, 800.0, kurtosis, 0.0, 0.0, 100.0, cause)
         return tallmcmc.automatic.TestChoice(False, cause, use, 0.01, metropolis, 1.0, 1.0)
 
-    run = _RunShape(1000, 200, 0, {}, print, True)
-    assert _proxy_may_misfit(choice(3600.0, 0.01, cause="rejected"), run)
-    assert _proxy_may_misfit(choice(900.0, 0.5, fraction=0.001), run)
-    assert _proxy_may_misfit(choice(float("nan"), 0.3), run)
-    assert not _proxy_may_misfit(choice(900.0, 0.85), run)  # the proxy fits
-    assert not _proxy_may_misfit(choice(4.8, 0.01), run)  # nothing a few rows could explain
-    assert not _proxy_may_misfit(choice(900.0, 0.3), run._replace(num_warmup=4))
+    run = RunShape(1000, 200, 0, {}, print, True)
+    assert proxy_may_misfit(choice(3600.0, 0.01, cause="rejected"), run)
+    assert proxy_may_misfit(choice(900.0, 0.5, fraction=0.001), run)
+    assert proxy_may_misfit(choice(float("nan"), 0.3), run)
+    assert not proxy_may_misfit(choice(900.0, 0.85), run)  # the proxy fits
+    assert not proxy_may_misfit(choice(4.8, 0.01), run)  # nothing a few rows could explain
+    assert not proxy_may_misfit(choice(900.0, 0.3), run._replace(num_warmup=4))
 
 
 def _poisson_intercepts(num_data=20_000, num_groups=100, seed=0):
@@ -297,7 +299,7 @@ def test_heavy_tails_spread_over_many_small_groups_take_no_second_warm_up(monkey
     price and acceptance could not beat the exact test. Before: a second warm-up of 490 passes, thrown away; now
     the look's 4 passes and nothing more, and the exact test as before. (The gate of the second warm-up that holds
     the rows in the test only, where the proxy fits; here it does not, so the misfit's own path is turned off.)"""
-    monkeypatch.setattr(tallmcmc.automatic, "PROXY_MISFIT_ACCEPTANCE", 0.0)
+    monkeypatch.setattr(tallmcmc.tall_outlying_looks, "PROXY_MISFIT_ACCEPTANCE", 0.0)
     model = _poisson_intercepts()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # r̂ and the sd's ESS at 200 draws: only the path is looked at here
@@ -431,7 +433,7 @@ def _zero_inflation_run(num_samples=200):
     """``sample_tall`` on it, the tempered momentum's gate off (the warm-up again that it would run is not what these
     tests look at: ``tests/test_sample_tall.py`` tests it on this model)."""
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
-        patch.setattr(tallmcmc.automatic, "TEMPER_BELOW", 0.0)
+        patch.setattr(tallmcmc.tall_tempering, "TEMPER_BELOW", 0.0)
         warnings.simplefilter("ignore")  # r̂ at 200 draws: only the path and its cost are looked at here
         return tallmcmc.sample_tall(_zero_inflation_on_poisson_data(), num_samples=num_samples, seed=0, progress=False)
 
@@ -457,7 +459,7 @@ def test_stopping_a_second_warm_up_changes_no_kept_draw(monkeypatch):
     """The same run with the stop turned off (the warm-up runs its 200 steps, ≈ 9,700 passes, and is thrown away
     as before) draws the same kept draws, bit for bit: the stop saves data, it decides nothing."""
     stopped = _zero_inflation_run()
-    monkeypatch.setattr(tallmcmc.automatic, "SECOND_WARMUP_STOP", np.inf)
+    monkeypatch.setattr(tallmcmc.tall_outlying_looks, "SECOND_WARMUP_STOP", np.inf)
     whole = _zero_inflation_run()
     assert whole.diagnosis.setup_passes["warm-up with outlying rows in the proxy (not kept)"] > 5_000
     assert "did not pay (warm-up's Metropolis acceptance" in whole.diagnosis.reason

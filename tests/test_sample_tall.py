@@ -215,7 +215,7 @@ def test_sample_tall_reproduces_the_reference_with_the_test_it_chose(name, resid
     counted = dict(result.setup_data_used)
     # the look for other modes: four searches on (at most) N rows (tests/test_other_modes.py)
     assert 0 < counted.pop("other modes") <= 4 * 61 * model.num_data
-    if diagnosis.momentum_temperature == tallmcmc.automatic.STICKY_TEMPERED_MOMENTUM:  # drawn again (tests below)
+    if diagnosis.momentum_temperature == tallmcmc.tall_tempering.STICKY_TEMPERED_MOMENTUM:  # drawn again (tests below)
         assert name == "mixture" and counted.pop("warm-up with the plain momentum (not kept)") > 0
         assert counted.pop("draws with the plain momentum (not kept)") >= 4 * num_samples * 50  # (the Barker test's)
     assert counted == {
@@ -236,7 +236,7 @@ def sticky_tails_reported(model, start, seed) -> tuple[bool, float]:
     """Whether a ``sample_tall`` run warns that its tails mixed far slower than its bulk, and the ratio (its draws
     again with the momentum tempered off: the check is what is looked at)."""
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
-        patch.setattr(tallmcmc.automatic, "STICKY_TEMPERED_MOMENTUM", tallmcmc.automatic.MOMENTUM_TEMPERATURE)
+        patch.setattr(tallmcmc.tall_tempering, "STICKY_TEMPERED_MOMENTUM", tallmcmc.tall_warmup.MOMENTUM_TEMPERATURE)
         warnings.simplefilter("always")
         result = tallmcmc.sample_tall(model, start, seed=seed, progress=False)
     said = [str(w.message) for w in caught if "tails mixed far slower than its bulk" in str(w.message)]
@@ -285,7 +285,7 @@ def test_the_default_path_draws_the_mixture_again_with_the_momentum_tempered(mix
     for seed, result in zip(range(1, 5), default_mixture_runs(model, range(1, 5))):
         diagnosis = result.diagnosis
         assert diagnosis.problems == [], (seed, str(diagnosis))
-        assert diagnosis.momentum_temperature == tallmcmc.automatic.STICKY_TEMPERED_MOMENTUM == 2.0, str(diagnosis)
+        assert diagnosis.momentum_temperature == tallmcmc.tall_tempering.STICKY_TEMPERED_MOMENTUM == 2.0, str(diagnosis)
         assert "the kept draws' tails mixed far slower than their bulk" in diagnosis.reason, diagnosis.reason
         z_mean, z_sd, rhat = moment_errors(result, mean, sd, reference_error)
         assert np.all(np.abs(z_mean) <= 4) and np.all(np.abs(z_sd) <= 4), (seed, z_mean, z_sd)
@@ -345,7 +345,7 @@ def test_a_regression_is_not_drawn_again(regression, monkeypatch):
     said = [run(seed) for seed in range(5)]
     assert all(temperature == 1.0 and warned == 0 for temperature, _, warned in said), said
     sd_read_for_tails(monkeypatch)
-    monkeypatch.setattr(tallmcmc.automatic, "_drawn_again_only_if_faster", lambda tempered, per_draw: tempered)
+    monkeypatch.setattr(tallmcmc.tall_tempering, "drawn_again_only_if_faster", lambda tempered, per_draw: tempered)
     temperature, ess, _ = run(6)
     assert temperature == 2.0 and ess < 2000, (temperature, ess)
 
@@ -379,7 +379,7 @@ def test_a_tempered_warm_up_that_cannot_mix_the_tails_faster_is_not_kept(regress
     monkeypatch.setattr(tallmcmc.automatic, "TAIL_ESS_RATIO_LIMIT", 2.0)
     monkeypatch.setattr(tallmcmc.automatic, "TAIL_ESS_PER_DRAW_LIMIT", 2.0)
     if gate == "off":
-        monkeypatch.setattr(tallmcmc.automatic, "_drawn_again_only_if_faster", lambda tempered, per_draw: tempered)
+        monkeypatch.setattr(tallmcmc.tall_tempering, "drawn_again_only_if_faster", lambda tempered, per_draw: tempered)
     result = tallmcmc.sample_tall(regression[0], seed=0, progress=False)
     diagnosis = result.diagnosis
     if gate == "on":
@@ -394,7 +394,7 @@ def test_a_tempered_warm_up_that_cannot_mix_the_tails_faster_is_not_kept(regress
 def test_the_plain_move_alone_mixes_the_mixture_slowly_at_the_same_seeds(mixture, monkeypatch):
     """The deliberately wrong path, the draws not made again (as before): at the same seeds 1-4 some run has bulk
     ESS below 1,000 or r̂ above 1.01 (measured: seeds 2 and 4, ESS 115 and 83, r̂ 1.026 and 1.038)."""
-    monkeypatch.setattr(tallmcmc.automatic, "STICKY_TEMPERED_MOMENTUM", tallmcmc.automatic.MOMENTUM_TEMPERATURE)
+    monkeypatch.setattr(tallmcmc.tall_tempering, "STICKY_TEMPERED_MOMENTUM", tallmcmc.tall_warmup.MOMENTUM_TEMPERATURE)
     model, mean, sd, reference_error = mixture
     worst = []
     for result in default_mixture_runs(model, range(1, 5)):
@@ -411,7 +411,9 @@ def test_draws_whose_tails_still_stick_at_lambda_2_are_made_again_at_lambda_3(mi
     problem; both sets of draws thrown away are counted. The deliberately wrong twin, one rung (λ = 2 only): bulk
     ESS below 1,000 and r̂ above 1.01 (benchmarks/RESULTS.md, "A second rung")."""
     if rungs == 1:
-        monkeypatch.setattr(tallmcmc.automatic, "STICKY_TEMPERED_AGAIN", tallmcmc.automatic.STICKY_TEMPERED_MOMENTUM)
+        monkeypatch.setattr(
+            tallmcmc.tall_tempering, "STICKY_TEMPERED_AGAIN", tallmcmc.tall_tempering.STICKY_TEMPERED_MOMENTUM
+        )
     model, mean, sd, reference_error = mixture
     (result,) = default_mixture_runs(model, (17,))
     diagnosis = result.diagnosis
@@ -419,7 +421,7 @@ def test_draws_whose_tails_still_stick_at_lambda_2_are_made_again_at_lambda_3(mi
         assert diagnosis.momentum_temperature == 2.0, str(diagnosis)
         assert diagnosis.ess_bulk_min < 1000 and diagnosis.r_hat_max > 1.01, str(diagnosis)
         return
-    assert diagnosis.momentum_temperature == tallmcmc.automatic.STICKY_TEMPERED_AGAIN == 3.0, str(diagnosis)
+    assert diagnosis.momentum_temperature == tallmcmc.tall_tempering.STICKY_TEMPERED_AGAIN == 3.0, str(diagnosis)
     assert diagnosis.problems == [], diagnosis.problems
     assert "the draws at λ = 2: tail ESS" in diagnosis.reason, diagnosis.reason
     z_mean, z_sd, rhat = moment_errors(result, mean, sd, reference_error)
@@ -479,7 +481,9 @@ def test_a_separated_coefficient_is_drawn_again_tempered(separated, drawn_again,
     sd"; the default's twelve seeds in "A second rung")."""
     model, mean, sd, reference_error = separated
     if not drawn_again:
-        monkeypatch.setattr(tallmcmc.automatic, "STICKY_TEMPERED_MOMENTUM", tallmcmc.automatic.MOMENTUM_TEMPERATURE)
+        monkeypatch.setattr(
+            tallmcmc.tall_tempering, "STICKY_TEMPERED_MOMENTUM", tallmcmc.tall_warmup.MOMENTUM_TEMPERATURE
+        )
     for seed in (1, 2) if drawn_again else (1,):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -523,7 +527,7 @@ def test_the_default_path_tempers_the_momentum_and_reaches_a_tail_the_laplace_ap
     z_mean, z_sd, rhat = moment_errors(result, mean, sd, reference_error)
     assert np.all(np.abs(z_mean) <= 4) and np.all(np.abs(z_sd) <= 4) and np.all(rhat <= 1.03), (z_mean, z_sd, rhat)
     diagnosis = result.diagnosis
-    assert diagnosis.momentum_temperature == tallmcmc.automatic.TEMPERED_MOMENTUM > 1, str(diagnosis)
+    assert diagnosis.momentum_temperature == tallmcmc.tall_tempering.TEMPERED_MOMENTUM > 1, str(diagnosis)
     assert "momentum is tempered" in diagnosis.reason and diagnosis.choice.metropolis_acceptance < 0.3, str(diagnosis)
     assert result.diagnosis.proposal.name.startswith("proxy_hamiltonian")
     # before the gate, the look for outlying rows: the proxy following its ≈ 900 rows could not pay, and its warm-up
@@ -547,7 +551,7 @@ def test_the_default_path_tempers_the_momentum_and_reaches_a_tail_the_laplace_ap
 def test_the_plain_move_fails_the_same_check_on_the_zero_inflation(zero_inflation, monkeypatch):
     """The deliberately wrong path: the gate off (the plain move kept whatever its acceptance), as before the gate.
     The gate intercept's sd comes out 18% narrow, z −5.6 (12 seeds in benchmarks/RESULTS.md: 0.77–0.92, mean 0.82)."""
-    monkeypatch.setattr(tallmcmc.automatic, "TEMPER_BELOW", 0.0)
+    monkeypatch.setattr(tallmcmc.tall_tempering, "TEMPER_BELOW", 0.0)
     model, mean, sd, reference_error = zero_inflation
     result, _ = quiet_sample_tall(model)
     assert result.diagnosis.momentum_temperature == 1.0
@@ -560,7 +564,7 @@ def test_the_tempered_move_is_tried_only_where_its_predicted_acceptance_could_pa
     (N·d/0.3 plain points per effective draw): tried on the zero-inflated Poisson (d = 6, 39% accepted plain; 13%
     measured at λ = 3, predicted 6.7%), not at λ = 100 there, nor on the non-centred hierarchical model (d = 35, 2%)
     or the Poisson intercepts with their misfit path off (d = 104, 51%), where it would be a warm-up thrown away."""
-    automatic = tallmcmc.automatic
+    tall_tempering = tallmcmc.tall_tempering
     num_data = 20_000
 
     def may_pay(acceptance, dimension):
@@ -574,12 +578,12 @@ def test_the_tempered_move_is_tried_only_where_its_predicted_acceptance_could_pa
             minibatch_cost=np.inf,
             exact_cost=exact,
         )
-        walk = num_data * dimension / automatic.RANDOM_WALK_EFFICIENCY
-        return automatic._tempering_may_pay(choice, dimension, walk)
+        walk = num_data * dimension / tallmcmc.automatic.RANDOM_WALK_EFFICIENCY
+        return tall_tempering.tempering_may_pay(choice, dimension, walk)
 
-    assert automatic.TEMPERED_MOMENTUM == 3.0
+    assert tall_tempering.TEMPERED_MOMENTUM == 3.0
     assert may_pay(0.39, 6) and not may_pay(0.021, 35) and not may_pay(0.51, 104)
-    monkeypatch.setattr(automatic, "TEMPERED_MOMENTUM", 100.0)
+    monkeypatch.setattr(tall_tempering, "TEMPERED_MOMENTUM", 100.0)
     assert not may_pay(0.39, 6)
 
 
@@ -589,9 +593,9 @@ def test_a_tempered_move_that_cannot_pay_is_not_kept_and_the_run_says_so(zero_in
     measured, counted and not kept, the plain one stays, and the run warns that its tails may be narrow (rather than
     falling back to the walk, which the plain move's own cost did not call for). The looks for outlying rows, which
     come before the gate and keep the plain warm-up here (the default test above), are turned off to save time."""
-    monkeypatch.setattr(tallmcmc.automatic, "TEMPERED_MOMENTUM", 100.0)
-    monkeypatch.setattr(tallmcmc.automatic, "TEMPER_OPTIMISM", np.inf)
-    monkeypatch.setattr(tallmcmc.automatic, "OUTLYING_LOOK_KURTOSIS", np.inf)
+    monkeypatch.setattr(tallmcmc.tall_tempering, "TEMPERED_MOMENTUM", 100.0)
+    monkeypatch.setattr(tallmcmc.tall_tempering, "TEMPER_OPTIMISM", np.inf)
+    monkeypatch.setattr(tallmcmc.tall_outlying_looks, "OUTLYING_LOOK_KURTOSIS", np.inf)
     result, said = quiet_sample_tall(zero_inflation[0], num_samples=100, num_warmup=100)
     diagnosis = result.diagnosis
     assert diagnosis.decision == "exact" and diagnosis.momentum_temperature == 1.0, str(diagnosis)
@@ -798,15 +802,15 @@ def tall_logistic():
 def test_the_start_check_reads_a_subsample_and_changes_nothing_else(tall_logistic, monkeypatch):
     """Each chain's start is checked on START_CHECK_ROWS rows, counted as such; the draws are those of a run whose
     starts get sample's full check (N points each)."""
-    from tallmcmc import automatic
+    from tallmcmc import tall_warmup
 
     model, mode = tall_logistic
     num_data = model.num_data
-    assert num_data > automatic.START_CHECK_ROWS
+    assert num_data > tall_warmup.START_CHECK_ROWS
     options = dict(mode=mode, num_samples=30, num_warmup=20, num_chains=2, seed=1, progress=False)
     result = tallmcmc.sample_tall(model, **options)
     counted = {
-        "start check (subsample)": 2 * automatic.START_CHECK_ROWS,
+        "start check (subsample)": 2 * tall_warmup.START_CHECK_ROWS,
         "find_mode": mode.data_used,
         "taylor control variate (order 2)": num_data,
     }
@@ -814,7 +818,7 @@ def test_the_start_check_reads_a_subsample_and_changes_nothing_else(tall_logisti
         counted["float32 rounding check (diagnosis)"] = 4 * num_data
     assert result.setup_data_used == counted
     assert result.diagnosis.setup_passes["start check (subsample)"] == pytest.approx(2 * 2**14 / num_data)
-    monkeypatch.setattr(automatic, "START_CHECK_ROWS", num_data)  # N rows: sample's own full check runs instead
+    monkeypatch.setattr(tall_warmup, "START_CHECK_ROWS", num_data)  # N rows: sample's own full check runs instead
     full = tallmcmc.sample_tall(model, **options)
     assert full.setup_data_used["start check"] == 2 * num_data and "start check (subsample)" not in full.setup_data_used
     assert np.array_equal(np.asarray(result.positions), np.asarray(full.positions))
@@ -824,12 +828,12 @@ def test_the_start_check_reads_a_subsample_and_changes_nothing_else(tall_logisti
 def test_a_model_that_fails_at_a_start_for_many_rows_is_caught_naming_the_chain_and_row(tall_logistic):
     """Finite at the mode (the control variate's full pass there succeeds) but NaN, for every row with x₀ > 0 (half
     of them), wherever β₀ exceeds a threshold that one of the Laplace starts crosses."""
-    from tallmcmc.automatic import START_CHECK_ROWS, _starts
     from tallmcmc.examples import logistic_regression
+    from tallmcmc.tall_warmup import START_CHECK_ROWS, chain_starts
 
     model, mode = tall_logistic
     seed = 1
-    starts = np.asarray(_starts(mode.position, tallmcmc.laplace_covariance(mode), 4, seed))
+    starts = np.asarray(chain_starts(mode.position, tallmcmc.laplace_covariance(mode), 4, seed))
     centre = float(mode.position[0])
     assert starts[:, 0].max() > centre  # some start lies above the mode in β₀ (the threshold goes between)
     threshold = 0.5 * (centre + starts[:, 0].max())
@@ -1105,7 +1109,7 @@ def test_sample_tall_keeps_the_penalty_test_where_its_bound_is_small(tall_regres
     diagnosis = result.diagnosis
     assert diagnosis.decision == "minibatch" and result.test_name.startswith("minibatch_penalty"), diagnosis.reason
     assert "the minibatch test is the penalty test" in diagnosis.reason
-    assert float(np.mean(result.warmup_info["error_bound"])) < tallmcmc.automatic.PENALTY_ERROR_LIMIT
+    assert float(np.mean(result.warmup_info["error_bound"])) < tallmcmc.tall_warmup.PENALTY_ERROR_LIMIT
     # Metropolis-type: past the Barker test's ceiling of ½
     assert float(np.mean(result.info["accepted"])) > 0.8
     # every kept step stopped at its first stage: the stop selected nothing (docs/minibatch_error.md, "Skewed log
@@ -1158,7 +1162,7 @@ def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_r
     (Leaving out the whole data-free part of Δ — prior, exact proxy sum and proposal ratio — is not wrong here: with
     the split integrator the move follows the Gaussian proxy posterior exactly, so the three cancel, ``docs/warmup.md``.)
     """
-    real = tallmcmc.automatic.proxy_hamiltonian
+    real = tallmcmc.tall_warmup.proxy_hamiltonian
 
     def symmetric(proposal):
         def propose(*arguments):
@@ -1166,7 +1170,7 @@ def test_the_penalty_path_without_the_proposal_ratio_fails_the_same_check(tall_r
 
         return proposal._replace(propose=propose, tune=lambda factor: symmetric(proposal.tune(factor)))
 
-    monkeypatch.setattr(tallmcmc.automatic, "proxy_hamiltonian", lambda *a, **k: symmetric(real(*a, **k)))
+    monkeypatch.setattr(tallmcmc.tall_warmup, "proxy_hamiltonian", lambda *a, **k: symmetric(real(*a, **k)))
     model, mean, sd = tall_regression
     result = tallmcmc.sample_tall(model, num_samples=2000, seed=5, progress=False)
     passed, report = reproduces(result, mean, sd)
@@ -1416,16 +1420,16 @@ def tall_regression_small():
 
 
 def test_the_kept_draws_are_looked_at_in_segments_of_at_least_the_minimum():
-    assert tallmcmc.automatic.kept_looks(2000) == [250, 500, 750, 1000, 1250, 1500, 1750]
-    assert tallmcmc.automatic.kept_looks(100) == [50]  # segments shorter than KEPT_CHECK_MIN_DRAWS are skipped
-    assert tallmcmc.automatic.kept_looks(60) == []
+    assert tallmcmc.tall_kept_draws.kept_looks(2000) == [250, 500, 750, 1000, 1250, 1500, 1750]
+    assert tallmcmc.tall_kept_draws.kept_looks(100) == [50]  # segments shorter than KEPT_CHECK_MIN_DRAWS are skipped
+    assert tallmcmc.tall_kept_draws.kept_looks(60) == []
 
 
 def test_watched_kept_draws_that_do_not_switch_are_one_runs_draws_bit_for_bit(tall_regression_small, monkeypatch):
     model = tall_regression_small[0]
     watched = tallmcmc.sample_tall(model, seed=3, num_samples=400, progress=False)
     assert watched.diagnosis.decision == "minibatch" and watched.diagnosis.switched_at is None
-    monkeypatch.setattr(tallmcmc.automatic, "KEPT_CHECKS", ())  # one call for all kept draws, as before the looks
+    monkeypatch.setattr(tallmcmc.tall_kept_draws, "KEPT_CHECKS", ())  # one call for all kept draws, as before the looks
     whole = tallmcmc.sample_tall(model, seed=3, num_samples=400, progress=False)
     for name in whole.positions:
         np.testing.assert_array_equal(np.asarray(watched.positions[name]), np.asarray(whole.positions[name]))
@@ -1456,7 +1460,7 @@ def test_watched_kept_draws_show_one_progress_bar_over_every_segment_and_the_swi
             self.closed += 1
 
     monkeypatch.setattr(drivers, "tqdm", Recorded)
-    monkeypatch.setattr(tallmcmc.automatic, "KEPT_SWITCH_MARGIN", 0.0)  # the first look switches
+    monkeypatch.setattr(tallmcmc.tall_kept_draws, "KEPT_SWITCH_MARGIN", 0.0)  # the first look switches
     with contextlib.redirect_stdout(io.StringIO()):  # sample_tall's lines
         result = tallmcmc.sample_tall(tall_regression_small[0], seed=3, num_samples=400)
     assert result.diagnosis.switched_at == 50
@@ -1472,7 +1476,7 @@ def test_kept_draws_whose_minibatch_outgrows_the_exact_test_switch_to_it_and_kee
     model, mean, sd = tall_regression_small
     # a margin of 0: any cost is "more than the exact test's", so the first look switches (the mechanics of a switch;
     # the leverage-point regression that really grows is benchmarks/bench_kept_looks.py and the slow test below)
-    monkeypatch.setattr(tallmcmc.automatic, "KEPT_SWITCH_MARGIN", 0.0)
+    monkeypatch.setattr(tallmcmc.tall_kept_draws, "KEPT_SWITCH_MARGIN", 0.0)
     result = tallmcmc.sample_tall(model, seed=3, num_samples=2000, progress=False)
     diagnosis, switched = result.diagnosis, 250
     assert diagnosis.decision == "minibatch, then exact" and diagnosis.switched_at == switched, str(diagnosis)
@@ -1489,7 +1493,7 @@ def test_kept_draws_whose_minibatch_outgrows_the_exact_test_switch_to_it_and_kee
     assert result.last_state.test_name == "exact_metropolis" and result.last_state.steps_done == 2000
     assert diagnosis.test.name == "exact_metropolis"
     # the first draws are those of the run that did not switch
-    monkeypatch.setattr(tallmcmc.automatic, "KEPT_CHECKS", ())
+    monkeypatch.setattr(tallmcmc.tall_kept_draws, "KEPT_CHECKS", ())
     whole = tallmcmc.sample_tall(model, seed=3, num_samples=switched, progress=False)
     np.testing.assert_array_equal(
         np.asarray(result.positions["beta"][:, :switched]), np.asarray(whole.positions["beta"])
@@ -1514,7 +1518,7 @@ def test_a_leverage_point_regression_whose_minibatch_grows_switches_to_the_exact
 
     model = leverage_model(200_000)
     watched = tallmcmc.sample_tall(model, seed=0, progress=False)
-    monkeypatch.setattr(tallmcmc.automatic, "KEPT_CHECKS", ())
+    monkeypatch.setattr(tallmcmc.tall_kept_draws, "KEPT_CHECKS", ())
     unwatched = tallmcmc.sample_tall(model, seed=0, progress=False)
     # warm-up measured a tiny fraction of N and chose the minibatch test; in a chain its kept draws then grew to most of N
     last = np.mean(unwatched.info["data_used"][:, -250:], axis=1)  # per chain
@@ -1529,7 +1533,7 @@ def test_a_leverage_point_regression_whose_minibatch_grows_switches_to_the_exact
     price = tallmcmc.automatic.residual_point_cost(watched.diagnosis.control_variate)
     exact_cost = np.sum(watched.info["data_used"][:, at:])
     minibatch_cost = price * np.sum(unwatched.info["data_used"][:, at:])
-    assert exact_cost * tallmcmc.automatic.KEPT_SWITCH_MARGIN < minibatch_cost
+    assert exact_cost * tallmcmc.tall_kept_draws.KEPT_SWITCH_MARGIN < minibatch_cost
 
 
 def test_a_float32_run_whose_rounding_swamps_the_log_ratio_says_so_and_an_ordinary_one_does_not():

@@ -26,11 +26,11 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
-from tallmcmc.automatic import START_CHECK_ROWS
 from tallmcmc.examples import linear_regression, logistic_regression, random_intercepts
 from tallmcmc.mode import ModeResult
 from tallmcmc.proposals.laplace import LaplaceCovariance
 from tallmcmc.setup_fast import SetupMode, fast_setup
+from tallmcmc.tall_warmup import START_CHECK_ROWS
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ArviZ.*:FutureWarning")
 

@@ -275,3 +275,13 @@ def choose_test(
         minibatch_points=minibatch_points,
         proposal_points=proposal_points,
     )
+
+
+#: Why the control variate cannot pay (``TestChoice.cause``), in words.
+CAUSES = {
+    "spread": "the residuals are widely spread",
+    "tail weight": "the residuals are heavy-tailed",
+    "small N": "N is small against the first minibatch",
+    "residual cost": "a residual costs more than the plain points it saves",
+    "rejected": "the proposals were almost never accepted",
+}

@@ -180,8 +180,8 @@ class TallDiagnosis:
         those rows (then only printed, with ``progress=True``).
     momentum_temperature
         The kept draws' proxy-HMC momentum temperature λ: 1, or
-        :data:`tallmcmc.automatic.TEMPERED_MOMENTUM` where the plain move's
-        warm-up accepted less than :data:`tallmcmc.automatic.TEMPER_BELOW`
+        :data:`tallmcmc.tall_tempering.TEMPERED_MOMENTUM` where the plain move's
+        warm-up accepted less than :data:`tallmcmc.tall_tempering.TEMPER_BELOW`
         of its moves (``None`` on the random-walk path).
     """
 
