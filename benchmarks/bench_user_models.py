@@ -23,13 +23,24 @@ approximation"), written as a user would:
   but, on this benchmark's N = 50,000, only to about 20% narrow (r̂ above 1.01 says so; ``docs/sample_tall.md``,
   "Tails wider than the Laplace approximation").
 
+Four more of the likelihoods users write most, none of which the path had seen (the 2026-12-01 audit; each with a
+constrained or structured parameter that ``from_numpyro`` must carry):
+
+* ``ordinal``: ordinal logistic regression, four categories, ``dist.OrderedLogistic`` with cutpoints under an
+  ``OrderedTransform`` (an ordered vector: the constraint is a transform of the unconstrained draws);
+* ``negbin``: negative-binomial regression (``dist.NegativeBinomial2``, log link) with its concentration unknown
+  (positive, ``Exponential`` prior);
+* ``multinomial``: multinomial (softmax) logistic regression, three classes, the first's logits fixed at 0
+  (``dist.Categorical(logits=…)``, a 3 × 2 coefficient matrix);
+* ``gamma``: gamma regression, log link, its shape unknown (positive, ``HalfNormal`` prior).
+
 Per model: ``sample_tall(model, seed=0)`` (4 × 2,000 draws, 200 warm-up, the defaults) and NumPyro NUTS (2 × 1,000
 draws after 1,000 warm-up, sequential), both timed with compilation; then over every coordinate on the constrained
 scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio, with the coordinate whose ratio is furthest
 from 1 in its standard errors (each sd's relative error 1/√(2·ESS of the sd), on both sides); the decision, the data per kept step, and the
 warnings ``sample_tall`` gave (their first words).
 
-    python benchmarks/bench_user_models.py                       # all eight, N = 50,000 (lkj: 10,000), ~9 min
+    python benchmarks/bench_user_models.py                       # all twelve, N = 50,000 (lkj: 10,000), ~12 min
     python benchmarks/bench_user_models.py --only laplace noncentred
     python benchmarks/bench_user_models.py --num-data 1000000 --only poisson rare centred --reference-precision highest
 
@@ -156,6 +167,70 @@ def zero_inflation(n: int, rng):
     return zero_inflated_poisson.numpyro_model, (X, Z), {"y": y}  # the example's model (as a user would write it)
 
 
+def ordinal(n: int, rng):
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    latent = X @ np.array([0.8, -0.5, 0.3]) + rng.logistic(size=n)
+    y = np.sum(latent[:, None] > np.array([-1.0, 0.2, 1.5]), axis=1).astype(np.int32)
+
+    def model(X, y=None):
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([3]).to_event(1))
+        ordered = dist.transforms.OrderedTransform()
+        cutpoints = numpyro.sample(
+            "cutpoints", dist.TransformedDistribution(dist.Normal(0, 5).expand([3]).to_event(1), ordered)
+        )
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.OrderedLogistic(X @ beta, cutpoints), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def negbin(n: int, rng):
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    mean, concentration = np.exp(0.5 + X @ np.array([0.3, -0.2, 0.1])), 2.0
+    y = rng.negative_binomial(concentration, concentration / (concentration + mean)).astype(np.int32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([3]).to_event(1))
+        phi = numpyro.sample("phi", dist.Exponential(0.5))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.NegativeBinomial2(jax.numpy.exp(a + X @ beta), phi), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def multinomial(n: int, rng):
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    logits = np.column_stack([np.zeros(n), X @ np.array([[0.5, -0.3], [0.2, 0.4], [-0.6, 0.1]]) + [0.3, -0.2]])
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    y = (rng.random(n)[:, None] > np.cumsum(probabilities, axis=1)).sum(axis=1).astype(np.int32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5).expand([2]).to_event(1))
+        B = numpyro.sample("B", dist.Normal(0, 2).expand([3, 2]).to_event(2))
+        logits = jax.numpy.concatenate([jax.numpy.zeros((X.shape[0], 1)), X @ B + a], axis=1)
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Categorical(logits=logits), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def gamma(n: int, rng):
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    mean, shape = np.exp(1.0 + X @ np.array([0.4, -0.2])), 3.0
+    y = rng.gamma(shape, mean / shape).astype(np.float32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([2]).to_event(1))
+        k = numpyro.sample("shape", dist.HalfNormal(5.0))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Gamma(k, k / jax.numpy.exp(a + X @ beta)), obs=y)
+
+    return model, (X,), {"y": y}
+
+
 MODELS = {
     "poisson": poisson,
     "student": student,
@@ -165,6 +240,10 @@ MODELS = {
     "centred": lambda n, rng: hierarchical(n, rng, centred=True),
     "noncentred": lambda n, rng: hierarchical(n, rng, centred=False),
     "zero_inflation": zero_inflation,
+    "ordinal": ordinal,
+    "negbin": negbin,
+    "multinomial": multinomial,
+    "gamma": gamma,
 }
 
 

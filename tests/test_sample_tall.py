@@ -12,6 +12,7 @@ grows towards half an oscillation of the proxy and the proposals mirror the curr
 
 import contextlib
 import dataclasses
+import importlib
 import io
 import json
 import math
@@ -1569,3 +1570,19 @@ def test_a_float32_run_whose_rounding_swamps_the_log_ratio_says_so_and_an_ordina
     )  # counted wherever the check ran, rounding named or not
     measured = tallmcmc.tall_diagnosis.float32_rounding(ordinary, run, tallmcmc.laplace_covariance(run.diagnosis.mode))
     assert measured.noise < 1e-3 * tallmcmc.tall_diagnosis.ROUNDING_NOISE_LIMIT, measured
+
+
+def test_a_setting_that_moved_out_of_automatic_is_refused_there():
+    """Since 2026-12-01 the path's settings live, and are read, in its modules (``tallmcmc.tall_tempering`` ...):
+    ``tallmcmc.automatic.TEMPER_BELOW = 0`` would create a value nothing reads, a silent no-op. It is refused, and a
+    read says where the setting lives; every moved name exists there, and settings still in ``automatic`` are set."""
+    automatic = tallmcmc.automatic
+    with pytest.raises(AttributeError, match=r"set tallmcmc\.tall_tempering\.TEMPER_BELOW instead"):
+        automatic.TEMPER_BELOW = 0.0
+    with pytest.raises(AttributeError, match=r"it is tallmcmc\.tall_kept_draws\.KEPT_CHECKS"):
+        automatic.KEPT_CHECKS  # noqa: B018
+    for name, module in automatic.MOVED_SETTINGS.items():
+        assert hasattr(importlib.import_module(module), name) and name not in vars(automatic), name
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(automatic, "RANDOM_WALK_EFFICIENCY", 0.5)
+        assert automatic.RANDOM_WALK_EFFICIENCY == 0.5

@@ -111,7 +111,9 @@ import difflib
 import functools
 import inspect
 import math
+import sys
 import time
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -973,3 +975,65 @@ def _fast_setup_pays(setup: str, model: Model, start: Position) -> bool:
         and dimension <= FAST_SETUP_MAX_DIMENSION
         and row_sharding(model.data, "sample_tall") is None
     )
+
+
+#: The path's settings that lived here until 2026-12-01 and now live (and are read) in their own modules.
+MOVED_SETTINGS = {
+    **dict.fromkeys(
+        (
+            "INTEGRATION_TIME",
+            "NUM_LEAPFROG_STEPS",
+            "INTEGRATOR",
+            "MOMENTUM_TEMPERATURE",
+            "STEP_SIZE_JITTER",
+            "PENALTY_ERROR_LIMIT",
+            "START_CHECK_ROWS",
+        ),
+        "tallmcmc.tall_warmup",
+    ),
+    **dict.fromkeys(
+        (
+            "TEMPERED_MOMENTUM",
+            "TEMPER_BELOW",
+            "TEMPER_OPTIMISM",
+            "STICKY_TEMPERED_MOMENTUM",
+            "STICKY_MIN_DRAWS",
+            "STICKY_TEMPERED_AGAIN",
+        ),
+        "tallmcmc.tall_tempering",
+    ),
+    **dict.fromkeys(
+        (
+            "LOOK_FOR_OUTLYING_ROWS",
+            "OUTLYING_LOOK_FRACTION",
+            "PROXY_MISFIT_ACCEPTANCE",
+            "OUTLYING_LOOK_KURTOSIS",
+            "SECOND_WARMUP_STOP",
+            "SECOND_WARMUP_LOOK",
+        ),
+        "tallmcmc.tall_outlying_looks",
+    ),
+    **dict.fromkeys(("KEPT_CHECKS", "KEPT_CHECK_MIN_DRAWS", "KEPT_SWITCH_MARGIN"), "tallmcmc.tall_kept_draws"),
+}
+
+
+def __getattr__(name: str):
+    """A setting read here after it moved: an error that says where it lives."""
+    if name in MOVED_SETTINGS:
+        raise AttributeError(f"tallmcmc.automatic.{name} has moved: it is {MOVED_SETTINGS[name]}.{name}")
+    raise AttributeError(f"module 'tallmcmc.automatic' has no attribute {name!r}")
+
+
+class _RefusesMovedSettings(types.ModuleType):
+    """This module, refusing to set a setting that moved (the path would never read it: a silent no-op)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in MOVED_SETTINGS:
+            raise AttributeError(
+                f"tallmcmc.automatic.{name} has moved, and sample_tall reads it where it lives: set "
+                f"{MOVED_SETTINGS[name]}.{name} instead"
+            )
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _RefusesMovedSettings
