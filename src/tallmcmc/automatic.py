@@ -713,7 +713,11 @@ def sample_tall(
                     diagnostics_import.wait()
                     read = []  # what each set of draws made read: "the plain draws read 0.21", ...
                     for temperature in sticky_rungs:
-                        sticky = sticky_tails(result, TAIL_ESS_RATIO_LIMIT, TAIL_ESS_PER_DRAW_LIMIT)
+                        # a second rung needs only the tail ESS per draw low: these draws already stuck once
+                        ratio_limit = (
+                            TAIL_ESS_RATIO_LIMIT if tempered is None else tall_tempering.STICKY_AGAIN_RATIO_LIMIT
+                        )
+                        sticky = sticky_tails(result, ratio_limit, TAIL_ESS_PER_DRAW_LIMIT)
                         if sticky is None:
                             break
                         ratio, per_draw = sticky
@@ -723,9 +727,14 @@ def sample_tall(
                         again = tall_tempering.drawn_again_only_if_faster(
                             sticky_again(
                                 temperature=temperature,
-                                why=f"the kept draws' tails mixed far slower than their bulk ({made}: tail ESS "
-                                f"{ratio:.2f} of the bulk ESS, {per_draw:.2f} per draw: chains that stick in tails "
-                                "heavier than the Laplace approximation)",
+                                why=(
+                                    f"the kept draws' tails mixed far slower than their bulk ({made}: tail ESS "
+                                    f"{ratio:.2f} of the bulk ESS, {per_draw:.2f} per draw: chains that stick in tails "
+                                    "heavier than the Laplace approximation)"
+                                    if tempered is None
+                                    else f"the kept draws' tails still mixed slowly ({made}: tail ESS {per_draw:.2f} "
+                                    f"per draw, {ratio:.2f} of the bulk ESS; the plain draws' had stuck)"
+                                ),
                             ),
                             per_draw,
                         )

@@ -8,6 +8,7 @@ derivations and the measurements.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -62,16 +63,28 @@ STICKY_TEMPERED_MOMENTUM = 2.0
 #: on near-Gaussian regressions at 4 × 500 and 4 × 2,000 draws): on a short run the tail ESS is noise, and a run of
 #: 2 × 60 draws, continued or not, would draw again by chance.
 STICKY_MIN_DRAWS = 500
-#: Where the draws made again at :data:`STICKY_TEMPERED_MOMENTUM` still read sticky tails (the same check), warm-up
+#: Where the draws made again at :data:`STICKY_TEMPERED_MOMENTUM` still read sticky tails (their tail ESS per draw
+#: below the check's limit, whatever its ratio to the bulk: :data:`STICKY_AGAIN_RATIO_LIMIT`), warm-up
 #: and kept draws run once more at this λ, under the same gates (able to pay against a random walk; the ESS per draw
 #: its warm-up's acceptance predicts above the λ = 2 draws' tail ESS per draw). λ = 3 everywhere would halve the
 #: mixture's ESS (1,052-1,821 against 1,889-2,518 at λ = 2, seeds 1-12); as a second rung it runs only where λ = 2
 #: fell short. Measured (``docs/sample_tall.md``, "A second rung"): on the mixture's seeds 1-24 it fired on seeds 14,
 #: 17 and 22, the three the λ = 2 draws warned about (seed 17's stuck: ESS 432, r̂ 1.012, sds to 18% wide), and gave
 #: bulk ESS 994-1,220, r̂ ≤ 1.008, sds 0.985-1.054 of the reference and no warning; on the separated logistic
-#: regression (seeds 1-11) it fired on the 9 runs whose λ = 2 draws warned, and one still warns (9 before). Set it to
+#: regression (seeds 1-11) it fired on the 9 runs whose λ = 2 draws warned, and one still warns (9 before). Since
+#: the trigger reads the tail ESS per draw alone, on separation seeds 0-23 it fires on all 23 runs drawn again (max |z|
+#: of the sds 2.7, three warned; three silent misses at z −4.4 to −5.1 before), and on the mixture on 17 of 24, where
+#: the gate keeps λ = 3 on five (seeds 4 and 21 besides the three) and the λ = 2 draws stay on twelve. Set it to
 #: :data:`STICKY_TEMPERED_MOMENTUM` to stop at one rung.
 STICKY_TEMPERED_AGAIN = 3.0
+#: The second rung's trigger needs only the first of the check's two conditions to fail: the λ = 2 draws' tail ESS per
+#: draw below :data:`~tallmcmc.tall_diagnosis.TAIL_ESS_PER_DRAW_LIMIT`, whatever its ratio to their bulk ESS (this
+#: limit, infinite, on the ratio). The ratio is there to spare short runs on near-Gaussian posteriors a false alarm;
+#: draws that reach this rung are already known to stick in a tail, and on the separated logistic regression the λ = 2
+#: draws' tail ratio read 0.52–0.82 on runs whose separated coefficient's sd came out 7–9% narrow (z −3.5 to −5.1,
+#: seeds 10, 16, 19 and 22 of 24, not warned), their tail ESS 0.09–0.14 per draw. Whether λ = 3 is kept is then the
+#: gate's (its predicted ESS per draw above the λ = 2 draws' tail ESS per draw).
+STICKY_AGAIN_RATIO_LIMIT = math.inf
 
 
 def with_tail_note(problem: str, note: str) -> str:
