@@ -161,6 +161,7 @@ from tallmcmc.tall_diagnosis import (
     TallDiagnosis,
     diagnose,
     float32_rounding,
+    ran_off,
     sticky_tails,
 )
 
@@ -477,6 +478,13 @@ def sample_tall(
                 "so no Laplace approximation is used: exact Metropolis with an adapted random walk"
                 if off > MODE_OFF_LIMIT
                 else "the control variate and the Laplace proposal are centred off the mode"
+            )
+            + (
+                ""
+                if (far := ran_off(model, mode.position)) is None
+                else f". It ran off towards the edge of some parameters' support ({far}): a density that grows "
+                "without bound there has no mode to build a Laplace approximation on, as a horseshoe's or another "
+                "global-local prior's scales make (docs/sample_tall.md, 'A posterior with no mode')"
             )
         )
     try:
@@ -863,8 +871,10 @@ def _random_walk_run(
         model,
         proposal,
         test,
-        initial_positions=tall_warmup.chain_starts(
-            mode.position, np.eye(dimension) * 1e-2, run.options["num_chains"], run.seed
+        initial_positions=tall_warmup.inside_support(
+            model,
+            mode.position,
+            tall_warmup.chain_starts(mode.position, np.eye(dimension) * 1e-2, run.options["num_chains"], run.seed),
         ),
         num_samples=run.num_samples,
         num_warmup=max(run.num_warmup, 200),

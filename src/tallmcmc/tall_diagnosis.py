@@ -406,8 +406,9 @@ def diagnose(result, decision, reason, mode, control_variate, choice, proposal, 
     acceptance = float(np.mean(info["accepted"]))
     rhat_max = float(np.max(rhat)) if rhat.size else float("nan")
     if rhat.size and rhat_max > RHAT_LIMIT:
+        shown = f"{rhat_max:.3f}" if rhat_max < 100 else f"{rhat_max:.2g}"  # chains stuck apart: 6e+15, not 16 digits
         problems.append(
-            f"r̂ = {rhat_max:.3f} > {RHAT_LIMIT} on {names[int(np.argmax(rhat))]}"
+            f"r̂ = {shown} > {RHAT_LIMIT} on {names[int(np.argmax(rhat))]}"
             f"{f' and {int(np.sum(rhat > RHAT_LIMIT)) - 1} more coordinates' if np.sum(rhat > RHAT_LIMIT) > 1 else ''}"
             ": the chains disagree; "
             + (
@@ -535,6 +536,37 @@ def run_longer(ess_min: float, draws: int, random_walk: bool = False) -> str:
             "Laplace approximation')"
         )
     return advice
+
+
+#: Where the mode search did not converge, a transformed coordinate (a positive scale's logarithm, say) whose
+#: unconstrained value ended beyond this is named: e^{±15} is 3·10^{∓7}-fold off its start. A horseshoe regression's
+#: search (the eleventh user-model audit, 2026-12-02) ended with the global scale's logarithm at −22.8 (τ ≈ 10⁻¹⁰)
+#: and the signals' local scales' at +21 to +22; its other coordinates within ±7.
+RAN_OFF_LIMIT = 15.0
+
+
+def ran_off(model, position) -> str | None:
+    """Where ``position`` (a mode search's end) has transformed coordinates beyond :data:`RAN_OFF_LIMIT` on the
+    unconstrained scale, those coordinates and their constrained values in words (``"tau → 1.2e-10, lam[0] →
+    4.3e+09"``); ``None`` where none has, or the model says nothing of constraints (no ``constrain``: a coordinate
+    that is not transformed may be large and right). A coordinate counts as transformed where its site keeps its
+    shape and its constrained value differs from the unconstrained one."""
+    constrain = getattr(model, "constrain", None)
+    if constrain is None or not isinstance(position, dict):
+        return None
+    constrained = constrain(position)
+    said = []
+    for name, value in position.items():
+        value, meant = (
+            np.asarray(value),
+            np.asarray(constrained.get(name, value)) if isinstance(constrained, dict) else None,
+        )
+        if meant is None or meant.shape != value.shape or np.array_equal(meant, value):
+            continue
+        for index in zip(*np.nonzero(np.abs(np.atleast_1d(value)) > RAN_OFF_LIMIT)):
+            label = name + (f"[{', '.join(map(str, index))}]" if value.ndim else "")
+            said.append(f"{label} → {np.atleast_1d(meant)[index]:.2g}")
+    return ", ".join(said[:6]) + (f" and {len(said) - 6} more" if len(said) > 6 else "") if said else None
 
 
 def _coordinate_names(positions) -> list[str]:
