@@ -555,13 +555,14 @@ def ran_off(model, position) -> str | None:
     if constrain is None or not isinstance(position, dict):
         return None
     constrained = constrain(position)
+    if not isinstance(constrained, dict):
+        return None
     said = []
     for name, value in position.items():
-        value, meant = (
-            np.asarray(value),
-            np.asarray(constrained.get(name, value)) if isinstance(constrained, dict) else None,
-        )
-        if meant is None or meant.shape != value.shape or np.array_equal(meant, value):
+        value, meant = np.asarray(value), np.asarray(constrained.get(name, value))
+        if meant.shape != value.shape or np.array_equal(
+            meant, value
+        ):  # reshaped (a Cholesky factor), or not transformed
             continue
         for index in zip(*np.nonzero(np.abs(np.atleast_1d(value)) > RAN_OFF_LIMIT)):
             label = name + (f"[{', '.join(map(str, index))}]" if value.ndim else "")

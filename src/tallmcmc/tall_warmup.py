@@ -286,11 +286,10 @@ def inside_support(model: Model, center: Position, starts: Position) -> Position
     the run goes on and its diagnosis says what went wrong."""
     num_chains = int(jax.tree_util.tree_leaves(starts)[0].shape[0])
     chains = [jax.tree_util.tree_map(lambda leaf: leaf[chain], starts) for chain in range(num_chains)]  # noqa: B023
-    if all(np.isfinite(float(model.log_prior(start))) for start in chains) or not np.isfinite(
-        float(model.log_prior(center))
-    ):
+    finite = [bool(np.isfinite(float(model.log_prior(start)))) for start in chains]
+    if all(finite) or not np.isfinite(float(model.log_prior(center))):
         return starts  # all inside, or the centre no better: sample's check says what is wrong
-    inside = [start if np.isfinite(float(model.log_prior(start))) else center for start in chains]
+    inside = [start if ok else center for start, ok in zip(chains, finite, strict=True)]
     return jax.tree_util.tree_map(lambda *leaves: np.stack([np.asarray(leaf) for leaf in leaves]), *inside)
 
 
