@@ -34,13 +34,26 @@ constrained or structured parameter that ``from_numpyro`` must carry):
   (``dist.Categorical(logits=…)``, a 3 × 2 coefficient matrix);
 * ``gamma``: gamma regression, log link, its shape unknown (positive, ``HalfNormal`` prior).
 
+Five more from the 2026-12-02 twelfth audit:
+
+* ``probit``: probit regression written ``dist.Bernoulli(probs=norm.cdf(a + X @ beta))``, its coefficients large
+  (|η| up to 25) and 1% of the labels flipped. In float32 that likelihood's second derivative is NaN at rows with
+  y = 0 and η < −9.0 (xlogy's 0/p², p² underflowing), so the full-data Hessian is NaN: the mode search stops, the
+  path takes the random walk and warns, naming the rows and the fix (``docs/sample_tall.md``, "Second derivatives
+  that are not finite");
+* ``probit_ndtr``: the same data and model with the fix, the log-likelihood through ``log_ndtr`` in a
+  ``numpyro.factor``;
+* ``heteroscedastic``: a linear regression whose noise scale is log-linear in the covariates (8 coefficients);
+* ``beta``: beta regression (logit mean, precision ``phi`` unknown);
+* ``glmm``: logistic regression with 100 random intercepts (Normal(0, τ), τ unknown; 104 parameters).
+
 Per model: ``sample_tall(model, seed=0)`` (4 × 2,000 draws, 200 warm-up, the defaults) and NumPyro NUTS (2 × 1,000
 draws after 1,000 warm-up, sequential), both timed with compilation; then over every coordinate on the constrained
 scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio, with the coordinate whose ratio is furthest
 from 1 in its standard errors (each sd's relative error 1/√(2·ESS of the sd), on both sides); the decision, the data per kept step, and the
 warnings ``sample_tall`` gave (their first words).
 
-    python benchmarks/bench_user_models.py                       # all twelve, N = 50,000 (lkj: 10,000), ~12 min
+    python benchmarks/bench_user_models.py                       # all seventeen, N = 50,000 (lkj: 10,000), ~20 min
     python benchmarks/bench_user_models.py --only laplace noncentred
     python benchmarks/bench_user_models.py --num-data 1000000 --only poisson rare centred --reference-precision highest
 
@@ -63,6 +76,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from _timing import cpu_probe_ms
+from jax.scipy.special import log_ndtr
+from jax.scipy.stats import norm
 from numpyro.infer import MCMC, NUTS
 
 import tallmcmc
@@ -231,6 +246,76 @@ def gamma(n: int, rng):
     return model, (X,), {"y": y}
 
 
+def probit(n: int, rng, stable: bool = False):
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    eta = 0.3 + X @ np.array([6.0, -4.0, 3.0])
+    y = (rng.random(n) < norm.cdf(eta)).astype(np.int32)
+    y = np.where(rng.random(n) < 0.01, 1 - y, y).astype(np.int32)  # 1% of the labels flipped
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([3]).to_event(1))
+        eta = a + X @ beta
+        with numpyro.plate("data", X.shape[0]):
+            if stable:  # the fix the warning gives
+                numpyro.factor("y", jax.numpy.where(y == 1, log_ndtr(eta), log_ndtr(-eta)))
+            else:
+                numpyro.sample("y", dist.Bernoulli(probs=norm.cdf(eta)), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def heteroscedastic(n: int, rng):
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    scale = np.exp(-0.5 + X @ np.array([0.4, 0.0, -0.3]))
+    y = (1.0 + X @ np.array([0.5, -0.3, 0.2]) + scale * rng.normal(size=n)).astype(np.float32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([3]).to_event(1))
+        c = numpyro.sample("c", dist.Normal(0, 5))
+        gamma = numpyro.sample("gamma", dist.Normal(0, 2).expand([3]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Normal(a + X @ beta, jax.numpy.exp(c + X @ gamma)), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def beta(n: int, rng):
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    mean, precision = 1 / (1 + np.exp(-(0.2 + X @ np.array([0.6, -0.4])))), 8.0
+    y = np.clip(rng.beta(mean * precision, (1 - mean) * precision), 1e-4, 1 - 1e-4).astype(np.float32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([2]).to_event(1))
+        phi = numpyro.sample("phi", dist.Gamma(2.0, 0.1))
+        mean = jax.nn.sigmoid(a + X @ beta)
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Beta(mean * phi, (1 - mean) * phi), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def glmm(n: int, rng, groups: int = 100):
+    group = rng.integers(0, groups, size=n).astype(np.int32)
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    effects = rng.normal(0, 0.7, size=groups)
+    logits = -0.5 + X @ np.array([0.8, -0.4]) + effects[group]
+    y = (rng.random(n) < 1 / (1 + np.exp(-logits))).astype(np.int32)
+
+    def model(X, group, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([2]).to_event(1))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        with numpyro.plate("groups", groups):
+            u = numpyro.sample("u", dist.Normal(0, tau))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=a + X @ beta + u[group]), obs=y)
+
+    return model, (X, group), {"y": y}
+
+
 MODELS = {
     "poisson": poisson,
     "student": student,
@@ -244,6 +329,11 @@ MODELS = {
     "negbin": negbin,
     "multinomial": multinomial,
     "gamma": gamma,
+    "probit": probit,
+    "probit_ndtr": lambda n, rng: probit(n, rng, stable=True),
+    "heteroscedastic": heteroscedastic,
+    "beta": beta,
+    "glmm": glmm,
 }
 
 

@@ -171,6 +171,27 @@ def test_a_flat_direction_warns_and_has_no_laplace_covariance():
         laplace_covariance(mode)
 
 
+def test_a_hessian_that_is_not_finite_is_called_so_not_indefinite():
+    """A term whose second derivative is NaN in float32 where its value and gradient are finite (y·log p at y = 0
+    with p ≈ 10⁻²¹: −0/p², p² flushed to 0; NumPyro's ``Bernoulli(probs=Φ(η))`` far in its tail) stops the search;
+    both warnings say the Hessian is not finite, neither that it is not positive definite (a saddle, a flat
+    direction: the twelfth user-model audit read "not positive definite" for a NaN Hessian)."""
+    from jax.scipy.special import ndtr, xlogy
+
+    model = tallmcmc.Model(
+        lambda theta, x: -0.5 * (x - theta[0]) ** 2 + xlogy(0.0, ndtr(theta[0] - 9.5)),
+        lambda theta: jnp.zeros(()),
+        np.zeros(20, np.float32),
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mode = find_mode(model, jnp.full(1, 0.5))
+    said = [str(warning.message) for warning in caught]
+    assert not mode.converged and not np.all(np.isfinite(mode.hessian)), mode
+    assert len(said) == 2 and all("Hessian of −log π" in text and "not finite" in text for text in said), said
+    assert not any("not positive definite" in text for text in said), said
+
+
 def test_adam_phase_without_optax_names_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "optax", None)  # makes `import optax` fail
     model = gaussian_mean.model(np.zeros(100, np.float32))

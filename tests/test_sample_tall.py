@@ -1715,3 +1715,61 @@ def test_a_horseshoe_regression_at_small_n_runs_and_says_its_chains_disagree():
         result = tallmcmc.sample_tall(horseshoe_regression(2000), seed=0, progress=False)
     assert result.diagnosis.r_hat_max > 1.01, str(result.diagnosis)
     assert any("the chains disagree" in str(warning.message) for warning in caught)
+
+
+def probit_regression(num_data: int, *, stable: bool, far: tuple[int, ...] = ()):
+    """A probit regression as a user writes it in NumPyro (the twelfth user-model audit), ``Bernoulli(probs=Φ(η))``,
+    or, ``stable``, its log-likelihood through ``log_ndtr``; ``η = a + βx`` with a = 0, β = 1 at |x| < 4, and at the
+    rows ``far`` x = −12 with y = 0 (predicted right with near certainty: Φ(−12) ≈ 2·10⁻³³)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.scipy.special import log_ndtr
+    from jax.scipy.stats import norm
+
+    rng = np.random.default_rng(3)
+    x = np.clip(rng.normal(size=num_data), -4.0, 4.0).astype(np.float32)
+    y = (rng.random(num_data) < 0.5 * (1.0 + np.tanh(0.8 * x))).astype(np.int32)  # any outcomes of the bulk
+    x[list(far)], y[list(far)] = -12.0, 0
+
+    def model(x, y=None):
+        a = numpyro.sample("a", dist.Normal(0.0, 5.0))
+        b = numpyro.sample("b", dist.Normal(0.0, 5.0))
+        eta = a + b * x
+        with numpyro.plate("data", x.shape[0]):
+            if stable:
+                numpyro.factor("y", jnp.where(y == 1, log_ndtr(eta), log_ndtr(-eta)))
+            else:
+                numpyro.sample("y", dist.Bernoulli(probs=norm.cdf(eta)), obs=y)
+
+    return tallmcmc.from_numpyro(model, x, y=y)
+
+
+def test_a_hessian_that_is_not_finite_names_the_rows_that_make_it_so():
+    """NumPyro's ``Bernoulli(probs=Φ(η))`` has a NaN second derivative in float32 at a row with y = 0 and η < −9.0
+    (y·log p's divides 0 by p², which underflows), though its value and gradient are finite there: the full-data
+    Hessian is NaN, the mode search stops, and the path said "not positive definite … a horseshoe's scales" (the
+    twelfth audit). The check names exactly the rows placed there; written through ``log_ndtr`` (the twin), none."""
+    far = (17, 404, 1999)
+    at = {"a": np.float32(0.0), "b": np.float32(1.0)}
+    found = tallmcmc.tall_diagnosis.non_finite_curvature(probit_regression(2000, stable=False, far=far), at)
+    assert found.rows.tolist() == list(far) and found.not_finite_below == 0 and not found.prior, found
+    assert found.data_used == 2000
+    assert "3 rows (17, 404, 1,999), whose log-likelihoods and gradients are finite" in found.words()
+    assert found.words().endswith("(docs/sample_tall.md, 'Second derivatives that are not finite')")
+    twin = tallmcmc.tall_diagnosis.non_finite_curvature(probit_regression(2000, stable=True, far=far), at)
+    assert twin.rows.size == 0 and not twin.prior, twin
+
+
+def test_sample_tall_names_the_rows_whose_second_derivatives_are_not_finite():
+    """End to end, the default path: the mode search stops on the NaN Hessian, the run takes the random walk, and its
+    warning names the rows and the fix (not a horseshoe's scales); the check's pass is counted."""
+    model = probit_regression(2000, stable=False, far=(5, 6))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = tallmcmc.sample_tall(model, seed=0, num_samples=100, num_warmup=200, num_chains=2, progress=False)
+    said = [str(warning.message) for warning in caught if str(warning.message).startswith("sample_tall: the mode")]
+    assert len(said) == 1 and "the Hessian of −log π is not finite where it ended" in said[0], said
+    assert "2 rows (5, 6)" in said[0] and "log_ndtr" in said[0] and "horseshoe" not in said[0], said[0]
+    assert result.diagnosis.decision == "random walk"
+    assert result.setup_data_used["curvature check (diagnosis)"] == model.num_data

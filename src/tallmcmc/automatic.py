@@ -161,6 +161,7 @@ from tallmcmc.tall_diagnosis import (
     TallDiagnosis,
     diagnose,
     float32_rounding,
+    non_finite_curvature,
     ran_off,
     sticky_tails,
 )
@@ -457,6 +458,12 @@ def sample_tall(
             fallback_warnings.append(caught)
         else:
             _warn_again([caught])
+    # a search that stopped on a Hessian that is not finite: which rows make it so (one pass, counted with the walk)
+    curvature = (
+        non_finite_curvature(model, mode.position)
+        if one_device and math.isinf(off) and not np.all(np.isfinite(np.asarray(getattr(mode, "hessian", 0.0))))
+        else None
+    )
     if near_enough and off > 0:
         say(
             f"sample_tall: the mode search stopped {off:.3g} posterior sd from the mode ({mode.message}); near "
@@ -468,7 +475,9 @@ def sample_tall(
         problems.append(
             "the mode search did not converge ("
             + (
-                "the Hessian of −log π is not positive definite where it ended"
+                "the Hessian of −log π is not finite where it ended"
+                if curvature is not None
+                else "the Hessian of −log π is not positive definite where it ended"
                 if math.isinf(off)
                 else f"Newton decrement {off:.3g} posterior sd"
             )
@@ -479,6 +488,7 @@ def sample_tall(
                 if off > MODE_OFF_LIMIT
                 else "the control variate and the Laplace proposal are centred off the mode"
             )
+            + ("" if curvature is None else f". Why: {curvature.words()}")
             + (
                 ""
                 if (far := ran_off(model, mode.position)) is None
@@ -509,7 +519,9 @@ def sample_tall(
 
     if covariance is None:
         decision, choice, proposal = "random walk", None, None
-        if math.isinf(off):  # the decrement is undefined: the Hessian where the search ended is not positive definite
+        if curvature is not None:
+            why = "the Hessian of −log π is not finite where the mode search ended (the problems say at which rows)"
+        elif math.isinf(off):  # the decrement is undefined: the Hessian where the search ended is not positive definite
             why = (
                 "the mode search ended where the Hessian of −log π is not positive definite (no mode there: a "
                 "density that grows without bound, such as a horseshoe's or another scale prior's towards a scale of "
@@ -528,6 +540,8 @@ def sample_tall(
         )
         _warn_again(fallback_warnings)
         result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
+        if curvature is not None:
+            count_pass(result, "curvature check (diagnosis)", curvature.data_used, resume)
         clock.lap("kept draws")
     else:
         if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:

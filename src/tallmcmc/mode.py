@@ -436,7 +436,10 @@ def find_mode(
     converged = bool(decrement <= decrement_tolerance)
     if not converged:
         where = (
-            "the Hessian of −log π there is not positive definite, so the decrement is undefined"
+            "the Hessian of −log π there is not finite (NaN or infinite second derivatives), so the decrement is "
+            "undefined"
+            if not np.all(np.isfinite(curvature))
+            else "the Hessian of −log π there is not positive definite, so the decrement is undefined"
             if not np.isfinite(decrement)
             else f"the Newton decrement there is {decrement:.3g} posterior sd (decrement_tolerance "
             f"{decrement_tolerance:g})"
@@ -473,7 +476,16 @@ def find_mode(
             RuntimeWarning,
             stacklevel=2,
         )
-    if not _is_positive_definite(curvature):
+    if not np.all(np.isfinite(curvature)):
+        warnings.warn(
+            "find_mode: the Hessian of −log π at the result is not finite (NaN or infinite second derivatives: a "
+            "log density whose second derivative under- or overflows, such as NumPyro's Bernoulli(probs=Φ(η)) in "
+            "float32 far in the tails), so the Laplace approximation N(mode, H⁻¹) does not exist there and "
+            "laplace_covariance will refuse it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    elif not _is_positive_definite(curvature):
         warnings.warn(
             "find_mode: the Hessian of −log π at the result is not positive definite (a saddle, a flat "
             "direction or an unbounded posterior), so the Laplace approximation N(mode, H⁻¹) does not exist "

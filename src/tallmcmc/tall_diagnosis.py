@@ -31,10 +31,12 @@ from tallmcmc.sampling import SamplingResult
 from tallmcmc.sampling.continuation import starts_of
 
 __all__ = [
+    "NonFiniteCurvature",
     "Rounding",
     "TallDiagnosis",
     "diagnose",
     "float32_rounding",
+    "non_finite_curvature",
     "run_longer",
     "sd_mixing_ratio",
     "sticky_tails",
@@ -568,6 +570,87 @@ def ran_off(model, position) -> str | None:
             label = name + (f"[{', '.join(map(str, index))}]" if value.ndim else "")
             said.append(f"{label} → {np.atleast_1d(meant)[index]:.2g}")
     return ", ".join(said[:6]) + (f" and {len(said) - 6} more" if len(said) > 6 else "") if said else None
+
+
+#: Rows per block of :func:`non_finite_curvature`'s pass.
+_CURVATURE_BLOCK = 4096
+
+
+class NonFiniteCurvature(NamedTuple):
+    """Where the Hessian of −log π at a point is not finite (:func:`non_finite_curvature`): the rows whose
+    log-likelihood's Hessian is not finite there, how many of those also have a log-likelihood or gradient that is
+    not finite, whether the log-prior's Hessian is not finite, and the data points the pass touched."""
+
+    rows: np.ndarray
+    not_finite_below: int
+    prior: bool
+    data_used: int
+
+    def words(self) -> str:
+        """The finding, and what to do, in words for a warning."""
+        if self.rows.size:
+            first = ", ".join(f"{row:,}" for row in self.rows[:5]) + (" …" if self.rows.size > 5 else "")
+            where = (
+                f"the log-likelihood's second derivatives are NaN or infinite at {self.rows.size:,} "
+                f"row{'s' if self.rows.size > 1 else ''} ({first})"
+                + (
+                    ", whose log-likelihoods and gradients are finite there"
+                    if not self.not_finite_below
+                    else f", {self.not_finite_below:,} of which also have a log-likelihood or gradient that is not "
+                    "finite"
+                )
+                + (", and the log-prior's are too" if self.prior else "")
+            )
+        elif self.prior:
+            where = "the log-prior's second derivatives are NaN or infinite there"
+        else:
+            where = "no single row's second derivatives are NaN or infinite there (their sum overflows)"
+        return (
+            f"{where}: a log density written so that its second derivative under- or overflows, e.g. NumPyro's "
+            "Bernoulli(probs=Φ(η)) for a probit link in float32 (at η < −9.0, y·log p's second derivative divides "
+            "0 by p², which underflows to 0; at η > 5.2, NumPyro clamps p below 1, so a row with y = 0 there stops "
+            "pulling: a posterior wrong for any sampler, NUTS's means 11 sd off on the audit's data). "
+            "Write the term so that it stays finite (a probit: numpyro.factor of jax.scipy.special.log_ndtr(η) "
+            "where y = 1 and log_ndtr(−η) where y = 0) (docs/sample_tall.md, 'Second derivatives that are not "
+            "finite')"
+        )
+
+
+def non_finite_curvature(model: Model, position) -> NonFiniteCurvature | None:
+    """Which rows make the Hessian of −log π at ``position`` not finite (one pass over N: each row's log-likelihood,
+    gradient and Hessian-vector product with a vector of ones, in blocks: a NaN or infinite entry of a row's Hessian
+    makes that product so), and whether the log-prior's Hessian is not finite there. ``None`` on a model whose data
+    are not all held by this process (nothing to say of rows held elsewhere), or whose rows cannot be evaluated one
+    at a time in blocks (a diagnosis never stops the run).
+
+    For the diagnosis of a mode search that stopped on a Hessian that is not finite: the path then has no Laplace
+    approximation, and the usual cause is a likelihood written in a way whose second derivative underflows in
+    float32 at rows predicted with near certainty (the twelfth user-model audit's probit regression, 2026-12-02).
+    """
+    if model.num_data != int(jax.tree_util.tree_leaves(model.data)[0].shape[0]):
+        return None
+    flat, unravel = ravel_pytree(position)
+
+    @jax.jit
+    def finite(theta, data):
+        def one(datum):
+            def term(t):
+                return model.log_likelihood(unravel(t), datum)
+
+            value, gradient = jax.value_and_grad(term)(theta)
+            product = jax.jvp(jax.grad(term), (theta,), (jnp.ones_like(theta),))[1]
+            return jnp.isfinite(value) & jnp.all(jnp.isfinite(gradient)), jnp.all(jnp.isfinite(product))
+
+        rows = jax.lax.map(one, data, batch_size=_CURVATURE_BLOCK)
+        prior = jnp.all(jnp.isfinite(jax.hessian(lambda t: model.log_prior(unravel(t)))(theta)))
+        return rows, prior
+
+    try:
+        (first, second), prior = jax.device_get(finite(flat, model.data))
+    except Exception:  # a diagnosis never stops the run: a model whose rows cannot be mapped over says nothing here
+        return None
+    rows = np.flatnonzero(~np.asarray(second))
+    return NonFiniteCurvature(rows, int(np.sum(~np.asarray(first)[rows])), not bool(prior), model.num_data)
 
 
 def _coordinate_names(positions) -> list[str]:
