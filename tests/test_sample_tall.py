@@ -1773,3 +1773,4 @@ def test_sample_tall_names_the_rows_whose_second_derivatives_are_not_finite():
     assert "2 rows (5, 6)" in said[0] and "log_ndtr" in said[0] and "horseshoe" not in said[0], said[0]
     assert result.diagnosis.decision == "random walk"
     assert result.setup_data_used["curvature check (diagnosis)"] == model.num_data
+    assert result.diagnosis.problems[0].startswith("the mode search did not converge"), result.diagnosis.problems
