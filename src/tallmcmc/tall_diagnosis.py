@@ -610,9 +610,9 @@ class NonFiniteCurvature(NamedTuple):
             "Bernoulli(probs=Φ(η)) for a probit link in float32 (at η < −9.0, y·log p's second derivative divides "
             "0 by p², which underflows to 0; at η > 5.2, NumPyro clamps p below 1, so a row with y = 0 there stops "
             "pulling: a posterior wrong for any sampler, NUTS's means 11 sd off on the audit's data). "
-            "Write the term so that it stays finite (a probit: numpyro.factor of jax.scipy.special.log_ndtr(η) "
-            "where y = 1 and log_ndtr(−η) where y = 0) (docs/sample_tall.md, 'Second derivatives that are not "
-            "finite')"
+            "Write the term so that it stays finite: jax.scipy.special.log_ndtr(x) in place of log(norm.cdf(x)) "
+            "(a censored normal's term), and for a probit numpyro.factor of log_ndtr(η) where y = 1 and "
+            "log_ndtr(−η) where y = 0 (docs/sample_tall.md, 'Second derivatives that are not finite')"
         )
 
 
