@@ -37,7 +37,7 @@ constrained or structured parameter that ``from_numpyro`` must carry):
 Seven more from the 2026-12-02 twelfth audit:
 
 * ``probit``: probit regression written ``dist.Bernoulli(probs=norm.cdf(a + X @ beta))``, its coefficients large
-  (|η| up to 25) and 1% of the labels flipped. In float32 that likelihood's second derivative is NaN at rows with
+  (|η| up to 29.6 at the true ones) and 1% of the labels flipped. In float32 that likelihood's second derivative is NaN at rows with
   y = 0 and η < −9.0 (xlogy's 0/p², p² underflowing), so the full-data Hessian is NaN: the mode search stops, the
   path takes the random walk and warns, naming the rows and the fix (``docs/sample_tall.md``, "Second derivatives
   that are not finite");

@@ -1753,7 +1753,7 @@ def test_a_hessian_that_is_not_finite_names_the_rows_that_make_it_so():
     far = (17, 404, 1999)
     at = {"a": np.float32(0.0), "b": np.float32(1.0)}
     found = tallmcmc.tall_diagnosis.non_finite_curvature(probit_regression(2000, stable=False, far=far), at)
-    assert found.rows.tolist() == list(far) and found.not_finite_below == 0 and not found.prior, found
+    assert found.rows.tolist() == list(far) and found.value_or_gradient_not_finite == 0 and not found.prior, found
     assert found.data_used == 2000
     assert "3 rows (17, 404, 1,999), whose log-likelihoods and gradients are finite" in found.words()
     assert found.words().endswith("(docs/sample_tall.md, 'Second derivatives that are not finite')")
@@ -1761,9 +1761,12 @@ def test_a_hessian_that_is_not_finite_names_the_rows_that_make_it_so():
     assert twin.rows.size == 0 and not twin.prior, twin
 
 
-def test_sample_tall_names_the_rows_whose_second_derivatives_are_not_finite():
+def test_sample_tall_names_the_rows_whose_second_derivatives_are_not_finite(monkeypatch):
     """End to end, the default path: the mode search stops on the NaN Hessian, the run takes the random walk, and its
-    warning names the rows and the fix (not a horseshoe's scales); the check's pass is counted."""
+    warning names the rows and the fix (not a horseshoe's scales); the check's pass is counted. The float32 rounding
+    problem, which the audit's run at N = 5·10⁴ also had (this one's rounding is below the limit, so the limit is
+    set to 0 here), comes after it: float64 does not mend such a likelihood."""
+    monkeypatch.setattr(tallmcmc.automatic, "ROUNDING_NOISE_LIMIT", 0.0)
     model = probit_regression(2000, stable=False, far=(5, 6))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -1774,3 +1777,4 @@ def test_sample_tall_names_the_rows_whose_second_derivatives_are_not_finite():
     assert result.diagnosis.decision == "random walk"
     assert result.setup_data_used["curvature check (diagnosis)"] == model.num_data
     assert result.diagnosis.problems[0].startswith("the mode search did not converge"), result.diagnosis.problems
+    assert result.diagnosis.problems[1].startswith("in float32 the per-datum log-likelihoods round")

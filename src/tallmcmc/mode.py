@@ -434,11 +434,12 @@ def find_mode(
     decrement = _newton_decrement(point.gradient, curvature)
     gradient_norm = float(np.max(np.abs(point.gradient), initial=0.0))
     converged = bool(decrement <= decrement_tolerance)
+    finite = bool(np.all(np.isfinite(curvature)))
     if not converged:
         where = (
             "the Hessian of −log π there is not finite (NaN or infinite second derivatives), so the decrement is "
             "undefined"
-            if not np.all(np.isfinite(curvature))
+            if not finite
             else "the Hessian of −log π there is not positive definite, so the decrement is undefined"
             if not np.isfinite(decrement)
             else f"the Newton decrement there is {decrement:.3g} posterior sd (decrement_tolerance "
@@ -476,7 +477,7 @@ def find_mode(
             RuntimeWarning,
             stacklevel=2,
         )
-    if not np.all(np.isfinite(curvature)):
+    if not finite:
         warnings.warn(
             "find_mode: the Hessian of −log π at the result is not finite (NaN or infinite second derivatives: a "
             "log density whose second derivative under- or overflows, such as NumPyro's Bernoulli(probs=Φ(η)) in "

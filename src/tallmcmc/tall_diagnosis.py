@@ -562,9 +562,8 @@ def ran_off(model, position) -> str | None:
     said = []
     for name, value in position.items():
         value, meant = np.asarray(value), np.asarray(constrained.get(name, value))
-        if meant.shape != value.shape or np.array_equal(
-            meant, value
-        ):  # reshaped (a Cholesky factor), or not transformed
+        # reshaped (a Cholesky factor), or not transformed
+        if meant.shape != value.shape or np.array_equal(meant, value):
             continue
         for index in zip(*np.nonzero(np.abs(np.atleast_1d(value)) > RAN_OFF_LIMIT)):
             label = name + (f"[{', '.join(map(str, index))}]" if value.ndim else "")
@@ -582,7 +581,7 @@ class NonFiniteCurvature(NamedTuple):
     not finite, whether the log-prior's Hessian is not finite, and the data points the pass touched."""
 
     rows: np.ndarray
-    not_finite_below: int
+    value_or_gradient_not_finite: int
     prior: bool
     data_used: int
 
@@ -595,8 +594,8 @@ class NonFiniteCurvature(NamedTuple):
                 f"row{'s' if self.rows.size > 1 else ''} ({first})"
                 + (
                     ", whose log-likelihoods and gradients are finite there"
-                    if not self.not_finite_below
-                    else f", {self.not_finite_below:,} of which also have a log-likelihood or gradient that is not "
+                    if not self.value_or_gradient_not_finite
+                    else f", {self.value_or_gradient_not_finite:,} of which also have a log-likelihood or gradient that is not "
                     "finite"
                 )
                 + (", and the log-prior's are too" if self.prior else "")
