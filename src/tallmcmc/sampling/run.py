@@ -366,7 +366,9 @@ def sample(
 def _check_resumed_position(model: Model, positions: Position) -> None:
     """Refuse a resumed state whose positions do not fit ``model.position_shape`` (it comes from another model)."""
     try:
-        check_position_shape(model, jax.tree_util.tree_map(lambda leaf: leaf[0], positions), "resume")
+        # one chain's shapes, not its values (indexing a device array compiles two small programs)
+        one = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(np.shape(leaf)[1:], leaf.dtype), positions)
+        check_position_shape(model, one, "resume")
     except ValueError as error:
         raise ValueError(
             f"resume: the run being resumed has positions of another shape than this model's "

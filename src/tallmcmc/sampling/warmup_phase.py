@@ -441,4 +441,9 @@ def _adaptive_warmup(
     finally:
         bar.close()
     draws = jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves, axis=0), *parts)
-    return states, jnp.exp(adaptation.log_factor_bar), draws, chunk.compile_seconds
+    log_factors = adaptation.log_factor_bar
+    if getattr(log_factors, "is_fully_addressable", True):  # on the host: a few numbers, which jnp.exp would compile
+        factors = np.exp(np.asarray(log_factors, np.float64)).astype(np.asarray(log_factors).dtype)
+    else:  # split over processes: on the devices, where they are
+        factors = jnp.exp(log_factors)
+    return states, factors, draws, chunk.compile_seconds
