@@ -426,10 +426,6 @@ def sample_tall(
     problems: list[str] = []
     say = print if progress else (lambda *_, **__: None)
     clock = _Clock()
-    # the diagnosis's ArviZ imported in a thread while the run works (0.5–0.8 s in a fresh process); SciPy's modules
-    # that the setup imports on first use are imported here first, so that the two threads never import one at once
-    diagnostics_import = import_ahead.start(arviz_bridge.diagnostics_module(), first=_SETUP_IMPORTS)
-
     one_device = row_sharding(model.data, "sample_tall") is None
     if mode is None and control_variate is None and one_device and not sample_options:
         # the default run's shape: its chain program compiled while the mode is found (the warm-up takes it)
@@ -439,6 +435,11 @@ def sample_tall(
             ),
             _ahead_signature(model, start, batch_size, minibatch_test, num_chains, num_warmup),
         )
+    # the diagnosis's ArviZ imported in a thread while the run works (0.5–0.8 s in a fresh process); SciPy's modules
+    # that the setup imports on first use are imported here first, so that the two threads never import one at once
+    # (after the chain program's thread has started: its compilation is a first run's longest path, and it needs
+    # neither)
+    diagnostics_import = import_ahead.start(arviz_bridge.diagnostics_module(), first=_SETUP_IMPORTS)
     found_here = mode is None  # a mode found here on this model: its last pass's sums may build the control variate
     setup_warnings: list[warnings.WarningMessage] = []
     fallback = None  # fast_setup's reason for falling back to find_mode, if it did
