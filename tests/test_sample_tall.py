@@ -1283,6 +1283,60 @@ def test_a_laplace_approximation_that_does_not_fit_gives_way_to_the_random_walk(
     assert not tallmcmc.testing.check_posterior_moments(np.asarray(frozen.positions), [mean], [sd**2]).passed
 
 
+def test_a_likelihood_with_a_kink_at_every_datum_is_found_by_its_second_derivatives():
+    """kinked_coordinates names the coordinates of |x − θ| terms, not those of a smooth likelihood or of one that moves
+    only some rows (a group effect: its second derivative is 0 at the other groups' rows, where it does not move)."""
+    model, _, _ = laplace_location()
+    found = tallmcmc.tall_diagnosis.kinked_coordinates(model, jnp.array([0.4]))
+    assert found.names == ["coordinate 0"] and found.rows_checked == 2000 and found.data_used == 2000
+    assert "piecewise linear in coordinate 0" in found.words() and "every one of the 2,000 rows" in found.words()
+
+    data = np.random.default_rng(1).normal(size=(2000, 2)).astype(np.float32)
+    data[:, 1] = data[:, 1] > 1.0  # the group whose rows the second coordinate moves (≈ 16% of them)
+
+    def smooth(theta, datum):  # a normal location with a group effect
+        return -0.5 * (datum[0] - theta[0] - datum[1] * theta[1]) ** 2
+
+    twin = tallmcmc.Model(smooth, lambda theta: -0.5 * jnp.sum(theta**2), data, position_shape=(2,))
+    assert tallmcmc.tall_diagnosis.kinked_coordinates(twin, jnp.array([0.1, 0.2])).names == []
+
+    def kinked(theta, datum):  # the same with |·|: both coordinates kinked at the rows they move
+        return -jnp.abs(datum[0] - theta[0] - datum[1] * theta[1])
+
+    both = tallmcmc.Model(kinked, lambda theta: -0.5 * jnp.sum(theta**2), data, position_shape=(2,))
+    assert tallmcmc.tall_diagnosis.kinked_coordinates(both, jnp.array([0.1, 0.2])).names == [
+        "coordinate 0",
+        "coordinate 1",
+    ]
+
+
+def test_a_quantile_regression_names_its_kinks_not_a_horseshoe():
+    """The thirteenth audit's quantile regression (an asymmetric Laplace likelihood, its scale learned): the mode
+    search ends where the Hessian is not positive definite, and the path says why — the location coordinates'
+    kinks, found on a subsample and counted — where it used to suggest a horseshoe's scales or a saddle."""
+    rng = np.random.default_rng(3)
+    covariates = rng.normal(size=(6000, 2)).astype(np.float32)
+    response = (1.0 + covariates @ np.array([0.5, -0.4]) + rng.normal(size=6000)).astype(np.float32)
+    quantile = 0.9
+
+    def log_likelihood(theta, datum):  # theta: intercept, two slopes, log scale
+        residual = datum[0] - theta[0] - datum[1:] @ theta[1:3]
+        check = residual * (quantile - (residual < 0))
+        return jnp.log(quantile * (1 - quantile)) - theta[3] - check * jnp.exp(-theta[3])
+
+    data = np.column_stack([response, covariates])
+    model = tallmcmc.Model(log_likelihood, lambda theta: -0.5 * jnp.sum(theta**2) / 4.0, data, position_shape=(4,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = tallmcmc.sample_tall(model, num_samples=100, num_warmup=100, num_chains=2, seed=0, progress=False)
+    diagnosis = result.diagnosis
+    assert diagnosis.decision == "random walk", str(diagnosis)
+    assert "kink at every datum in coordinate 0, coordinate 1, coordinate 2 (" in diagnosis.reason, diagnosis.reason
+    assert "horseshoe" not in diagnosis.reason
+    assert any("piecewise linear in coordinate 0, coordinate 1, coordinate 2:" in p for p in diagnosis.problems)
+    assert diagnosis.setup_passes["kink check (diagnosis)"] == pytest.approx(4096 / 6000)
+
+
 def test_a_mode_search_that_ended_far_off_gives_no_laplace_approximation(regression):
     """A mode result that did not converge, 50 sd away: no control variate or proxy on it, the random walk instead."""
     model = regression[0]

@@ -161,6 +161,7 @@ from tallmcmc.tall_diagnosis import (
     TallDiagnosis,
     diagnose,
     float32_rounding,
+    kinked_coordinates,
     non_finite_curvature,
     ran_off,
     sticky_tails,
@@ -465,6 +466,14 @@ def sample_tall(
         if one_device and math.isinf(off) and not np.all(np.isfinite(np.asarray(getattr(mode, "hessian", 0.0))))
         else None
     )
+    # a search that ended with no Laplace approximation for another reason: a likelihood with a kink at every datum
+    # (|y − μ| terms) is the usual one, which a subsample's second derivatives show (counted with the walk)
+    kinks = (
+        kinked_coordinates(model, mode.position)
+        if one_device and curvature is None and (math.isinf(off) or off > MODE_OFF_LIMIT)
+        else None
+    )
+    kinks = kinks if kinks is not None and kinks.names else None
     if near_enough and off > 0:
         say(
             f"sample_tall: the mode search stopped {off:.3g} posterior sd from the mode ({mode.message}); near "
@@ -490,6 +499,7 @@ def sample_tall(
                 else "the control variate and the Laplace proposal are centred off the mode"
             )
             + ("" if curvature is None else f". Why: {curvature.words()}")
+            + ("" if kinks is None else f". Why: {kinks.words()}")
             + (
                 ""
                 if (far := ran_off(model, mode.position)) is None
@@ -522,6 +532,12 @@ def sample_tall(
         decision, choice, proposal = "random walk", None, None
         if curvature is not None:
             why = "the Hessian of −log π is not finite where the mode search ended (the problems say at which rows)"
+        elif kinks is not None:
+            why = (
+                f"the log-likelihood has a kink at every datum in {', '.join(kinks.names[:5])}"
+                f"{' …' if len(kinks.names) > 5 else ''} (|y − μ| terms: its second derivatives there are 0, so the "
+                "Hessian does not measure the posterior's curvature; the problems say more)"
+            )
         elif math.isinf(off):  # the decrement is undefined: the Hessian where the search ended is not positive definite
             why = (
                 "the mode search ended where the Hessian of −log π is not positive definite (no mode there: a "
@@ -543,6 +559,8 @@ def sample_tall(
         result, kept_proposal, kept_test = _random_walk_run(model, mode, reason, run)
         if curvature is not None:
             count_pass(result, "curvature check (diagnosis)", curvature.data_used, resume)
+        if kinks is not None:
+            count_pass(result, "kink check (diagnosis)", kinks.data_used, resume)
         clock.lap("kept draws")
     else:
         if control_variate is None and found_here and getattr(mode, "likelihood_sums", None) is not None:

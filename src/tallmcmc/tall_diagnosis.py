@@ -19,23 +19,24 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from tallmcmc._device import to_device
 from tallmcmc.choice_of_test import LOW_ACCEPTANCE, TestChoice
 from tallmcmc.control_variate import ControlVariate
 from tallmcmc.interop import arviz as arviz_bridge
-from tallmcmc.model import (
-    Model,
-)
+from tallmcmc.model import Model, rows_of
 from tallmcmc.proposals.base import Proposal
 from tallmcmc.run_warnings import VACUOUS_ERROR_BOUND
 from tallmcmc.sampling import SamplingResult
 from tallmcmc.sampling.continuation import starts_of
 
 __all__ = [
+    "KinkedCoordinates",
     "NonFiniteCurvature",
     "Rounding",
     "TallDiagnosis",
     "diagnose",
     "float32_rounding",
+    "kinked_coordinates",
     "non_finite_curvature",
     "run_longer",
     "sd_mixing_ratio",
@@ -650,6 +651,97 @@ def non_finite_curvature(model: Model, position) -> NonFiniteCurvature | None:
         return None
     rows = np.flatnonzero(~np.asarray(second))
     return NonFiniteCurvature(rows, int(np.sum(~np.asarray(first)[rows])), not bool(prior), model.num_data)
+
+
+#: Rows a kink check evaluates at most (a fixed random subsample where N is larger: kinks are the likelihood's form,
+#: which a few thousand rows show as well as all of them).
+KINK_CHECK_ROWS = 4096
+#: Coordinates a kink check looks at, at most (each row's Hessian is d × d there).
+KINK_CHECK_MAX_DIMENSION = 64
+#: The share of the checked rows that move with a coordinate (first derivative not 0) whose second derivative in it
+#: is exactly 0, from which that coordinate's log-likelihood is called piecewise linear (a kink at every datum).
+KINK_SHARE = 0.9
+_KINK_CHECK_STREAM = 0x4B1E4  # the check's rows, apart from every other seed
+
+
+class KinkedCoordinates(NamedTuple):
+    """Coordinates in which the log-likelihood is piecewise linear — a kink at every datum — (:func:`kinked_coordinates`):
+    their names, the share of the checked rows moving with each whose second derivative in it is exactly 0, the rows
+    checked, and the data points the check touched."""
+
+    names: list[str]
+    shares: np.ndarray
+    rows_checked: int
+    data_used: int
+
+    def words(self) -> str:
+        """The finding, and what to do, in words for a warning."""
+        shown = ", ".join(self.names[:5]) + (f" and {len(self.names) - 5} more" if len(self.names) > 5 else "")
+        share = float(np.min(self.shares))
+        how = "every one" if share == 1 else f"{100 * share:.0f}% or more"
+        return (
+            f"the log-likelihood is piecewise linear in {shown}: its second derivative there is exactly 0 at {how} "
+            f"of the {self.rows_checked:,} rows checked whose first derivative is not, a kink at every datum (|y − μ| terms, as in dist.Laplace, dist.AsymmetricLaplace or "
+            "dist.AsymmetricLaplaceQuantile for quantile regression), so the Hessian does not measure the posterior's "
+            "curvature and there is no Laplace approximation to build on. The exact random walk it runs instead is "
+            "right but costs N per step; for a faster path write a smooth likelihood (e.g. dist.StudentT for a "
+            "robust regression) (docs/sample_tall.md, 'When the posterior is far from its Laplace approximation')"
+        )
+
+
+def kinked_coordinates(model: Model, position, seed: int = 0) -> KinkedCoordinates | None:
+    """The coordinates in which the log-likelihood is piecewise linear at ``position``: for each coordinate, among
+    :data:`KINK_CHECK_ROWS` rows (all of them where N is smaller; else a fixed random subsample drawn from ``seed``)
+    those whose log-likelihood's first derivative in it is not 0, the share whose second derivative in it is exactly 0
+    (each row's gradient and Hessian, in blocks). A coordinate whose share is at least :data:`KINK_SHARE` (over at
+    least 10 rows) is named. ``None`` where there are more than :data:`KINK_CHECK_MAX_DIMENSION` coordinates, the
+    data are not all held by this process, or the rows cannot be evaluated one at a time (a diagnosis never stops
+    the run).
+
+    For the diagnosis of a mode search that ended with no Laplace approximation: a likelihood with |y − μ| terms
+    (Laplace, asymmetric Laplace: robust and quantile regression) has a Hessian of 0 in its location coordinates
+    almost everywhere, so Newton's method sees only the prior's curvature there and stops where the Hessian is not
+    positive definite or far from the mode (the thirteenth user-model audit's quantile regression, 2026-12-02). A
+    smooth likelihood's second derivative is 0 in a coordinate only at rows that coordinate does not move (a group
+    effect at the other groups' rows), which the share leaves out.
+    """
+    num_data = model.num_data
+    leaves = jax.tree_util.tree_leaves(model.data)
+    if num_data != int(leaves[0].shape[0]) or not all(getattr(leaf, "is_fully_addressable", True) for leaf in leaves):
+        return None
+    flat, unravel = ravel_pytree(position)
+    if flat.size > KINK_CHECK_MAX_DIMENSION:
+        return None
+    if num_data > KINK_CHECK_ROWS:
+        generator = np.random.default_rng([_KINK_CHECK_STREAM, int(seed) % (1 << 64)])
+        rows = np.sort(generator.choice(num_data, KINK_CHECK_ROWS, replace=False))
+        data = rows_of(model.data, to_device(rows, np.int32))
+    else:
+        data = model.data
+
+    @jax.jit
+    def derivatives(theta, data):
+        def one(datum):
+            def term(t):
+                return model.log_likelihood(unravel(t), datum)
+
+            gradient = jax.grad(term)(theta)
+            return gradient != 0, (gradient != 0) & (jnp.diagonal(jax.hessian(term)(theta)) == 0)
+
+        moving, flat_there = jax.lax.map(one, data, batch_size=_CURVATURE_BLOCK)
+        return jnp.sum(moving, axis=0), jnp.sum(flat_there, axis=0)
+
+    try:
+        moving, flat_there = (np.asarray(part) for part in jax.device_get(derivatives(flat, data)))
+    except Exception:  # a diagnosis never stops the run: a model whose rows cannot be mapped over says nothing here
+        return None
+    checked = int(jax.tree_util.tree_leaves(data)[0].shape[0])
+    shares = flat_there / np.maximum(moving, 1)
+    kinked = np.flatnonzero((moving >= 10) & (shares >= KINK_SHARE))
+    if not kinked.size:
+        return KinkedCoordinates([], np.zeros(0), checked, checked)
+    names = _coordinate_names(jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[None, None], position))
+    return KinkedCoordinates([names[index] for index in kinked], shares[kinked], checked, checked)
 
 
 def _coordinate_names(positions) -> list[str]:
