@@ -50,13 +50,28 @@ Seven more from the 2026-12-02 twelfth audit:
 * ``beta``: beta regression (logit mean, precision ``phi`` unknown);
 * ``glmm``: logistic regression with 100 random intercepts (Normal(0, τ), τ unknown; 104 parameters).
 
+Six more from the 2026-12-02 thirteenth audit:
+
+* ``weibull``: Weibull survival regression, right-censored at t = 3 (a censored row's term log S(t) = −(t/λ)ᵏ in a
+  ``numpyro.factor``), its shape unknown;
+* ``vonmises``: circular regression, ``dist.VonMises`` with a mean direction 0.3 + 2·atan(x·β) and its
+  concentration unknown (Bessel functions in the normaliser);
+* ``mixture``: a two-component normal mixture regression (``dist.MixtureSameFamily``), locations ordered, the
+  weight and both scales learned;
+* ``betabinomial``: overdispersed binomial regression (``dist.BetaBinomial``, 20 trials), its concentration unknown;
+* ``ar1``: an AR(1) with a covariate, conditional on the first value (rows y_t, y_{t−1}, x_t), φ ∈ (−1, 1) under a
+  ``Uniform`` prior;
+* ``quantile``: Bayesian quantile regression at q = 0.9 (``dist.AsymmetricLaplaceQuantile``, its scale learned): a
+  kink at every datum, so no Laplace approximation; the path takes the exact random walk and says why
+  (``tallmcmc.tall_diagnosis.kinked_coordinates``).
+
 Per model: ``sample_tall(model, seed=0)`` (4 × 2,000 draws, 200 warm-up, the defaults) and NumPyro NUTS (2 × 1,000
 draws after 1,000 warm-up, sequential), both timed with compilation; then over every coordinate on the constrained
 scale z = (mean − mean_NUTS)/√(MCSE² + MCSE_NUTS²) and the sd ratio, with the coordinate whose ratio is furthest
 from 1 in its standard errors (each sd's relative error 1/√(2·ESS of the sd), on both sides); the decision, the data per kept step, and the
 warnings ``sample_tall`` gave (their first words).
 
-    python benchmarks/bench_user_models.py                       # all nineteen, N = 50,000 (lkj: 10,000)
+    python benchmarks/bench_user_models.py                       # all twenty-five, N = 50,000 (lkj: 10,000)
     python benchmarks/bench_user_models.py --only laplace noncentred
     python benchmarks/bench_user_models.py --num-data 1000000 --only poisson rare centred --reference-precision highest
 
@@ -337,6 +352,119 @@ def glmm(n: int, rng, groups: int = 100):
     return model, (X, group), {"y": y}
 
 
+def weibull(n: int, rng):
+    """Weibull survival regression, right-censored (administrative censoring at t = 3): log S(t) for censored rows."""
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    k_true, scale = 1.5, np.exp(0.5 + X @ np.array([0.4, -0.3, 0.2]))
+    t = scale * rng.weibull(k_true, size=n)
+    censored = (t > 3.0).astype(np.int32)
+    t = np.minimum(t, 3.0).astype(np.float32)
+
+    def model(X, censored, t=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([3]).to_event(1))
+        k = numpyro.sample("k", dist.Gamma(2.0, 1.0))
+        lam = jax.numpy.exp(a + X @ beta)
+        with numpyro.plate("data", X.shape[0]):
+            observed = dist.Weibull(lam, k).log_prob(t)
+            survival = -((t / lam) ** k)
+            numpyro.factor("t", jax.numpy.where(censored == 1, survival, observed))
+
+    return model, (X, censored), {"t": t}
+
+
+def vonmises(n: int, rng):
+    """Circular regression: an angle about a mean direction linear in x through 2·atan, concentration unknown."""
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    mu = 0.3 + 2 * np.arctan(X @ np.array([0.5, -0.3]))
+    y = rng.vonmises(mu, 4.0).astype(np.float32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 1))
+        beta = numpyro.sample("beta", dist.Normal(0, 1).expand([2]).to_event(1))
+        kappa = numpyro.sample("kappa", dist.Gamma(2.0, 0.2))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.VonMises(a + 2 * jax.numpy.arctan(X @ beta), kappa), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def mixture(n: int, rng):
+    """Two-component normal mixture regression (MixtureSameFamily), locations ordered, weight and scales learned."""
+    X = rng.normal(size=(n, 1)).astype(np.float32)
+    z = rng.random(n) < 0.3
+    y = np.where(
+        z, -1.0 + 0.5 * X[:, 0] + 0.5 * rng.normal(size=n), 2.0 + 0.5 * X[:, 0] + 1.0 * rng.normal(size=n)
+    ).astype(np.float32)
+
+    def model(X, y=None):
+        w = numpyro.sample("w", dist.Beta(2.0, 2.0))
+        loc = numpyro.sample(
+            "loc",
+            dist.TransformedDistribution(dist.Normal(0, 5).expand([2]).to_event(1), dist.transforms.OrderedTransform()),
+        )
+        slope = numpyro.sample("slope", dist.Normal(0, 2))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(2.0).expand([2]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            mean = loc + slope * X  # (n, 2)
+            mix = dist.MixtureSameFamily(dist.Categorical(probs=jax.numpy.stack([w, 1 - w])), dist.Normal(mean, sigma))
+            numpyro.sample("y", mix, obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def betabinomial(n: int, rng):
+    """Overdispersed binomial regression (BetaBinomial, 20 trials), logit mean, concentration unknown."""
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    p = 1 / (1 + np.exp(-(-0.4 + X @ np.array([0.5, -0.3]))))
+    conc = 10.0
+    y = rng.binomial(20, rng.beta(p * conc, (1 - p) * conc)).astype(np.int32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([2]).to_event(1))
+        phi = numpyro.sample("phi", dist.Gamma(2.0, 0.1))
+        p = jax.nn.sigmoid(a + X @ beta)
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.BetaBinomial(p * phi, (1 - p) * phi, total_count=20), obs=y)
+
+    return model, (X,), {"y": y}
+
+
+def ar1(n: int, rng):
+    """AR(1) with a covariate, conditional on the first value: rows (y_t, y_{t-1}, x_t); φ ∈ (−1, 1) via Uniform."""
+    x = rng.normal(size=n + 1).astype(np.float32)
+    y = np.zeros(n + 1)
+    for t in range(1, n + 1):
+        y[t] = 0.2 + 0.8 * y[t - 1] + 0.5 * x[t] + 0.7 * rng.normal()
+    previous, current, covariate = y[:-1].astype(np.float32), y[1:].astype(np.float32), x[1:]
+
+    def model(previous, covariate, y=None):
+        c = numpyro.sample("c", dist.Normal(0, 5))
+        phi = numpyro.sample("phi", dist.Uniform(-1.0, 1.0))
+        b = numpyro.sample("b", dist.Normal(0, 2))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
+        with numpyro.plate("data", previous.shape[0]):
+            numpyro.sample("y", dist.Normal(c + phi * previous + b * covariate, sigma), obs=y)
+
+    return model, (previous, covariate), {"y": current}
+
+
+def quantile(n: int, rng):
+    """Bayesian quantile regression at q = 0.9 (AsymmetricLaplaceQuantile): a likelihood with a kink at every row."""
+    X = rng.normal(size=(n, 2)).astype(np.float32)
+    y = (1.0 + X @ np.array([0.5, -0.4]) + (1 + 0.3 * np.abs(X[:, 0])) * rng.normal(size=n)).astype(np.float32)
+
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0, 5))
+        beta = numpyro.sample("beta", dist.Normal(0, 2).expand([2]).to_event(1))
+        s = numpyro.sample("s", dist.HalfNormal(2.0))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.AsymmetricLaplaceQuantile(a + X @ beta, s, quantile=0.9), obs=y)
+
+    return model, (X,), {"y": y}
+
+
 MODELS = {
     "poisson": poisson,
     "student": student,
@@ -357,6 +485,12 @@ MODELS = {
     "heteroscedastic": heteroscedastic,
     "beta": beta,
     "glmm": glmm,
+    "weibull": weibull,
+    "vonmises": vonmises,
+    "mixture": mixture,
+    "betabinomial": betabinomial,
+    "ar1": ar1,
+    "quantile": quantile,
 }
 
 
