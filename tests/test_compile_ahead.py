@@ -153,12 +153,13 @@ def test_a_second_run_loads_what_the_first_runs_thread_compiled(tmp_path):
     assert first["misses"] > 0 and second["misses"] == 0, (first, second)
     assert second["first_draw"] == first["first_draw"]
     # and no eager operation compiled a program of its own on the way (each a program, 0.01-0.6 s of a first run):
-    # jnp.sum, a multiply, a divide of the start check's log-prior, jnp.exp of the step-size factors, indexing a
-    # resumed state did, until 2026-12-02. Allowed: the float32-rounding diagnosis's conversions, which this short
+    # jnp.sum, a multiply and a divide of the start check's log-prior and jnp.exp of the step-size factors did, until
+    # 2026-12-02 (so did indexing a resumed state and jnp.asarray of its factors, JAX's "stage", which only a run of
+    # several chunks of kept draws reaches). Allowed: the float32-rounding diagnosis's conversions, which this short
     # run (40 draws: its diagnosis has problems) reaches and a run with none does not
     diagnosis = {"reshape", "split", "subtract", "convert_element_type"}
     eager = [name for name in first["programs"] if hasattr(jax.numpy, name) or hasattr(jax.lax, name)]
-    eager += [name for name in first["programs"] if name.startswith("_reduce")]
+    eager += [name for name in first["programs"] if name.startswith("_reduce") or name == "stage"]  # jnp.asarray
     assert set(eager) <= diagnosis, first["programs"]
 
 

@@ -15,7 +15,6 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from tallmcmc._checks import integer_at_least
@@ -324,7 +323,7 @@ def sample(
         states = bind_states(state, jax.eval_shape(plan.program.initialise, plan.data, plan.starts))
         first_step = state.steps_done
         if not num_warmup:
-            factors = None if state.step_size_factor is None else jnp.asarray(state.step_size_factor)
+            factors = None if state.step_size_factor is None else jax.device_put(np.asarray(state.step_size_factor))
             covariance = state.adapted_covariance
     elif warmed is None:
         states = plan.program.initialise(plan.data, plan.starts)
