@@ -666,13 +666,17 @@ _KINK_CHECK_STREAM = 0x4B1E4  # the check's rows, apart from every other seed
 
 class KinkedCoordinates(NamedTuple):
     """Coordinates in which the log-likelihood is piecewise linear — a kink at every datum — (:func:`kinked_coordinates`):
-    their names, the share of the checked rows moving with each whose second derivative in it is exactly 0, the rows
-    checked, and the data points the check touched."""
+    their names, the share of the checked rows moving with each whose second derivative in it is exactly 0, and the
+    rows checked (:attr:`data_used`, the data points the check touched, is their number)."""
 
     names: list[str]
     shares: np.ndarray
     rows_checked: int
-    data_used: int
+
+    @property
+    def data_used(self) -> int:
+        """The data points the check touched: one per row checked."""
+        return self.rows_checked
 
     def words(self) -> str:
         """The finding, and what to do, in words for a warning."""
@@ -681,8 +685,8 @@ class KinkedCoordinates(NamedTuple):
         how = "every one" if share == 1 else f"{100 * share:.0f}% or more"
         return (
             f"the log-likelihood is piecewise linear in {shown}: its second derivative there is exactly 0 at {how} "
-            f"of the {self.rows_checked:,} rows checked whose first derivative is not, a kink at every datum (|y − μ| terms, as in dist.Laplace, dist.AsymmetricLaplace or "
-            "dist.AsymmetricLaplaceQuantile for quantile regression), so the Hessian does not measure the posterior's "
+            f"of the {self.rows_checked:,} rows checked whose first derivative is not, a kink at every datum "
+            "(|y − μ| terms, as in dist.Laplace, dist.AsymmetricLaplace or dist.AsymmetricLaplaceQuantile for quantile regression), so the Hessian does not measure the posterior's "
             "curvature and there is no Laplace approximation to build on. The exact random walk it runs instead is "
             "right but costs N per step; for a faster path write a smooth likelihood (e.g. dist.StudentT for a "
             "robust regression) (docs/sample_tall.md, 'When the posterior is far from its Laplace approximation')"
@@ -739,9 +743,9 @@ def kinked_coordinates(model: Model, position, seed: int = 0) -> KinkedCoordinat
     shares = flat_there / np.maximum(moving, 1)
     kinked = np.flatnonzero((moving >= 10) & (shares >= KINK_SHARE))
     if not kinked.size:
-        return KinkedCoordinates([], np.zeros(0), checked, checked)
+        return KinkedCoordinates([], np.zeros(0), checked)
     names = _coordinate_names(jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[None, None], position))
-    return KinkedCoordinates([names[index] for index in kinked], shares[kinked], checked, checked)
+    return KinkedCoordinates([names[index] for index in kinked], shares[kinked], checked)
 
 
 def _coordinate_names(positions) -> list[str]:

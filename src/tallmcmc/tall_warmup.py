@@ -291,7 +291,7 @@ def inside_support(model: Model, center: Position, starts: Position) -> Position
     log_prior = jax.jit(model.log_prior)
     try:
         finite = [bool(np.isfinite(float(log_prior(start)))) for start in chains]
-    except Exception:  # noqa: BLE001 (a log-prior that cannot be traced: the start check next names why, clearly)
+    except Exception:  # noqa: BLE001 (a log-prior that cannot be traced: the starts as drawn; check_model names why)
         return starts
     if all(finite) or not np.isfinite(float(log_prior(center))):
         return starts  # all inside, or the centre no better: sample's check says what is wrong

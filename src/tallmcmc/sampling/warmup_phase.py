@@ -443,7 +443,8 @@ def _adaptive_warmup(
     draws = jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves, axis=0), *parts)
     log_factors = adaptation.log_factor_bar
     if getattr(log_factors, "is_fully_addressable", True):  # on the host: a few numbers, which jnp.exp would compile
-        factors = np.exp(np.asarray(log_factors, np.float64)).astype(np.asarray(log_factors).dtype)
+        on_host = np.asarray(log_factors)
+        factors = np.exp(on_host.astype(np.float64)).astype(on_host.dtype)
     else:  # split over processes: on the devices, where they are
         factors = jnp.exp(log_factors)
     return states, factors, draws, chunk.compile_seconds
