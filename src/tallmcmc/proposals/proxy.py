@@ -340,9 +340,10 @@ def _leapfrog(
             dtype = flat.dtype
             m = jnp.asarray(metric, dtype)
             momentum_key, epsilon, num = _trajectory(rng_key, step, steps, multiplier, jitter, dtype)
-            momentum = jnp.asarray(inverse_factor.T, dtype) @ jax.random.normal(momentum_key, flat.shape, dtype)
-            if temperature != 1.0:
-                momentum = math.sqrt(temperature) * momentum
+            root_temperature, temperature_now = _temperature_of(temperature, dtype)
+            momentum = root_temperature * (
+                jnp.asarray(inverse_factor.T, dtype) @ jax.random.normal(momentum_key, flat.shape, dtype)
+            )
 
             def kinetic(p):
                 return 0.5 * p @ (m @ p)
@@ -360,12 +361,24 @@ def _leapfrog(
             )
             ratio = kinetic(momentum) - kinetic(final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            ratio = ratio if temperature == 1.0 else ratio / temperature  # the momentum's density N(0, λM⁻¹)
+            ratio = ratio / temperature_now  # the momentum's density N(0, λM⁻¹)
             return Proposed(unravel(moved), ratio, _rows_read(control_variate, num + 1), proxy_ratio)
 
         return propose
 
     return make
+
+
+def _temperature_of(temperature: float, dtype) -> tuple[jax.Array, jax.Array]:
+    """(√λ, λ) in ``dtype``, read in the trace from one constant array that the trace holds, not as literals.
+
+    A Python scalar would be written into the lowered program, so that the plain move (λ = 1) and each tempered one
+    were different programs, each compiled again by a run drawn again tempered (``docs/compilation.md``, "One program
+    for every λ"); an array of two is one of the trace's constants, which the chain program takes as an argument
+    (:class:`tallmcmc.program_cache.Traced`). Multiplying by √1 and dividing by 1 change no bit of the plain move.
+    """
+    values = jnp.asarray(np.array([math.sqrt(temperature), temperature]), dtype)
+    return values[0], values[1]
 
 
 def _trajectory(rng_key: jax.Array, step: float, steps: int, multiplier, jitter: float, dtype) -> tuple:
@@ -463,9 +476,8 @@ def _split_hamiltonian(
             center = ravel_pytree(control_variate.center)[0].astype(dtype)
             lower, lower_inverse = jnp.asarray(factor, dtype), jnp.asarray(inverse_factor, dtype)
             momentum_key, epsilon, num = _trajectory(rng_key, step, steps, multiplier, jitter, dtype)
-            momentum = jax.random.normal(momentum_key, flat.shape, dtype)  # w = Lᵀp
-            if temperature != 1.0:  # w ~ N(0, λI): p ~ N(0, λM⁻¹)
-                momentum = math.sqrt(temperature) * momentum
+            root_temperature, temperature_now = _temperature_of(temperature, dtype)
+            momentum = root_temperature * jax.random.normal(momentum_key, flat.shape, dtype)  # w = Lᵀp ~ N(0, λI)
             prior_gradient = jax.grad(lambda theta: model.log_prior(unravel(theta)))(center)
             gradient_sum = control_variate.gradient_sum.astype(dtype) / control_variate.temperature
             anchor = lower.T @ (prior_gradient + gradient_sum)  # a = Lᵀ∇log π̃(c): θ* = c + L a
@@ -489,7 +501,7 @@ def _split_hamiltonian(
             z, final_momentum, _, moved_value = jax.lax.fori_loop(0, num, split_step, (whitened, momentum, kick, value))
             ratio = 0.5 * (momentum @ momentum - final_momentum @ final_momentum)
             proxy_ratio = moved_value - value + ratio  # −(energy error) on the proxy
-            ratio = ratio if temperature == 1.0 else ratio / temperature  # the momentum's density N(0, λI)
+            ratio = ratio / temperature_now  # the momentum's density N(0, λI)
             return Proposed(unravel(position_of(z)), ratio, _rows_read(control_variate, num + 1), proxy_ratio)
 
         return propose
