@@ -12,6 +12,7 @@ Usage::
     python benchmarks/bench_compilation.py --only sample_tall --num-data 10000000      # at N = 10⁷
     python benchmarks/bench_compilation.py --only sample_tall --draws 20000 --against /tmp/before/src  # sampling
     python benchmarks/bench_compilation.py --only asynchronous --against /tmp/before/src   # the other driver
+    python benchmarks/bench_compilation.py --only tempered --against /tmp/before/src --repeats 3   # drawn again
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
@@ -20,6 +21,9 @@ Scripts (each a fresh ``python`` process, so every import and compilation counts
   ``minibatch_barker(100, cv)``, 4 chains, 500 warm-up steps, 1,000 draws) on logistic regression, N = 10⁶, d = 10;
 * ``sample_tall``: ``tallmcmc.sample_tall`` on ``examples.logistic_regression.simulate(N = 10⁶, d = 10)``,
   4 chains × 2,000 draws (data simulated in the process, not timed in "run s").
+* ``tempered``: ``sample_tall`` on the N = 1,000 normal mixture from ``tests/test_sample_tall.py``'s start, seed 4:
+  its kept draws' tails stick, and it draws again with the momentum tempered at λ = 2, then 3 (three warm-ups and
+  three sets of kept draws; ``docs/compilation.md``, "One program for every λ").
 * ``asynchronous``: ``find_mode``, ``taylor_control_variate``, random walk + ``minibatch_barker(100, cv)``, 8 chains,
   200 warm-up + 2,000 draws with ``driver="asynchronous"``, logistic regression N = 10⁵, d = 10.
 
@@ -80,6 +84,13 @@ from tallmcmc.examples import logistic_regression
 model = logistic_regression.model(*logistic_regression.simulate(1_000_000, 10, seed=0))
 began = time.perf_counter()
 result = tallmcmc.sample_tall(model, num_chains=4, num_samples=2000, progress=False)
+""",
+    "tempered": """
+import jax.numpy as jnp, tallmcmc
+from tallmcmc.examples import normal_mixture
+model = normal_mixture.model(normal_mixture.simulate(1000, seed=0))
+began = time.perf_counter()
+result = tallmcmc.sample_tall(model, jnp.array([-1.0, 0.9, 0.0, -0.3, -0.4]), seed=4, progress=False)
 """,
     "asynchronous": """
 import jax.numpy as jnp, tallmcmc
