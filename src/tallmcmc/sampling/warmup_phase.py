@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
@@ -344,8 +343,11 @@ def _warmup_covariance(positions, skip: int) -> np.ndarray:
 
     All chains pooled, shrunk towards 10⁻³·I as Stan does: n/(n + 5)·Σ̂ + 10⁻³·5/(n + 5)·I.
     """
-    flat = jax.vmap(jax.vmap(lambda position: jax.flatten_util.ravel_pytree(position)[0]))(positions)
-    draws = np.asarray(flat, np.float64)[skip:].reshape(-1, flat.shape[-1])
+    # each leaf flattened on the host, in ravel_pytree's order (an eager vmap of it compiled reshape and concatenate
+    # programs in every run that adapts its covariance: sample_tall's random-walk fallback among them)
+    leaves = [np.asarray(leaf, np.float64) for leaf in jax.tree_util.tree_leaves(positions)]
+    flat = np.concatenate([leaf.reshape(*leaf.shape[:2], -1) for leaf in leaves], axis=-1)
+    draws = flat[skip:].reshape(-1, flat.shape[-1])
     count = draws.shape[0]
     estimate = np.atleast_2d(np.cov(draws, rowvar=False))
     return count / (count + 5.0) * estimate + 1e-3 * 5.0 / (count + 5.0) * np.eye(estimate.shape[0])
