@@ -120,9 +120,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from tallmcmc import import_ahead, tall_kept_draws, tall_outlying_looks, tall_tempering, tall_warmup
+from tallmcmc import flat_positions, import_ahead, tall_kept_draws, tall_outlying_looks, tall_tempering, tall_warmup
 from tallmcmc._checks import integer_at_least, positive_finite
 from tallmcmc._device import to_device
 from tallmcmc.acceptance.exact import exact_metropolis
@@ -512,7 +511,7 @@ def sample_tall(
         covariance = laplace_covariance(mode) if not off > MODE_OFF_LIMIT else None  # NaN: not known to be off
     except ValueError:
         covariance = None
-    dimension = int(ravel_pytree(mode.position)[0].shape[0])
+    dimension = flat_positions.dimension(mode.position)
     clock.lap("setup")
     run = tall_warmup.RunShape(
         num_samples,
@@ -894,7 +893,7 @@ def _random_walk_run(
     """Exact Metropolis with a random walk whose covariance warm-up adapts, from the mode (its search counted); the
     result, and the proposal and test that made it."""
     run.say(f"sample_tall: random walk — {reason}", flush=True)
-    dimension = int(ravel_pytree(mode.position)[0].shape[0])
+    dimension = flat_positions.dimension(mode.position)
     proposal, test = random_walk(0.1 / math.sqrt(dimension)), exact_metropolis()
     if run.resume is not None:  # the covariance warm-up adapted is in the saved state
         check_rederived(run.resume, proposal, test)
@@ -1022,7 +1021,7 @@ def _fast_setup_pays(setup: str, model: Model, start: Position) -> bool:
     """Whether ``setup`` asks for :func:`tallmcmc.fast_setup` (``"auto"``: tall enough data on one device)."""
     if setup != "auto":
         return setup == "fast"
-    dimension = int(ravel_pytree(start)[0].size)
+    dimension = flat_positions.dimension(start)
     return (
         model.num_data >= max(FAST_SETUP_MIN_ROWS, FAST_SETUP_ROWS_PER_DIMENSION * dimension)
         and dimension <= FAST_SETUP_MAX_DIMENSION

@@ -601,7 +601,7 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
     a wrong Δ. Its ``data_used`` is 0: the pass is counted in the mode's.
     """
     gradient_sum, hessian_sum = mode.likelihood_sums  # symmetric already (find_mode symmetrises its sums)
-    flat_center, _ = ravel_pytree(mode.position)
+    dtype = jax.eval_shape(lambda position: ravel_pytree(position)[0], mode.position).dtype  # traced: no program
     largest, scale = _extent(hessian_sum)
     try:  # at a mode whose posterior Hessian is positive definite, H̄ may have positive curvature the prior outweighs
         np.linalg.cholesky(np.asarray(mode.hessian, np.float64))  # (a hierarchical scale against its group effects)
@@ -611,7 +611,7 @@ def control_variate_at_mode(model: Model, mode: Any) -> ControlVariate:
     return _assembled(
         model,
         mode.position,
-        flat_center.dtype,
+        dtype,
         2,
         "per_datum",
         gradient_sum,

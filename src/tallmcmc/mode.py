@@ -51,9 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 from jax import lax
-from jax.flatten_util import ravel_pytree
 
-from tallmcmc import program_cache, sharding
+from tallmcmc import flat_positions, program_cache, sharding
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
 from tallmcmc.acceptance.subsample import permutation_keys, permuted_indices
 from tallmcmc.model import Model, Position, as_position, check_differentiable, check_model
@@ -354,9 +353,8 @@ def find_mode(
         rows.check_model(model, model.data)(start, "initial_position")
     check_differentiable(model, start, "find_mode")
     num_data = model.num_data
-    flat, unravel = ravel_pytree(start)
-    dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float)
-    flat = flat.astype(dtype)
+    flat, unravel = flat_positions.ravel(start)
+    dtype = flat.dtype
     if method == "auto":
         method = "newton" if flat.size <= NEWTON_MAX_DIMENSION else "L-BFGS-B"
     scale = num_data / model.temperature
@@ -495,7 +493,7 @@ def find_mode(
             stacklevel=2,
         )
     return ModeResult(
-        position=unravel(jnp.asarray(theta, dtype)),
+        position=flat_positions.placer(start, dtype)(theta),
         hessian=curvature,
         log_density=-float(point.value),
         data_used=data_used,

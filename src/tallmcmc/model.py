@@ -529,13 +529,13 @@ def check_differentiable(model: Model, position: Position, purpose: str) -> None
         If ``model.log_likelihood`` cannot be differentiated in reverse mode.
     """
     datum = jax.tree_util.tree_map(_datum_type, model.data)
-    flat, unravel = ravel_pytree(as_position(position))
 
-    def gradient(point, row):
-        return jax.grad(lambda p: model.log_likelihood(unravel(p), row))(point)
+    def gradient(start, row):  # flattened inside the trace: an eager ravel_pytree compiles two programs
+        flat, unravel = ravel_pytree(start)
+        return jax.grad(lambda p: model.log_likelihood(unravel(p), row))(flat)
 
     try:
-        jax.eval_shape(gradient, flat, datum)
+        jax.eval_shape(gradient, as_position(position), datum)
     except (TypeError, ValueError, NotImplementedError) as error:
         raise ValueError(
             f"model.log_likelihood cannot be differentiated in reverse mode (jax.grad), which {purpose} needs: "

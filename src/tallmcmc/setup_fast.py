@@ -64,11 +64,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
-from jax.flatten_util import ravel_pytree
 
-from tallmcmc import program_cache
+from tallmcmc import flat_positions, program_cache
 from tallmcmc._checks import integer_at_least, optional_integer_at_least, positive_finite
-from tallmcmc._device import jax_dtype, to_device
+from tallmcmc._device import to_device
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.mode import (
     DEFAULT_CHUNK_ROWS,
@@ -348,7 +347,7 @@ def fast_setup(
             )
         initial_position = default_start(model.position_shape, seed, DEFAULT_START_SPREAD)
     start = as_position(initial_position)
-    flat, unravel = _ravel_start(start)
+    flat, unravel = flat_positions.ravel(start)
     dimension = int(flat.size)
     if decrement_limit is None:
         decrement_limit = math.sqrt(dimension) / 4.0
@@ -407,11 +406,11 @@ def placeholder_control_variate(model: Model, start: Position) -> ControlVariate
     :func:`tallmcmc.taylor_control_variate`'s, by default of the same kind). Keep it in step with
     ``_Attempt._two_passes``; ``tests/test_compile_ahead.py`` compares the two.
     """
-    flat, _ = _ravel_start(start)
+    flat, _ = flat_positions.ravel(start)
     dtype = np.dtype(flat.dtype)
     dimension = int(flat.size)
     return ControlVariate(
-        center=_placer(start, dtype)(flat),
+        center=flat_positions.placer(start, dtype)(flat),
         gradient_sum=to_device(np.zeros(dimension), dtype),
         hessian_sum=to_device(-np.eye(dimension), dtype),
         order=2,
@@ -420,31 +419,6 @@ def placeholder_control_variate(model: Model, start: Position) -> ControlVariate
         data_used=model.num_data,
         log_likelihood=model.log_likelihood,
     )
-
-
-def _ravel_start(start: Position):
-    """The start flattened (a floating dtype, JAX's default float for integers) and its unravel function."""
-    flat, unravel = ravel_pytree(start)
-    dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.result_type(float)
-    return np.asarray(flat.astype(dtype)), unravel
-
-
-def _placer(start: Position, dtype: np.dtype):
-    """``place(flat)``: what ``unravel(to_device(flat, dtype))`` gives for a flat NumPy vector — the start's tree,
-    each leaf its shape and dtype, on the device — split and cast on the host and transferred, so that no eager
-    ``split`` program is compiled (one per process otherwise)."""
-    leaves, tree = jax.tree_util.tree_flatten(start)
-    shapes = [np.shape(leaf) for leaf in leaves]
-    dtypes = [jax_dtype(leaf) for leaf in leaves]
-    ends = np.cumsum([math.prod(shape) for shape in shapes])[:-1]
-
-    def place(flat) -> Position:
-        parts = np.split(np.asarray(flat, dtype), ends)
-        return jax.tree_util.tree_unflatten(
-            tree, [to_device(part.reshape(shape).astype(kind)) for part, shape, kind in zip(parts, shapes, dtypes)]
-        )
-
-    return place
 
 
 class PassCounter:
@@ -470,7 +444,7 @@ class _Attempt(PassCounter):
         super().__init__(flat)
         self.model, self.start, self.unravel = model, start, unravel
         self.dtype = np.dtype(flat.dtype)
-        self.place = _placer(start, self.dtype)
+        self.place = flat_positions.placer(start, self.dtype)
         self.budget, self.limit, self.seed, self.batch_size = budget, limit, seed, batch_size
         self.num_data = model.num_data
         self.chunk, self.first = _chunk_and_first(model.num_data, flat.size, batch_size, first_subsample)

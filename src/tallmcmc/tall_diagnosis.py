@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from tallmcmc import flat_positions
 from tallmcmc._device import to_device
 from tallmcmc.choice_of_test import LOW_ACCEPTANCE, TestChoice
 from tallmcmc.control_variate import ControlVariate
@@ -333,7 +334,7 @@ def _flat_draws(result) -> tuple[np.ndarray, np.ndarray]:
     """The kept draws as (chains, draws, d) float64, and which coordinates move. A coordinate that never moves in any
     chain (a Cholesky factor's unit corner) has no r̂ and no ESS of its sd: it is left out, so that its NaN cannot
     hide another coordinate's r̂ (max() of a list starting with NaN is NaN)."""
-    flat = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(result.positions), np.float64)
+    flat = flat_positions.flat_draws(result.positions)  # on the host: an eager vmap compiled two programs
     return flat, np.ptp(flat.reshape(-1, flat.shape[-1]), axis=0) > 0
 
 
@@ -629,7 +630,7 @@ def non_finite_curvature(model: Model, position) -> NonFiniteCurvature | None:
     """
     if model.num_data != int(jax.tree_util.tree_leaves(model.data)[0].shape[0]):
         return None
-    flat, unravel = ravel_pytree(position)
+    flat, unravel = flat_positions.ravel(position)
 
     @jax.jit
     def finite(theta, data):
@@ -713,7 +714,7 @@ def kinked_coordinates(model: Model, position, seed: int = 0) -> KinkedCoordinat
     leaves = jax.tree_util.tree_leaves(model.data)
     if num_data != int(leaves[0].shape[0]) or not all(getattr(leaf, "is_fully_addressable", True) for leaf in leaves):
         return None
-    flat, unravel = ravel_pytree(position)
+    flat, unravel = flat_positions.ravel(position)
     if flat.size > KINK_CHECK_MAX_DIMENSION:
         return None
     if num_data > KINK_CHECK_ROWS:

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
+from tallmcmc import flat_positions
 from tallmcmc._device import to_device
 from tallmcmc.acceptance.minibatch_barker import minibatch_barker
 from tallmcmc.acceptance.penalty import minibatch_penalty
@@ -230,7 +230,7 @@ def compile_warmup_ahead(
     or :func:`tallmcmc.find_mode` and :func:`tallmcmc.taylor_control_variate`: the same kind of control variate),
     while it runs (:mod:`tallmcmc.sampling.ahead`); whether it compiled one."""
     placeholder = placeholder_control_variate(model, start)
-    covariance = np.eye(int(ravel_pytree(start)[0].size))
+    covariance = np.eye(flat_positions.dimension(start))
     proposal, warmup_test, starts = warmup_pieces(
         placeholder, covariance, placeholder.center, batch_size, minibatch_test, num_chains, seed
     )

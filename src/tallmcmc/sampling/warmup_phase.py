@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tallmcmc import compiler_options
+from tallmcmc import compiler_options, flat_positions
 from tallmcmc._checks import integer_at_least
 from tallmcmc._device import to_device
 from tallmcmc.acceptance.base import AcceptanceTest
@@ -343,10 +343,9 @@ def _warmup_covariance(positions, skip: int) -> np.ndarray:
 
     All chains pooled, shrunk towards 10⁻³·I as Stan does: n/(n + 5)·Σ̂ + 10⁻³·5/(n + 5)·I.
     """
-    # each leaf flattened on the host, in ravel_pytree's order (an eager vmap of it compiled reshape and concatenate
-    # programs in every run that adapts its covariance: sample_tall's random-walk fallback among them)
-    leaves = [np.asarray(leaf, np.float64) for leaf in jax.tree_util.tree_leaves(positions)]
-    flat = np.concatenate([leaf.reshape(*leaf.shape[:2], -1) for leaf in leaves], axis=-1)
+    # flattened on the host (an eager vmap of ravel_pytree compiled reshape and concatenate programs in every run
+    # that adapts its covariance: sample_tall's random-walk fallback among them)
+    flat = flat_positions.flat_draws(positions)
     draws = flat[skip:].reshape(-1, flat.shape[-1])
     count = draws.shape[0]
     estimate = np.atleast_2d(np.cov(draws, rowvar=False))
