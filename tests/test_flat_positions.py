@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compilations import compilations
 from jax.flatten_util import ravel_pytree
 
 from tallmcmc import flat_positions
@@ -22,17 +23,8 @@ POSITIONS = {
 
 
 def _compilations(function, *arguments):
-    compiled = []
-
-    def listener(event, duration, **_):
-        if event.endswith("backend_compile_duration"):
-            compiled.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with compilations() as compiled:
         return function(*arguments), compiled
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 @pytest.mark.parametrize("name", list(POSITIONS))

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from analytic_models import TEMPERED_2D
+from compilations import compilations
 from jax.flatten_util import ravel_pytree
 
 import tallmcmc
@@ -276,17 +277,8 @@ def test_the_adapted_covariance_is_pooled_on_the_host_without_compiling():
         "a": jnp.asarray(rng.normal(size=(30, 4)), jnp.float32),
     }
     jax.block_until_ready(positions)
-    compiled = []
-
-    def listener(event, duration, **_):
-        if event.endswith("backend_compile_duration"):
-            compiled.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with compilations() as compiled:
         covariance = _warmup_covariance(positions, 5)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
     assert compiled == []
     # the same from ravel_pytree, draw by draw (the tree's leaves in key order: "a" before "b")
     host = jax.tree_util.tree_map(np.asarray, positions)

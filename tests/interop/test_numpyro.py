@@ -31,6 +31,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from compilations import compilations
 from numpyro import handlers
 from numpyro.infer.util import log_likelihood as numpyro_log_likelihood
 from numpyro.infer.util import potential_energy
@@ -295,18 +296,9 @@ def test_reading_a_model_with_numpy_data_compiles_nothing_and_keeps_jax_dtypes()
     ``docs/compilation.md``); the arrays are those ``jnp.asarray`` and ``jnp.zeros`` give. (Run alone, the test
     fails on the tree before; after other tests in the same worker JAX may hold those programs already.)"""
     model_fn, args, kwargs = simulate("logistic")
-    compiled = []
-
-    def listener(event, duration, **_):
-        if event.endswith("backend_compile_duration"):
-            compiled.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with compilations() as compiled:
         found = interop._NumPyroModel(model_fn, args, kwargs, None)  # what from_numpyro reads, before its check
         points = found.check_points()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
     assert compiled == []
     given = dict(zip(("X", "y"), args, strict=True))
     for name, value in found.data.items():
