@@ -70,7 +70,8 @@ Each joint of the hand-tuned recipe is decided from a measured quantity:
    wider than the Laplace approximation").
 6. **The kept draws**: with the minibatch test, :func:`tallmcmc.sample`
    continues the warm-up exactly (each chain's adapted step and the tail
-   guard's pool carry over); with another test, from the warm-up's final
+   guard's pool carry over), and so does the exact test where the warm-up
+   ran under it (the tempered one); with another test, from the warm-up's final
    states with the adapted step (the chains' geometric mean factor). The
    minibatch test's kept draws are watched (:data:`~tallmcmc.tall_kept_draws.KEPT_CHECKS`): where a
    segment of them costs more than :data:`~tallmcmc.tall_kept_draws.KEPT_SWITCH_MARGIN` times the exact

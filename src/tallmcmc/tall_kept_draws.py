@@ -42,6 +42,8 @@ KEPT_CHECK_MIN_DRAWS = 50
 #: The kept draws switch to the exact test only where the minibatch test costs more than this many times as much per
 #: effective draw: a switch compiles another chain program, and near parity the choice is noise.
 KEPT_SWITCH_MARGIN = 2.0
+#: The exact Metropolis test's name (a warm-up that ran under it continues into the kept draws).
+EXACT_TEST_NAME = exact_metropolis().name
 
 
 def kept_run(
@@ -69,6 +71,11 @@ def kept_run(
         result, kept_proposal, kept_test, switch = _watched_minibatch(
             model, first, proposal, minibatch, tuned, watch, run
         )
+    elif decision == "exact" and warmup_test.name == EXACT_TEST_NAME:
+        # the warm-up ran under the exact test itself (the tempered one, after a plain warm-up that chose it): it
+        # continues exactly, each chain at its own step, and the program that ran it runs the kept draws
+        result = sample(model, proposal, warmup_test, warmed, num_samples=run.num_samples, seed=run.seed, **run.options)
+        kept_proposal, kept_test = proposal, warmup_test
     elif decision == "tuna":  # the pilot's draws are the first kept draws
         more = run.num_samples - int(pilot.info["accepted"].shape[1])
         kept = pilot if more == 0 else sample(model, tuned, tuna_test, resume=pilot, num_samples=more, **run.options)
