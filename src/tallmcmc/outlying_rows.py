@@ -49,6 +49,7 @@ import numpy as np
 
 from tallmcmc.control_variate import ControlVariate, taylor_control_variate
 from tallmcmc.model import Model, Position, rows_of
+from tallmcmc.program_cache import Traced
 from tallmcmc.run_warnings import TAIL_GUARD_VARIANCE_RSE
 from tallmcmc.sharding import row_sharding
 
@@ -131,17 +132,27 @@ def _residual_chunk(residual_model, data, positions, proposed, first, rows: int)
 def row_residuals(model: Model, control_variate: ControlVariate, positions: Position, proposed: Position) -> np.ndarray:
     """Every row's residual r̃ᵢ(θₖ, θ′ₖ) at each pair k: a (K, N) NumPy array (K = leading axis of ``positions``).
 
-    One compiled program evaluates :data:`_CHUNK_ROWS` rows at all K pairs; the data are its argument. The
-    control variate's own outlying rows, if it has any, count 0 as in the test.
+    One compiled program evaluates :data:`_CHUNK_ROWS` rows at all K pairs; the data are its argument, and so is
+    what the residuals close over (the control variate's centre and sums: traced once, the trace's constants passed
+    in, so that other data of the same shapes compile nothing new). The control variate's own outlying rows, if it
+    has any, count 0 as in the test.
     """
     residual_model = control_variate.residual_model(model)
     num_data = model.num_data
     step = min(_CHUNK_ROWS, num_data)
-    program = jax.jit(lambda data, p, q, first: _residual_chunk(residual_model, data, p, q, first, step))
+    traced = Traced.of(
+        lambda data, p, q, first: _residual_chunk(residual_model, data, p, q, first, step),
+        model.data,
+        positions,
+        proposed,
+        np.int32(0),
+    )
+    program = jax.jit(traced.replay)
+    constants = traced.constants
     out = np.empty((jax.tree_util.tree_leaves(positions)[0].shape[0], num_data), np.float64)
     for first in range(0, num_data, step):
         first = min(first, num_data - step)  # the last chunk overlaps the one before: the same values again
-        out[:, first : first + step] = np.asarray(program(model.data, positions, proposed, np.int32(first)))
+        out[:, first : first + step] = np.asarray(program(constants, model.data, positions, proposed, np.int32(first)))
     if control_variate.num_outlying:
         out[:, np.asarray(control_variate.outlying_indices)] = 0.0
     return out
