@@ -13,6 +13,7 @@ Usage::
     python benchmarks/bench_compilation.py --only sample_tall --draws 20000 --against /tmp/before/src  # sampling
     python benchmarks/bench_compilation.py --only asynchronous --against /tmp/before/src   # the other driver
     python benchmarks/bench_compilation.py --only tempered --against /tmp/before/src --repeats 3   # drawn again
+    python benchmarks/bench_compilation.py --only zero_inflation --against /tmp/before/src --repeats 3  # warmed again
 
 Scripts (each a fresh ``python`` process, so every import and compilation counts as a user waits for it):
 
@@ -24,6 +25,10 @@ Scripts (each a fresh ``python`` process, so every import and compilation counts
 * ``tempered``: ``sample_tall`` on the N = 1,000 normal mixture from ``tests/test_sample_tall.py``'s start, seed 4:
   its kept draws' tails stick, and it draws again with the momentum tempered at λ = 2, then 3 (three warm-ups and
   three sets of kept draws; ``docs/compilation.md``, "One program for every λ").
+* ``zero_inflation``: ``sample_tall`` on ``examples.zero_inflated_poisson`` at N = 20,000 (no zero inflation in the
+  data), seed 0: its plain warm-up chooses the exact test, the proxy following its outlying rows cannot pay, and it
+  warms up again with the momentum tempered under the exact test, which the kept draws continue
+  (``docs/compilation.md``, "The tempered warm-up's program runs the kept draws").
 * ``asynchronous``: ``find_mode``, ``taylor_control_variate``, random walk + ``minibatch_barker(100, cv)``, 8 chains,
   200 warm-up + 2,000 draws with ``driver="asynchronous"``, logistic regression N = 10⁵, d = 10.
 
@@ -91,6 +96,13 @@ from tallmcmc.examples import normal_mixture
 model = normal_mixture.model(normal_mixture.simulate(1000, seed=0))
 began = time.perf_counter()
 result = tallmcmc.sample_tall(model, jnp.array([-1.0, 0.9, 0.0, -0.3, -0.4]), seed=4, progress=False)
+""",
+    "zero_inflation": """
+import tallmcmc
+from tallmcmc.examples import zero_inflated_poisson
+model = zero_inflated_poisson.model(*zero_inflated_poisson.simulate(20_000))
+began = time.perf_counter()
+result = tallmcmc.sample_tall(model, seed=0, progress=False)
 """,
     "asynchronous": """
 import jax.numpy as jnp, tallmcmc
